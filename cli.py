@@ -1,0 +1,237 @@
+"""cli.py — the command-line contract.
+
+Imports nothing from the project, so `--version`, `--help` and usage errors answer before any
+dependency is installed. `parse` turns argv into an `Invocation`; `apply` turns the per-run
+overrides into environment variables, so a flag and a `.env` value take the same road into
+config.settings() and there is no second configuration system to keep in sync.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from typing import NoReturn, TextIO
+
+__version__ = "0.1.0"
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+COUNCIL_MODES = ("auto", "always", "off")
+VERBS = ("library", "history", "stats", "last", "forget")
+HINT = "try 'agentgod --help'"
+
+# Invisible characters that editors and clipboards smuggle into piped text.
+_INVISIBLE = dict.fromkeys(map(ord, "\ufeff\u200b\u200c\u200d\u2060\u180e"), None)
+
+
+class UsageError(Exception):
+    """The command line cannot be understood; exit 2 with one line and a hint."""
+
+    def __init__(self, message: str, hint: str = HINT) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What the user asked for, fully parsed."""
+
+    mode: str
+    """"task" (text given), "stdin" (read the task from stdin), "repl", "verb" or "version"."""
+    task: str | None = None
+    """The task text for mode "task"."""
+    verb: str | None = None
+    """library, history, stats, last or forget, for mode "verb"."""
+    verb_arg: str | None = None
+    """N for history, NAME for forget."""
+    plain: bool = False
+    """No colour, no live display (--plain)."""
+    quiet: bool = False
+    """Only the answer (and errors) (-q/--quiet)."""
+    json: bool = False
+    """One JSON object on stdout (--json)."""
+    model: str | None = None
+    effort: str | None = None
+    council: str | None = None
+    keep: bool | None = None
+    """True with --keep, False with --discard, None to ask."""
+    no_input: bool = False
+    """Never ask the person anything (--no-input)."""
+    budget: float | None = None
+    """Spending cap in USD (--budget)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _positive_dollars(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of dollars, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of dollars, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="agentgod",
+        description="An agent factory: plans, writes, guards and runs a team of LLM agents "
+        "for your task, then merges and judges their answer.",
+        epilog="verbs (only as the whole command): library | history [N] | stats | last | "
+        "forget NAME.  With no task at a terminal, an interactive prompt starts; "
+        "with piped stdin, stdin is the task.",
+    )
+    parser.add_argument("words", nargs="*", metavar="TASK", help="the task; '-' reads stdin")
+    parser.add_argument(
+        "--task", metavar="TEXT", help="everything after --task is the task, flags included"
+    )
+    out = parser.add_argument_group("output")
+    out.add_argument("--plain", action="store_true", help="no colour or live display")
+    out.add_argument("-q", "--quiet", action="store_true", help="print only the answer")
+    out.add_argument("--json", action="store_true", help="print one JSON object")
+    run = parser.add_argument_group("this run")
+    run.add_argument("--model", metavar="M", help="model id (sets MODEL)")
+    run.add_argument("--effort", choices=EFFORTS, help="reasoning effort (sets LLM_EFFORT)")
+    run.add_argument("--council", choices=COUNCIL_MODES, help="adversarial review (COUNCIL)")
+    run.add_argument("--budget", type=_positive_dollars, metavar="USD", help="spending cap")
+    keep = run.add_mutually_exclusive_group()
+    keep.add_argument("--keep", action="store_true", help="keep new agents without asking")
+    keep.add_argument("--discard", action="store_true", help="discard new agents without asking")
+    run.add_argument("--no-input", action="store_true", help="never ask questions")
+    parser.add_argument("-V", "--version", action="store_true", help="print the version")
+    return parser
+
+
+def _split_task(argv: list[str]) -> tuple[list[str], str | None]:
+    """Everything after the first --task is task text, even flag-shaped words like --json."""
+    for index, token in enumerate(argv):
+        if token == "--":
+            return argv, None
+        if token == "--task":
+            rest = argv[index + 1 :]
+            if not rest:
+                raise UsageError("--task needs the task text after it")
+            return argv[:index], " ".join(rest)
+        if token.startswith("--task="):
+            return argv[:index], " ".join([token[len("--task=") :], *argv[index + 1 :]])
+    return argv, None
+
+
+def _verb(words: list[str]) -> tuple[str, str | None] | None:
+    """A verb only when the words are exactly its shape; anything else is a task."""
+    if not words or words[0] not in VERBS:
+        return None
+    verb, rest = words[0], words[1:]
+    if verb in ("library", "stats", "last") and not rest:
+        return verb, None
+    if verb == "history" and not rest:
+        return verb, None
+    if verb == "history" and len(rest) == 1 and rest[0].isdigit() and int(rest[0]) > 0:
+        return verb, rest[0]
+    if verb == "forget" and len(rest) == 1:
+        return verb, rest[0]
+    if verb == "forget" and not rest:
+        raise UsageError("forget needs the NAME of a library agent", "see 'agentgod library'")
+    return None
+
+
+def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
+    """Parse argv into an Invocation; raises UsageError (exit 2), SystemExit(0) for --help."""
+    head, task_text = _split_task(list(argv))
+    args = build_parser().parse_intermixed_args(head)
+    options = {
+        "plain": args.plain,
+        "quiet": args.quiet,
+        "json": args.json,
+        "model": args.model,
+        "effort": args.effort,
+        "council": args.council,
+        "keep": True if args.keep else (False if args.discard else None),
+        "no_input": args.no_input,
+        "budget": args.budget,
+    }
+    if args.model is not None and not args.model.strip():
+        raise UsageError("--model needs a model id")
+    if args.version:
+        return Invocation("version", **options)
+    words: list[str] = args.words
+    if task_text is not None:
+        if words:
+            raise UsageError("give the task either as words or after --task, not both")
+        return Invocation("task", task=_clean_task(task_text, "--task"), **options)
+    if words == ["-"]:
+        return Invocation("stdin", **options)
+    if "-" in words:
+        raise UsageError("'-' reads the task from stdin and cannot be mixed with other words")
+    verb = _verb(words)
+    if verb:
+        return Invocation("verb", verb=verb[0], verb_arg=verb[1], **options)
+    if words:
+        return Invocation("task", task=_clean_task(" ".join(words), "the task"), **options)
+    if stdin_is_tty is None:
+        stdin_is_tty = sys.stdin is not None and sys.stdin.isatty()
+    return Invocation("repl" if stdin_is_tty else "stdin", **options)
+
+
+def _clean_task(text: str, source: str) -> str:
+    cleaned = text.translate(_INVISIBLE).strip()
+    if not cleaned:
+        raise UsageError(f"{source} is empty")
+    return cleaned
+
+
+def read_task(stream: TextIO | None) -> str:
+    """The task from stdin: BOM and zero-width characters removed; empty is a usage error."""
+    text = stream.read() if stream is not None else ""
+    return _clean_task(text, "the task read from stdin")
+
+
+def apply(invocation: Invocation) -> None:
+    """Write per-run overrides into the environment, where config.settings() reads them."""
+    overrides = {
+        "MODEL": invocation.model,
+        "LLM_EFFORT": invocation.effort,
+        "COUNCIL": invocation.council,
+        "BUDGET_USD": None if invocation.budget is None else repr(invocation.budget),
+        "AGENTGOD_PLAIN": "1" if invocation.plain else None,
+    }
+    for name, value in overrides.items():
+        if value is not None:
+            os.environ[name] = value.strip()
+
+
+def usage_error(error: UsageError, stream: TextIO | None = None) -> int:
+    """Print one line and a hint on stderr; return the usage exit code."""
+    stream = stream or sys.stderr
+    print(f"agentgod: {error}", file=stream)
+    print(f"hint: {error.hint}", file=stream)
+    return EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Answer --version, --help and usage errors here; hand everything else to main.py."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        invocation = parse(argv)
+    except UsageError as error:
+        return usage_error(error)
+    if invocation.mode == "version":
+        print(f"agentgod {__version__}")
+        return EXIT_OK
+    import main as conversation
+
+    return conversation.run(invocation)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

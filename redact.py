@@ -1,0 +1,63 @@
+"""Secret redaction: the one rule for everything that leaves the process as text.
+
+Errors, run archives and history rows all pass through `redact` before they are shown or written,
+so a key that leaked into an agent's output or an exception message never reaches a terminal, a file
+or a database. Standard library only, because problems.py and runlog.py must work without the SDK.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+REDACTED = "[redacted]"
+
+_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # Anthropic keys (sk-ant-api03-…, sk-ant-admin01-…) and other sk- style keys.
+    re.compile(r"sk-[A-Za-z0-9][A-Za-z0-9_\-]{16,}"),
+    # Authorization headers and bearer tokens.
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{12,}"),
+    # key=value or key: value pairs whose name says secret.
+    re.compile(
+        r"(?i)\b([A-Z0-9_]*(?:api[_-]?key|secret|token|password|passwd)[A-Z0-9_]*)"
+        r"(\s*[=:]\s*[\"']?)([^\s\"',;]{6,})"
+    ),
+    # PEM private keys, whole block.
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL),
+    # AWS access key ids and GitHub tokens.
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
+)
+
+_KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+_registered: set[str] = set()
+
+
+def register(secret: str) -> None:
+    """Remember a secret that never went through os.environ (a key read from .env or typed in)."""
+    if secret:
+        _registered.add(secret)
+
+
+def _replace(match: re.Match[str]) -> str:
+    """Keep the name of a `name=value` pair so the reader still sees what was there."""
+    if match.re.groups == 3:
+        return f"{match.group(1)}{match.group(2)}{REDACTED}"
+    return REDACTED
+
+
+def redact(text: str, *, secrets: tuple[str, ...] = ()) -> str:
+    """Return `text` with the live key, the given secrets and anything key-shaped replaced."""
+    if not text:
+        return text
+    literal = [s for s in (*secrets, *_live_secrets()) if s and len(s) >= 8]
+    for secret in sorted(set(literal), key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    for pattern in _PATTERNS:
+        text = pattern.sub(_replace, text)
+    return text
+
+
+def _live_secrets() -> list[str]:
+    """The key variables as the process sees them now, read at call time."""
+    return [*(os.environ.get(name, "") for name in _KEY_VARIABLES), *_registered]

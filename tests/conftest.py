@@ -1,0 +1,61 @@
+"""Shared fixtures: every test runs with its own AGENTGOD_HOME and never with a real key."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fakeapi import FakeMessagesAPI  # noqa: E402
+
+TEST_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
+
+# Settings a developer's shell or .env might carry into a test run.
+_SETTINGS = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "MODEL",
+    "FAST_MODEL",
+    "DEEP_MODEL",
+    "LLM_EFFORT",
+    "MAX_AGENTS",
+    "MAX_PARALLEL_AGENTS",
+    "AGENT_TIMEOUT_SECONDS",
+    "AGENT_REPAIR_ATTEMPTS",
+    "GENERATION_ATTEMPTS",
+    "TASK_REVISIONS",
+    "COUNCIL",
+    "SANDBOX",
+    "BUDGET_USD",
+    "AGENTGOD_PLAIN",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point AGENTGOD_HOME at a fresh directory and remove any real key or setting."""
+    for name in _SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("AGENTGOD_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def fake_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
+    """A running fake Messages API, with ANTHROPIC_BASE_URL and a test key pointing at it."""
+    api = FakeMessagesAPI().start()
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_KEY)
+    try:
+        yield api
+    finally:
+        api.stop()

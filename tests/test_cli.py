@@ -1,0 +1,199 @@
+"""The command-line contract: every flag, the --task remainder, verbs vs tasks, every exit 2."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "expected"),
+    [
+        (["--plain", "t"], "plain", True),
+        (["-q", "t"], "quiet", True),
+        (["--quiet", "t"], "quiet", True),
+        (["--json", "t"], "json", True),
+        (["--model", "claude-opus-5-5", "t"], "model", "claude-opus-5-5"),
+        (["--effort", "xhigh", "t"], "effort", "xhigh"),
+        (["--council", "off", "t"], "council", "off"),
+        (["--keep", "t"], "keep", True),
+        (["--discard", "t"], "keep", False),
+        (["t"], "keep", None),
+        (["--no-input", "t"], "no_input", True),
+        (["--budget", "0.25", "t"], "budget", 0.25),
+        (["t", "--json"], "json", True),
+        (["-V"], "mode", "version"),
+        (["--version"], "mode", "version"),
+    ],
+)
+def test_every_flag(argv: list[str], field: str, expected: object) -> None:
+    assert getattr(cli.parse(argv), field) == expected
+
+
+def test_words_are_the_task() -> None:
+    invocation = cli.parse(["summarise", "the", "news", "--json"])
+    assert invocation.mode == "task"
+    assert (invocation.task, invocation.json) == ("summarise the news", True)
+
+
+@pytest.mark.parametrize(
+    ("argv", "task", "json"),
+    [
+        (["--task", "explain", "--json", "flags"], "explain --json flags", False),
+        (["--json", "--task", "what", "is", "-q"], "what is -q", True),
+        (["--task=history", "of", "rome"], "history of rome", False),
+        (["--task", "stats"], "stats", False),
+        (["--task", "-"], "-", False),
+    ],
+)
+def test_everything_after_task_is_task_text(argv: list[str], task: str, json: bool) -> None:
+    invocation = cli.parse(argv)
+    assert (invocation.mode, invocation.task, invocation.json) == ("task", task, json)
+
+
+@pytest.mark.parametrize(
+    ("argv", "verb", "arg"),
+    [
+        (["library"], "library", None),
+        (["history"], "history", None),
+        (["history", "5"], "history", "5"),
+        (["stats"], "stats", None),
+        (["last"], "last", None),
+        (["forget", "csv_parser"], "forget", "csv_parser"),
+        (["--json", "stats"], "stats", None),
+    ],
+)
+def test_verbs_as_the_whole_command(argv: list[str], verb: str, arg: str | None) -> None:
+    invocation = cli.parse(argv)
+    assert (invocation.mode, invocation.verb, invocation.verb_arg) == ("verb", verb, arg)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["history", "of", "rome"],
+        ["history", "rome"],
+        ["history", "0"],
+        ["stats", "for", "my", "team"],
+        ["last", "week's", "news"],
+        ["library", "of", "alexandria"],
+        ["forget", "about", "it"],
+    ],
+)
+def test_verb_words_in_a_longer_line_are_a_task(argv: list[str]) -> None:
+    invocation = cli.parse(argv)
+    assert (invocation.mode, invocation.task) == ("task", " ".join(argv))
+
+
+def test_dash_reads_stdin() -> None:
+    assert cli.parse(["-"]).mode == "stdin"
+
+
+def test_no_task_at_a_terminal_is_the_repl_and_piped_is_stdin() -> None:
+    assert cli.parse([], stdin_is_tty=True).mode == "repl"
+    assert cli.parse(["--plain"], stdin_is_tty=False).mode == "stdin"
+
+
+def test_read_task_strips_bom_and_zero_width() -> None:
+    stream = io.StringIO("\ufeff\u200bsummarise\u200d this\u2060\n")
+    assert cli.read_task(stream) == "summarise this"
+
+
+@pytest.mark.parametrize("text", ["", "   \n", "\ufeff\u200b\n"])
+def test_empty_stdin_is_a_usage_error(text: str) -> None:
+    with pytest.raises(cli.UsageError):
+        cli.read_task(io.StringIO(text))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--keep", "--discard", "t"],
+        ["--budget", "0", "t"],
+        ["--budget", "-1", "t"],
+        ["--budget", "lots", "t"],
+        ["--budget", "inf", "t"],
+        ["--effort", "huge", "t"],
+        ["--council", "sometimes", "t"],
+        ["--model"],
+        ["--model", " ", "t"],
+        ["--unknown-flag", "t"],
+        ["--task"],
+        ["--task", "   "],
+        ["words", "--task", "more"],
+        ["-", "extra"],
+        ["forget"],
+        ["  "],
+    ],
+)
+def test_usage_errors_raise(argv: list[str]) -> None:
+    with pytest.raises(cli.UsageError):
+        cli.parse(argv)
+
+
+def test_usage_error_prints_one_line_and_a_hint() -> None:
+    stream = io.StringIO()
+    code = cli.usage_error(cli.UsageError("bad thing"), stream)
+    assert code == cli.EXIT_USAGE == 2
+    lines = stream.getvalue().splitlines()
+    assert lines == ["agentgod: bad thing", "hint: try 'agentgod --help'"]
+
+
+def test_apply_turns_flags_into_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MODEL", "LLM_EFFORT", "COUNCIL", "BUDGET_USD", "AGENTGOD_PLAIN"):
+        monkeypatch.delenv(name, raising=False)
+    cli.apply(
+        cli.parse(
+            [
+                *("--model", "claude-opus-5-5", "--effort", "low", "--council", "always"),
+                *("--budget", "1.5", "--plain", "t"),
+            ]
+        )
+    )
+    assert os.environ["MODEL"] == "claude-opus-5-5"
+    assert os.environ["LLM_EFFORT"] == "low"
+    assert os.environ["COUNCIL"] == "always"
+    assert float(os.environ["BUDGET_USD"]) == 1.5
+    assert os.environ["AGENTGOD_PLAIN"] == "1"
+
+
+def test_apply_leaves_unset_flags_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MODEL", "from-dotenv-or-shell")
+    cli.apply(cli.parse(["t"]))
+    assert os.environ["MODEL"] == "from-dotenv-or-shell"
+
+
+def _run_cli(python: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, str(ROOT / "cli.py"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")},
+    )
+
+
+def test_version_and_usage_errors_work_in_an_empty_venv(tmp_path: Path) -> None:
+    """`python cli.py --version` must answer before any dependency is installed."""
+    venv.create(tmp_path / "bare", with_pip=False)
+    python = str(tmp_path / "bare" / "bin" / "python")
+    done = _run_cli(python, "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"agentgod {cli.__version__}"
+    bad = _run_cli(python, "--keep", "--discard", "task")
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    assert bad.stderr.splitlines()[-1].startswith("hint:")
+    helped = _run_cli(python, "--help")
+    assert helped.returncode == 0
+    assert "--task" in helped.stdout
