@@ -1,0 +1,350 @@
+"""Task analysis: one structured call turns a task into a graded plan of agents.
+
+The plan is a trust boundary. Everything in it was written by a model, and an agent's name becomes
+a filename, a dict key and a prompt label, so the validators here make the plan safe once, for
+everyone downstream: names are sanitised and unique, dependencies point at real agents and form a
+DAG, pip names are plausible, and the team size is bounded by the schema and checked again on
+arrival.
+"""
+
+import functools
+import re
+import unicodedata
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, Field, create_model, field_validator, model_validator
+
+import config
+import taskgraph
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{2,39}$")
+MAX_NAME_LENGTH = 40
+_PIP_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_WINDOWS_DEVICES = frozenset(
+    ["con", "prn", "aux", "nul"]
+    + [f"com{digit}" for digit in range(1, 10)]
+    + [f"lpt{digit}" for digit in range(1, 10)]
+)
+
+
+def _shape(text: str) -> str:
+    """Turn text into a safe identifier, or "" when nothing usable is left."""
+    ascii_only = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    split = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", ascii_only)
+    split = re.sub(r"([a-z])([A-Z])|([0-9])([A-Z][a-z])", r"\1\3_\2\4", split)
+    name = re.sub(r"[^a-z0-9]+", "_", split.lower()).strip("_")
+    if not name:
+        return ""
+    if name[0].isdigit():
+        name = f"agent_{name}"
+    if len(name) < 3:
+        name = f"{name}_agent"
+    name = name[:MAX_NAME_LENGTH].rstrip("_")
+    if name in _WINDOWS_DEVICES:
+        name = f"{name}_agent"
+    return name
+
+
+def _usable_name(raw: str) -> str:
+    """The safe form of the last path component of ``raw``, or "" when nothing usable is left."""
+    components = [part for part in re.split(r"[/\\]", raw) if part.strip()]
+    return _shape(components[-1]) if components else ""
+
+
+def safe_agent_name(raw: str, fallback_index: int = 1) -> str:
+    """A snake_case name matching NAME_PATTERN that is never a Windows device name.
+
+    Path-like input keeps only its last component ("../../../pwned" -> "pwned"), camelCase,
+    spaces and dashes become snake_case, accents are folded and other non-ASCII dropped. Input
+    with nothing usable becomes ``agent_<fallback_index>``. Idempotent, so a name that is already
+    safe - a library agent's, say - passes through unchanged.
+    """
+    return _usable_name(raw) or _shape(f"agent_{fallback_index}")
+
+
+def _disambiguate(name: str, taken: set[str]) -> str:
+    """The first ``name_2``, ``name_3``... not in ``taken``, still within the length limit."""
+    number = 2
+    while True:
+        suffix = f"_{number}"
+        candidate = name[: MAX_NAME_LENGTH - len(suffix)].rstrip("_") + suffix
+        if candidate not in taken:
+            return candidate
+        number += 1
+
+
+# Class docstrings below are part of the JSON schema the model reads, so they speak to the model;
+# the reasoning for developers lives in the validators' docstrings.
+
+
+class AgentSpec(BaseModel):
+    """One single-purpose agent in the team."""
+
+    name: str = Field(
+        description=(
+            "The agent's identifier: snake_case, 3-40 characters of lowercase letters, digits and "
+            "underscores, starting with a letter, unique within the plan. Name the kind of work, "
+            "never the subject of this task ('claim_extractor', not 'tesla_claim_extractor'). "
+            "To reuse a library agent, copy its name exactly."
+        )
+    )
+    role: str = Field(
+        description=(
+            "One sentence saying what the agent produces, phrased generically so the agent can "
+            "be reused on other tasks ('Extracts the checkable factual claims from a text')."
+        )
+    )
+    instructions: str = Field(
+        description=(
+            "The detailed brief a code generator turns into this agent's program: what it reads "
+            "(the task text, and which upstream outputs by name), how it should work, and the "
+            "exact shape of what it prints. Describe the method, not the subject: the task text "
+            "arrives at run time, so refer to 'the task' instead of restating it."
+        )
+    )
+    depends_on: list[str] = Field(
+        description=(
+            "Names of agents in this plan whose outputs this agent needs; it starts only after "
+            "they finish and receives their outputs (and their own upstream outputs). An empty "
+            "list means it needs none and can run in parallel with other independent agents. "
+            "Never list the agent itself or create a cycle. If no agent in the plan declares any "
+            "dependency, the plan runs as a strict sequence."
+        )
+    )
+    dependencies: list[str] = Field(
+        description=(
+            "Extra pip packages the program must install, beyond the Python standard library. "
+            "Almost always an empty list: agents think through call_llm, and the standard "
+            "library covers parsing, maths, dates, csv and json. Unapproved packages are refused."
+        )
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str) -> str:
+        """Per-field rules live here, so every spec is safe on its own, whoever builds it.
+
+        Only what needs the rest of the team - uniqueness, resolving depends_on, the DAG - is
+        left to Plan's model validator.
+        """
+        return safe_agent_name(name)
+
+    @field_validator("role", "instructions")
+    @classmethod
+    def _strip(cls, text: str) -> str:
+        return text.strip()
+
+    @field_validator("dependencies")
+    @classmethod
+    def _clean_packages(cls, packages: list[str]) -> list[str]:
+        cleaned = (package.strip().lower() for package in packages)
+        return list(dict.fromkeys(package for package in cleaned if _PIP_NAME.match(package)))
+
+
+class Plan(BaseModel):
+    """The plan for one task: its grade, the team of agents, and the reasoning behind them."""
+
+    # Fields are declared grade, team, prose because structured output is generated in field
+    # order: the model sizes the work before designing the team, and explains the team it actually
+    # emitted rather than one it merely intended.
+
+    agent_limit: ClassVar[int | None] = None
+    """Bound baked in by plan_model(); None means the configured MAX_AGENTS at validation time."""
+
+    complexity: Literal["simple", "standard", "deep"] = Field(
+        description=(
+            "Grade the task before designing the team. simple: a quick factual answer or short "
+            "piece of writing, one or two agents. standard: most tasks, work that divides into a "
+            "few distinct parts. deep: analysis where the quality of judgement matters; the "
+            "answer also gets an adversarial review, so reserve it for tasks that need one."
+        )
+    )
+    agents: list[AgentSpec] = Field(
+        min_length=1,
+        description=(
+            "The team, each agent with one job, listed so every agent comes after the agents it "
+            "depends on. Use as few as the task needs."
+        ),
+    )
+    reasoning: str = Field(
+        description=(
+            "Two to four sentences, written after the team above: why this grade, why this split "
+            "of the work, and why these dependencies."
+        )
+    )
+
+    @model_validator(mode="after")
+    def _make_safe_for_downstream(self) -> "Plan":
+        """Team-wide rules, in one validator because each step needs the one before it.
+
+        The size check, then unique names, then depends_on resolved against the final names,
+        then taskgraph.sanitise - so every Plan downstream carries a clean DAG.
+        """
+        limit = self.agent_limit or config.settings().max_agents
+        if len(self.agents) > limit:
+            raise ValueError(f"a plan may hold at most {limit} agents, got {len(self.agents)}")
+
+        # Every name as given keeps priority over invented suffixes, so a dependency on an agent
+        # the model really named "writer_2" can never be captured by a renamed duplicate.
+        taken = {agent.name for agent in self.agents}
+        seen: set[str] = set()
+        final_names: list[str] = []
+        for agent in self.agents:
+            if agent.name in seen:
+                final_names.append(_disambiguate(agent.name, taken))
+                taken.add(final_names[-1])
+            else:
+                final_names.append(agent.name)
+                seen.add(agent.name)
+
+        # A reference is resolved the way a name is: sanitising is idempotent, so the raw name,
+        # its sanitised form and a final name all land on the agent they mean, and a reference to
+        # a duplicated name means its first holder. A reference with nothing usable in it is
+        # dropped rather than guessed into the fallback name agent_1.
+        renamed = [
+            agent.model_copy(
+                update={
+                    "name": final,
+                    "depends_on": [_usable_name(dep) for dep in agent.depends_on],
+                }
+            )
+            for agent, final in zip(self.agents, final_names, strict=True)
+        ]
+        self.agents = taskgraph.sanitise(renamed)
+        return self
+
+
+@functools.cache
+def plan_model(max_agents: int) -> type[Plan]:
+    """Plan with the team size bounded in the schema itself, so the request states the limit.
+
+    Cached per limit: the SDK derives a schema from the class on every call. The subclass keeps
+    the name Plan (the schema title the model sees) and is still a Plan for everyone downstream.
+    """
+    if max_agents < 1:
+        raise ValueError(f"max_agents must be at least 1, got {max_agents}")
+    bounded = create_model(
+        "Plan",
+        __base__=Plan,
+        __doc__=Plan.__doc__,
+        agents=(
+            list[AgentSpec],
+            Field(
+                min_length=1,
+                max_length=max_agents,
+                description=(
+                    f"The team of 1 to {max_agents} agents, each with one job, listed so every "
+                    "agent comes after the agents it depends on. Use as few as the task needs."
+                ),
+            ),
+        ),
+    )
+    bounded.agent_limit = max_agents
+    return bounded
+
+
+PLANNER_PROMPT = """\
+You are the planner inside AgentGOD, an agent factory. You never answer the user's task, and \
+nobody else in the factory answers it directly either: the answer is produced by a team of small, \
+single-purpose agents that you design now. Your reply is the blueprint for that team - a grade, \
+the agents, and a short justification - returned as data in the schema you were given.
+
+## What an agent is
+- Each agent becomes a small Python program that uses only the standard library. At run time it \
+receives the user's task text plus the outputs of the agents it depends on, and prints one \
+plain-text result.
+- An agent thinks by calling Claude through a helper named call_llm. It can reason, write, \
+analyse, calculate and transform text; it cannot browse the web, use tools or read the user's \
+files, so do not design agents that pretend to.
+- After the team runs, a separate merge step combines every agent's output into the final answer \
+and enforces the user's format, length and tone. Do not add an agent whose only job is to merge, \
+format or proofread the others.
+
+## Grade the task first
+- simple: a quick factual question, a definition, a short rewrite or a small calculation. One or \
+two agents.
+- standard: most tasks - work that divides naturally into a few distinct parts.
+- deep: analysis where the quality of judgement matters - weighing trade-offs, building an \
+argument, a recommendation someone will act on. A deep answer also gets an adversarial review, \
+and every call in the run thinks harder, so it costs more: reserve it for tasks where a shallow \
+answer would be a real failure.
+The grade sizes the work; over-grading wastes the user's money and under-grading a hard question \
+produces a shallow answer.
+
+## Design the team
+- Give each agent exactly one job. Split where the work genuinely divides - distinct angles, \
+distinct stages, an independent check - never just to fill the quota. A few strong agents beat \
+many thin ones. Use at most {max_agents} agents.
+- List the agents so that every agent comes after the agents it depends on.
+
+## Dependencies (depends_on)
+- The team runs as a dependency graph. An agent starts once every agent in its depends_on has \
+finished; agents with nothing pending run in parallel.
+- An agent receives the outputs of the agents it depends on and of their dependencies in turn - \
+nothing else. If an agent needs another agent's output, declare it, or it will never see it.
+- Give an empty list to agents that work from the task alone, so independent work runs in \
+parallel. Name only agents in this plan, never the agent itself, and never form a cycle.
+- If no agent declares any dependency, the whole plan runs as a strict sequence in list order.
+
+## Keep agents generic
+Agents are kept and reused on future tasks, and the task text reaches them at run time. Names, \
+roles and instructions must describe a kind of work, never this task's subject: \
+"market_sizer", not "ev_market_sizer"; "Estimates the size of a market from stated assumptions", \
+not "Estimates the 2030 EV market in Norway". In instructions, refer to "the task" instead of \
+restating it, and spell out the method and the exact shape of the output.
+
+## Names
+An agent's name is its file name and the key its output is passed under, so: snake_case, 3 to 40 \
+lowercase letters, digits and underscores, starting with a letter, unique within the plan. \
+depends_on must use these exact names.
+
+## Reuse the library
+The request may include an <agent_library> block describing agents that already exist. When one \
+fits a job in your plan, reuse it by giving its exact name and keeping its role: a reused agent \
+skips code generation and has a track record. Create a new agent only when no library agent \
+fits, and never a near-duplicate of one that does.
+
+## Packages
+dependencies lists extra pip packages and should almost always be empty: call_llm and the \
+standard library cover nearly everything. Ask for a package only when the job is impossible \
+without it; unapproved packages are refused.
+
+## Reasoning
+Write it last, in two to four sentences, about the team you actually emitted: why this grade, why \
+this split, why these dependencies.
+"""
+
+
+def build_prompts(task: str, *, library_hint: str = "", max_agents: int) -> tuple[str, str]:
+    """The (system, user) prompts for one planning call.
+
+    The library goes before the task: long reference material first and the request last is the
+    order the model follows best, and it keeps the task the last thing it reads.
+    """
+    system = PLANNER_PROMPT.format(max_agents=max_agents)
+    parts: list[str] = []
+    if library_hint.strip():
+        parts.append(f"<agent_library>\n{library_hint.strip()}\n</agent_library>")
+    parts.append(f"<task>\n{task.strip()}\n</task>")
+    parts.append("Plan the team of agents for this task.")
+    return system, "\n\n".join(parts)
+
+
+def plan_agents(
+    task: str,
+    *,
+    usage: config.Usage | None = None,
+    library_hint: str = "",
+    effort: str | None = None,
+) -> Plan:
+    """Grade the task and design its team in one structured call; the reply arrives validated."""
+    limit = config.settings().max_agents
+    system, prompt = build_prompts(task, library_hint=library_hint, max_agents=limit)
+    return config.complete_structured(
+        prompt,
+        plan_model(limit),
+        system=system,
+        max_tokens=8192,
+        effort=effort,
+        usage=usage,
+    )

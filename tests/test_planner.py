@@ -1,0 +1,289 @@
+"""Tests for planner: the trust boundary between the model's plan and everything downstream.
+
+No network anywhere: the limit tests read MAX_AGENTS through config.settings(), and the last test
+replaces config.complete_structured to check how plan_agents wires its single call.
+"""
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+import config
+import planner
+from planner import AgentSpec, Plan, build_prompts, plan_model, safe_agent_name
+
+DEVICE_NAMES = {"con", "prn", "aux", "nul"} | {
+    f"{p}{d}" for p in ("com", "lpt") for d in range(1, 10)
+}
+
+
+def spec(name: str, depends_on: list[str] | None = None, **fields: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "role": fields.get("role", "Does one thing."),
+        "instructions": fields.get("instructions", "Do it well."),
+        "depends_on": depends_on or [],
+        "dependencies": fields.get("dependencies", []),
+    }
+
+
+def plan(*agents: dict[str, Any], limit: int = 6) -> Plan:
+    return plan_model(limit).model_validate(
+        {"complexity": "standard", "agents": list(agents), "reasoning": "Because."}
+    )
+
+
+def team(result: Plan) -> dict[str, list[str]]:
+    return {agent.name: agent.depends_on for agent in result.agents}
+
+
+# --- safe_agent_name --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("research_agent", "research_agent"),
+        ("../../../pwned", "pwned"),
+        ("..\\..\\windows\\evil", "evil"),
+        ("/etc/passwd/", "passwd"),
+        ("ResearchAgent", "research_agent"),
+        ("HTTPServer", "http_server"),
+        ("getHTTPResponse", "get_http_response"),
+        ("data analyst", "data_analyst"),
+        ("fact-checker", "fact_checker"),
+        ("  Writer\n", "writer"),
+        ("a__b___c", "a_b_c"),
+        ("__init__", "init"),
+        ("café critic", "cafe_critic"),
+        ("3d_model", "agent_3d_model"),
+        ("3DModel", "agent_3d_model"),
+        ("42", "agent_42"),
+        ("con", "con_agent"),
+        ("COM1", "com1_agent"),
+        ("lpt9", "lpt9_agent"),
+        ("Aux", "aux_agent"),
+        ("com¹", "com1_agent"),
+        ("ab", "ab_agent"),
+        ("x", "x_agent"),
+        ("a" * 50, "a" * 40),
+        ("x" * 39 + "_yz", "x" * 39),
+        ("agent_" + "9" * 40, "agent_" + "9" * 34),
+        ("", "agent_1"),
+        ("!!!", "agent_1"),
+        ("研究员", "agent_1"),
+        ("../..", "agent_1"),
+    ],
+)
+def test_safe_agent_name_table(raw: str, expected: str) -> None:
+    assert safe_agent_name(raw) == expected
+
+
+def test_fallback_index_names_the_unusable() -> None:
+    assert safe_agent_name("???", 4) == "agent_4"
+    assert safe_agent_name("ok_name", 4) == "ok_name"
+
+
+@settings(max_examples=500)
+@given(st.text(), st.integers())
+def test_any_input_gives_a_safe_idempotent_name(raw: str, fallback_index: int) -> None:
+    name = safe_agent_name(raw, fallback_index)
+    assert planner.NAME_PATTERN.fullmatch(name)
+    assert name not in DEVICE_NAMES
+    assert "__" not in name
+    assert not name.endswith("_")
+    assert safe_agent_name(name) == name
+
+
+@given(st.lists(st.sampled_from(["..", ".", "tmp", "", "x y"]), max_size=5), st.text())
+def test_path_like_input_never_keeps_a_separator_or_dot(prefix: list[str], last: str) -> None:
+    for separator in ("/", "\\"):
+        name = safe_agent_name(separator.join([*prefix, last]))
+        assert not {"/", "\\", "."} & set(name)
+
+
+# --- AgentSpec --------------------------------------------------------------------------------
+
+
+def test_agent_spec_sanitises_each_field_on_its_own() -> None:
+    agent = AgentSpec.model_validate(
+        spec(
+            "../Evil Agent",
+            role="  Finds things.  ",
+            instructions="\n Look carefully. \n",
+            dependencies=[" Requests ", "requests", "numpy>=1.26", "", "../evil", "PyYAML", "-x"],
+        )
+    )
+    assert agent.name == "evil_agent"
+    assert agent.role == "Finds things."
+    assert agent.instructions == "Look carefully."
+    assert agent.dependencies == ["requests", "pyyaml"]
+
+
+def test_agent_spec_fields_are_ordered_and_described() -> None:
+    schema = AgentSpec.model_json_schema()
+    assert list(schema["properties"]) == [
+        "name",
+        "role",
+        "instructions",
+        "depends_on",
+        "dependencies",
+    ]
+    assert all(prop.get("description") for prop in schema["properties"].values())
+
+
+# --- Plan: names and dependencies -------------------------------------------------------------
+
+
+def test_duplicates_are_disambiguated_in_order() -> None:
+    result = plan(spec("writer"), spec("Writer"), spec("writer "))
+    assert [agent.name for agent in result.agents] == ["writer", "writer_2", "writer_3"]
+
+
+def test_a_suffix_never_captures_a_name_the_model_gave() -> None:
+    result = plan(spec("writer"), spec("writer", ["writer_2"]), spec("writer_2", ["writer"]))
+    assert team(result) == {"writer": [], "writer_3": ["writer_2"], "writer_2": ["writer"]}
+
+
+def test_disambiguated_long_names_stay_within_the_limit() -> None:
+    long_name = "n" * 40
+    result = plan(spec(long_name), spec(long_name))
+    assert [agent.name for agent in result.agents] == [long_name, "n" * 38 + "_2"]
+
+
+def test_depends_on_follows_every_rename() -> None:
+    result = plan(
+        spec("Research Agent"),
+        spec("../../tmp/Fact-Checker"),
+        spec("writer", ["Research Agent", "fact_checker", "ResearchAgent"]),
+        spec("editor", ["../../tmp/Fact-Checker", "WRITER"]),
+    )
+    assert team(result) == {
+        "research_agent": [],
+        "fact_checker": [],
+        "writer": ["research_agent", "fact_checker"],
+        "editor": ["fact_checker", "writer"],
+    }
+
+
+def test_reference_to_a_duplicated_name_means_its_first_holder() -> None:
+    result = plan(spec("critic"), spec("critic"), spec("judge", ["critic"]))
+    assert team(result)["judge"] == ["critic"]
+
+
+def test_unusable_references_are_dropped_not_guessed() -> None:
+    result = plan(spec("!!!"), spec("reader", ["", "???", "agent_1"]))
+    assert team(result) == {"agent_1": [], "reader": ["agent_1"]}
+
+
+def test_plan_graph_is_sanitised() -> None:
+    cyclic = plan(spec("a_1", ["b_1", "a_1", "ghost"]), spec("b_1", ["a_1", "a_1"]))
+    assert team(cyclic) == {"a_1": ["b_1"], "b_1": []}
+
+
+def test_plan_without_dependencies_becomes_a_chain() -> None:
+    result = plan(spec("first"), spec("second"), spec("third"))
+    assert team(result) == {"first": [], "second": ["first"], "third": ["second"]}
+
+
+def test_validating_a_validated_plan_changes_nothing() -> None:
+    model = plan_model(6)
+    original = plan(spec("Writer"), spec("writer", ["writer"]), spec("con", ["Writer", "ghost"]))
+    assert model.model_validate(original.model_dump()) == original
+
+
+# --- Plan: size limits and schema -------------------------------------------------------------
+
+
+def test_bounded_model_rejects_oversized_and_empty_plans() -> None:
+    agents = [spec(f"agent_{i}") for i in range(4)]
+    assert len(plan(*agents[:3], limit=3).agents) == 3
+    with pytest.raises(ValidationError):
+        plan(*agents, limit=3)
+    with pytest.raises(ValidationError):
+        plan(limit=3)
+
+
+def test_bounded_model_states_the_limit_in_its_schema() -> None:
+    schema = plan_model(4).model_json_schema()
+    assert schema["title"] == "Plan"
+    assert schema["properties"]["agents"]["minItems"] == 1
+    assert schema["properties"]["agents"]["maxItems"] == 4
+    assert "1 to 4 agents" in schema["properties"]["agents"]["description"]
+    assert issubclass(plan_model(4), Plan)
+    assert plan_model(4) is plan_model(4)
+
+
+def test_plan_model_refuses_a_zero_limit() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        plan_model(0)
+
+
+def test_plan_enforces_the_configured_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAX_AGENTS", "3")
+    payload = {"complexity": "simple", "reasoning": "r"}
+    assert len(
+        Plan.model_validate({**payload, "agents": [spec(f"a_{i}") for i in range(3)]}).agents
+    )
+    with pytest.raises(ValidationError, match="at most 3"):
+        Plan.model_validate({**payload, "agents": [spec(f"a_{i}") for i in range(4)]})
+    limit = config.settings().max_agents
+    assert plan_model(limit).model_json_schema()["properties"]["agents"]["maxItems"] == 3
+
+
+def test_plan_fields_are_ordered_grade_team_prose_and_described() -> None:
+    for model in (Plan, plan_model(6)):
+        properties = model.model_json_schema()["properties"]
+        assert list(properties) == ["complexity", "agents", "reasoning"]
+        assert all(prop.get("description") for prop in properties.values())
+        assert properties["complexity"]["enum"] == ["simple", "standard", "deep"]
+
+
+# --- prompts and the call ---------------------------------------------------------------------
+
+
+def test_planner_prompt_formats_with_the_limit_only() -> None:
+    system = planner.PLANNER_PROMPT.format(max_agents=5)
+    assert "at most 5 agents" in system
+    assert "{" not in system
+    for needle in ("depends_on", "call_llm", "simple", "deep", "<agent_library>", "snake_case"):
+        assert needle in system
+
+
+def test_user_prompt_delimits_task_and_library() -> None:
+    system, prompt = build_prompts(
+        "  Compare A and B.  ", library_hint="summariser: condenses a text", max_agents=2
+    )
+    assert "at most 2 agents" in system
+    assert "<task>\nCompare A and B.\n</task>" in prompt
+    assert "<agent_library>\nsummariser: condenses a text\n</agent_library>" in prompt
+    assert prompt.index("<agent_library>") < prompt.index("<task>")
+    _, bare = build_prompts("Compare A and B.", library_hint="  ", max_agents=2)
+    assert "agent_library" not in bare
+
+
+def test_plan_agents_makes_one_bounded_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAX_AGENTS", "2")
+    calls: list[dict[str, Any]] = []
+
+    def fake_complete_structured(prompt: str, output_format: type[Plan], **kwargs: Any) -> Plan:
+        calls.append({"prompt": prompt, "output_format": output_format, **kwargs})
+        return output_format.model_validate(
+            {"complexity": "simple", "agents": [spec("Answerer")], "reasoning": "One job."}
+        )
+
+    monkeypatch.setattr(config, "complete_structured", fake_complete_structured)
+    usage = config.Usage()
+    result = planner.plan_agents("What is 2+2?", usage=usage, library_hint="lib", effort="low")
+
+    assert [agent.name for agent in result.agents] == ["answerer"]
+    (call,) = calls
+    assert call["output_format"] is plan_model(2)
+    assert call["system"] == planner.PLANNER_PROMPT.format(max_agents=2)
+    assert "<task>\nWhat is 2+2?\n</task>" in call["prompt"]
+    assert "<agent_library>\nlib\n</agent_library>" in call["prompt"]
+    assert (call["max_tokens"], call["effort"]) == (8192, "low")
+    assert call["usage"] is usage
