@@ -1,0 +1,121 @@
+"""Median start-up cost of a no-op agent under each sandbox layer set (issue 6: all < +60 ms).
+
+Run as root on Linux to see every layer: `python bench/sandbox_coldstart.py [--json]`. The uid
+layer needs an interpreter that an unprivileged uid can read; when the default one is not,
+pass e.g. `--python /usr/bin/python3`. Layers the machine lacks are reported, not measured.
+`--imports json,urllib.request` measures a typical agent instead, whose own imports overlap
+the bootstrap's.
+"""
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import sandbox
+
+SETS = {
+    "none": (),
+    "+landlock": ("landlock",),
+    "+seccomp": ("seccomp",),
+    "+uid": ("uid",),
+    "+bwrap": ("bwrap",),
+    "all": sandbox.LAYERS,
+}
+
+
+def prepare(python: str, layers: tuple[str, ...], base: Path) -> tuple[sandbox.Launch, Path]:
+    scratch = Path(tempfile.mkdtemp(dir=base))
+    launch = sandbox.prepare(
+        base / "noop.py",
+        python=python,
+        scratch=scratch,
+        api_url="http://127.0.0.1:9",
+        mode="auto" if layers else "off",
+        layers=layers,
+    )
+    return launch, scratch
+
+
+def start_once(launch: sandbox.Launch, scratch: Path) -> float:
+    """One run, started the way the executor starts agents; returns its wall time."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(scratch),
+        "TMPDIR": str(scratch),
+        "LC_ALL": "C.UTF-8",
+        "MALLOC_ARENA_MAX": "2",
+    }
+    start = time.perf_counter()
+    subprocess.run(
+        launch.argv,
+        cwd=scratch,
+        env=env,
+        check=True,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=launch.preexec,
+        user=launch.user,
+        group=launch.group,
+        extra_groups=None if launch.group is None else [],
+    )
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", default=sys.executable, help="interpreter the agents run on")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--imports", default="", help="modules the agent imports, e.g. json,urllib.request"
+    )
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="sandbox-bench-"))
+    try:
+        base.chmod(0o755)  # the unprivileged uid must reach the agent
+        source = "".join(f"import {name}\n" for name in filter(None, args.imports.split(",")))
+        (base / "noop.py").write_text(source or "pass\n", encoding="utf-8")
+        launches = {name: prepare(args.python, layers, base) for name, layers in SETS.items()}
+        times: dict[str, list[float]] = {name: [] for name in SETS}
+        for _ in range(args.runs):  # round robin, so that a busy moment hits every set alike
+            for name, (launch, scratch) in launches.items():
+                times[name].append(start_once(launch, scratch))
+    finally:
+        shutil.rmtree(base)
+    medians = {name: statistics.median(runs) * 1000 for name, runs in times.items()}
+    results = {
+        name: {
+            "active": list(launch.layers),
+            "skipped": list(launch.skipped),
+            "median_ms": round(medians[name], 1),
+            "added_ms": round(medians[name] - medians["none"], 1),
+        }
+        for name, (launch, _) in launches.items()
+    }
+    if args.json:
+        report = {"python": args.python, "runs": args.runs, "imports": args.imports}
+        print(json.dumps({**report, "sets": results}, indent=2))
+        return
+    print(f"{'set':<10} {'median ms':>10} {'added ms':>9}  active layers")
+    for name, result in results.items():
+        print(
+            f"{name:<10} {result['median_ms']:>10} {result['added_ms']:>9}  "
+            f"{', '.join(result['active']) or '-'}"
+        )
+    notes = dict.fromkeys(note for result in results.values() for note in result["skipped"])
+    for note in notes:
+        print(f"note: {note}")
+    agent = f"importing {args.imports}" if args.imports else "no-op"
+    print(f"({args.runs} runs each of a {agent} agent, python {args.python})")
+
+
+if __name__ == "__main__":
+    main()

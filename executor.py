@@ -1,0 +1,464 @@
+"""executor.py — files, pip and processes. No model calls here.
+
+Every way an agent can fail — crash, hang, unstartable, silent, a flood of output, a wall of the
+sandbox — comes back as an `AgentResult`, never as an exception, so one bad agent can never take the
+run down. The child gets a minimal environment, a scratch directory as cwd/HOME/TMPDIR, its own
+process group (killed whole on timeout and after exit) and resource limits; sandbox.py adds the
+OS-level layers on top.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import config
+import redact
+import sandbox
+
+USAGE_MARKER = "__AGENT_USAGE__ "
+MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+"""Stdout beyond this is a runaway agent: it is killed and fails with kind "output_limit"."""
+MAX_STDERR_CHARS = 64 * 1024
+"""Stderr kept for repair prompts and failure reports (the end matters: tracebacks)."""
+EXIT_GRACE_SECONDS = 0.5
+"""After the agent exits, how long a leftover holder of its pipes may keep them open."""
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{2,39}$")
+_GIB = 1024**3
+
+
+@dataclass
+class AgentResult:
+    """The outcome of one agent process."""
+
+    name: str
+    ok: bool
+    output: str = ""
+    """Stdout, UTF-8 decoded with replacement; the agent's answer when ok."""
+    error: str = ""
+    """Why it failed: stderr (usage lines removed, secrets redacted) or the executor's reason."""
+    exit_code: int | None = None
+    """The process's exit status; negative for a signal; None when it never started."""
+    timed_out: bool = False
+    seconds: float = 0.0
+    usage: config.Usage = field(default_factory=config.Usage)
+    """Tokens the agent reported through its __AGENT_USAGE__ lines."""
+    kind: str = "ok"
+    """ok, crash, timeout, silent, unstartable, output_limit or sandbox."""
+    layers: tuple[str, ...] = ()
+    """Confinement layers that were active for this process."""
+
+
+# ---- files -----------------------------------------------------------------------------------
+
+
+def save_agent_file(name: str, source: str) -> Path:
+    """Write generated_agents/<name>.py, refusing any name that could land outside it."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise ValueError(f"unsafe agent name {name!r}")
+    folder = config.settings().agents_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    path = (folder / f"{name}.py").resolve()
+    if path.parent != folder.resolve():
+        raise ValueError(f"agent path {path} escapes {folder}")
+    temporary = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    temporary.write_text(source, encoding="utf-8")
+    temporary.replace(path)
+    return path
+
+
+# ---- packages --------------------------------------------------------------------------------
+
+
+@dataclass
+class InstallReport:
+    """What install_dependencies did; never fatal."""
+
+    installed: list[str] = field(default_factory=list)
+    """Packages present in the agent venv after the call."""
+    refused: list[str] = field(default_factory=list)
+    """Packages not in codeguard.ALLOWED_PACKAGES."""
+    failed: list[str] = field(default_factory=list)
+    """Allowed packages pip could not install."""
+    detail: str = ""
+
+
+_venv_lock = threading.Lock()
+
+
+def _normalise(package: str) -> str:
+    return re.sub(r"[-_.]+", "-", package.strip().lower())
+
+
+def venv_python() -> Path:
+    return config.settings().venv_dir / "bin" / "python"
+
+
+def agent_python() -> str:
+    """The interpreter agents run with: the agent venv's when it exists, else ours."""
+    candidate = venv_python()
+    return str(candidate) if candidate.exists() else sys.executable
+
+
+_PROBE = (
+    "import importlib.metadata as m, json, sys\n"
+    "found = []\n"
+    "for name in sys.argv[1:]:\n"
+    "    try:\n"
+    "        m.distribution(name)\n"
+    "        found.append(name)\n"
+    "    except m.PackageNotFoundError:\n"
+    "        pass\n"
+    "print(json.dumps(found))\n"
+)
+
+
+def install_dependencies(packages: list[str]) -> InstallReport:
+    """Install allow-listed packages into the isolated .agent_venv/, never into our interpreter."""
+    import codeguard
+
+    allowed = {_normalise(name) for name in codeguard.ALLOWED_PACKAGES}
+    wanted = list(dict.fromkeys(_normalise(p) for p in packages if p.strip()))
+    report = InstallReport(refused=[p for p in wanted if p not in allowed])
+    wanted = [p for p in wanted if p in allowed]
+    if not wanted:
+        return report
+    python = venv_python()
+    with _venv_lock:
+        try:
+            if not python.exists():
+                subprocess.run(
+                    [sys.executable, "-m", "venv", str(python.parent.parent)],
+                    check=True,
+                    capture_output=True,
+                    timeout=300,
+                )
+            probe = subprocess.run(
+                [str(python), "-I", "-c", _PROBE, *wanted],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
+            present = {_normalise(p) for p in json.loads(probe.stdout)}
+            missing = [p for p in wanted if p not in present]
+            for package in missing:
+                done = subprocess.run(
+                    [str(python), "-m", "pip", "install", "-q", "--no-input", package],
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
+                if done.returncode == 0:
+                    present.add(package)
+                else:
+                    report.failed.append(package)
+                    report.detail += done.stderr[-2000:]
+            report.installed = [p for p in wanted if p in present]
+        except (OSError, subprocess.SubprocessError, ValueError) as error:
+            report.failed = [p for p in wanted if p not in report.installed]
+            report.detail += str(error)
+    return report
+
+
+# ---- processes -------------------------------------------------------------------------------
+
+
+def _limits(timeout: float, *, dropped_uid: bool) -> list[tuple[int, int]]:
+    """rlimits for the child: memory, CPU, file size, open files, no core dumps.
+
+    RLIMIT_NPROC counts every process and thread of the uid system-wide, so it is set only for
+    the sandbox's dedicated uid, generously (seccomp already refuses fork); for a normal user it
+    would starve their other programs, and root ignores it.
+    """
+    import resource
+
+    limits = [
+        (resource.RLIMIT_AS, 2 * _GIB),
+        (resource.RLIMIT_CPU, int(timeout) + 5),
+        (resource.RLIMIT_FSIZE, 64 * 1024 * 1024),
+        (resource.RLIMIT_NOFILE, 256),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    if dropped_uid:
+        limits.append((resource.RLIMIT_NPROC, 1024))
+    return limits
+
+
+def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None) -> None:
+    """Runs in the child between fork and exec: lower the limits, then the sandbox's hook."""
+    import resource
+
+    for which, wanted in limits:
+        try:
+            _, hard = resource.getrlimit(which)
+            soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+            resource.setrlimit(which, (soft, soft if which == resource.RLIMIT_CORE else hard))
+        except (ValueError, OSError):
+            pass
+    if then is not None:
+        then()
+
+
+def child_environment(
+    scratch: Path, *, model: str, effort: str | None, max_tokens: int | None
+) -> dict[str, str]:
+    """Exactly what an agent needs, and nothing else of ours."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(scratch),
+        "TMPDIR": str(scratch),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONUTF8": "1",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MALLOC_ARENA_MAX": "2",
+        "AGENT_MODEL": model,
+    }
+    level = config.effort_for_model(model, effort) if effort else None
+    if level:
+        env["LLM_EFFORT"] = level
+    if max_tokens:
+        env["AGENT_MAX_TOKENS"] = str(max_tokens)
+    with contextlib.suppress(config.MissingApiKeyError):
+        env["ANTHROPIC_API_KEY"] = config.api_key()
+    base_url = config.settings().base_url
+    if base_url:
+        env["ANTHROPIC_BASE_URL"] = base_url
+    return env
+
+
+_live: set[subprocess.Popen[bytes]] = set()
+_live_lock = threading.Lock()
+
+
+def stop_all() -> int:
+    """Kill every agent process group still running (Ctrl-C); returns how many were live."""
+    with _live_lock:
+        live = list(_live)
+    for process in live:
+        _kill_group(process)
+    return len(live)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the agent's whole process group, grandchildren included."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+
+
+@dataclass
+class _Streams:
+    """What the pump collected from the child's pipes."""
+
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    overflow: bool = False
+    timed_out: bool = False
+
+
+def _pump(process: subprocess.Popen[bytes], payload: bytes, deadline: float) -> _Streams:
+    """Feed stdin and drain stdout/stderr without ever blocking past the deadline.
+
+    A child that never reads stdin, floods stdout, or leaves a grandchild holding its pipes
+    cannot stall the parent: every wait is bounded by the deadline or the post-exit grace.
+    """
+    streams = _Streams()
+    selector = selectors.DefaultSelector()
+    assert process.stdin and process.stdout and process.stderr
+    if payload:
+        os.set_blocking(process.stdin.fileno(), False)
+        selector.register(process.stdin, selectors.EVENT_WRITE)
+    else:
+        process.stdin.close()
+    selector.register(process.stdout, selectors.EVENT_READ, streams.stdout)
+    selector.register(process.stderr, selectors.EVENT_READ, streams.stderr)
+    sent = 0
+    exited_at: float | None = None
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+            if now >= deadline:
+                streams.timed_out = process.poll() is None
+                break
+            if exited_at is not None and now - exited_at > EXIT_GRACE_SECONDS:
+                break
+            for key, _ in selector.select(timeout=min(0.1, deadline - now)):
+                if key.fileobj is process.stdin:
+                    try:
+                        sent += os.write(process.stdin.fileno(), payload[sent : sent + 65536])
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # the child closed stdin: it will not read the rest
+                        sent = len(payload)
+                    if sent >= len(payload):
+                        selector.unregister(process.stdin)
+                        process.stdin.close()
+                    continue
+                chunk = os.read(key.fileobj.fileno(), 65536)  # type: ignore[union-attr]
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                key.data.extend(chunk)
+                if key.data is streams.stderr and len(streams.stderr) > 4 * MAX_STDERR_CHARS:
+                    del streams.stderr[: len(streams.stderr) - 2 * MAX_STDERR_CHARS]
+                if len(streams.stdout) > MAX_OUTPUT_BYTES:
+                    streams.overflow = True
+                    return streams
+    finally:
+        selector.close()
+    return streams
+
+
+def _split_usage(stderr: str, model: str) -> tuple[str, config.Usage]:
+    """Take the __AGENT_USAGE__ lines off stderr and count them."""
+    usage = config.Usage()
+    kept: list[str] = []
+    for line in stderr.splitlines():
+        if line.startswith(USAGE_MARKER):
+            try:
+                report = json.loads(line[len(USAGE_MARKER) :])
+            except json.JSONDecodeError:
+                report = None
+            if isinstance(report, dict):
+                usage.record(model, report)
+                continue
+        kept.append(line)
+    return "\n".join(kept).strip(), usage
+
+
+def _stopped_by_sandbox(stderr: str, exit_code: int) -> bool:
+    """The bootstrap names the layer under the traceback; 125 means a wall could not go up."""
+    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    killed_by_seccomp = exit_code == -signal.SIGSYS
+    return (
+        last.startswith("sandbox: ") or exit_code == sandbox.BOOT_FAILURE_EXIT or killed_by_seccomp
+    )
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hints = {"SIGXCPU": " (CPU time limit)", "SIGSYS": " (a system call the sandbox forbids)"}
+        hint = hints.get(name, "")
+        return f"killed by {name}{hint}"
+    return f"exited with status {code}"
+
+
+def check_confinement() -> None:
+    """Under SANDBOX=strict, refuse before anything is spent if agents cannot be confined."""
+    if config.settings().sandbox == "strict":
+        sandbox.require_strict()
+
+
+def execute_agent(
+    path: Path,
+    task: str,
+    previous_outputs: dict[str, str],
+    *,
+    timeout: float | None = None,
+    model: str | None = None,
+    effort: str | None = None,
+    max_tokens: int | None = None,
+) -> AgentResult:
+    """Run one agent file as a contained subprocess; every outcome is an AgentResult."""
+    name = path.stem
+    settings = config.settings()
+    timeout = timeout or settings.agent_timeout_seconds
+    model = model or settings.model
+    payload = json.dumps(
+        {"task": task, "previous_outputs": previous_outputs}, ensure_ascii=True
+    ).encode("ascii")
+    python = agent_python()
+    if not os.access(python, os.X_OK):
+        return AgentResult(name, False, error=f"cannot execute {python}", kind="unstartable")
+    scratch = Path(tempfile.mkdtemp(prefix=f"agentgod-{name}-"))
+    env = child_environment(scratch, model=model, effort=effort, max_tokens=max_tokens)
+    started = time.monotonic()
+    try:
+        launch = sandbox.prepare(
+            path,
+            python=python,
+            scratch=scratch,
+            api_url=settings.base_url or config.DEFAULT_BASE_URL,
+            mode=settings.sandbox,
+        )
+        limits = _limits(timeout, dropped_uid=launch.user is not None)
+        layers = ("rlimits", *launch.layers)
+        try:
+            process = subprocess.Popen(
+                launch.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=scratch,
+                env=env,
+                start_new_session=True,
+                preexec_fn=lambda: _preexec(limits, launch.preexec),
+                user=launch.user,
+                group=launch.group,
+                extra_groups=[] if launch.group is not None else None,
+            )
+        except OSError as error:
+            return AgentResult(
+                name, False, error=f"could not start: {error}", kind="unstartable", layers=layers
+            )
+        with _live_lock:
+            _live.add(process)
+        try:
+            streams = _pump(process, payload, started + timeout)
+        finally:
+            _kill_group(process)
+            exit_code = process.wait()
+            with _live_lock:
+                _live.discard(process)
+        seconds = time.monotonic() - started
+        output = streams.stdout.decode("utf-8", errors="replace")
+        raw_stderr = streams.stderr.decode("utf-8", errors="replace")
+        stderr, usage = _split_usage(raw_stderr, model)
+        stderr = redact.redact(stderr[-MAX_STDERR_CHARS:])
+        result = AgentResult(
+            name, False, output, stderr, exit_code, streams.timed_out, seconds, usage, layers=layers
+        )
+        if streams.timed_out:
+            result.kind = "timeout"
+            result.error = f"timed out after {timeout:g} s" + (f"\n{stderr}" if stderr else "")
+        elif streams.overflow:
+            result.kind = "output_limit"
+            result.output = ""
+            result.error = f"printed more than {MAX_OUTPUT_BYTES // (1024 * 1024)} MB on stdout"
+        elif exit_code != 0:
+            result.kind = "sandbox" if _stopped_by_sandbox(stderr, exit_code) else "crash"
+            result.error = stderr or _describe_exit(exit_code)
+            if stderr and exit_code < 0:
+                result.error += f"\n({_describe_exit(exit_code)})"
+        elif not output.strip():
+            result.kind = "silent"
+            result.error = stderr or "exited successfully but printed nothing"
+        else:
+            result.ok = True
+            result.output = output.strip()
+        return result
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,310 @@
+"""executor: real agent subprocesses against the fake Messages API."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from agents import write_agent, write_raw
+from conftest import TEST_KEY
+from fakeapi import FakeMessagesAPI, Reply
+
+import executor
+
+
+def test_output_and_usage_round_trip(fake_api: FakeMessagesAPI) -> None:
+    fake_api.queue(Reply("the model's words", usage={"input_tokens": 11, "output_tokens": 7}))
+    path = write_agent(
+        """
+        def run(task, previous_outputs):
+            return call_llm("Answer: " + task, system="You are terse.") + " | " + task
+        """
+    )
+    result = executor.execute_agent(path, "what?", {}, timeout=30)
+    assert result.ok, result.error
+    assert result.output == "the model's words | what?"
+    assert result.kind == "ok"
+    assert result.exit_code == 0
+    totals = result.usage.totals()
+    assert (totals.calls, totals.input_tokens, totals.output_tokens) == (1, 11, 7)
+    assert "__AGENT_USAGE__" not in result.error
+    [request] = fake_api.messages()
+    assert request.api_key == TEST_KEY
+    assert request.headers["anthropic-version"] == "2026-10-21"
+    assert request.body["system"] == "You are terse."
+    assert request.prompt == "Answer: what?"
+
+
+def test_previous_outputs_arrive_as_given(fake_api: FakeMessagesAPI) -> None:
+    path = write_agent(
+        """
+        def run(task, previous_outputs):
+            return json.dumps(previous_outputs, sort_keys=True)
+        """
+    )
+    upstream = {"research_agent": "facts", "analysis_agent": "insight"}
+    result = executor.execute_agent(path, "t", upstream, timeout=30)
+    assert json.loads(result.output) == upstream
+
+
+def test_utf8_survives_both_ways(fake_api: FakeMessagesAPI) -> None:
+    text = "emoji 🚀🧠, CJK 漢字かな, RTL עברית مرحبا, combining é"
+    fake_api.handler = lambda request: Reply(request.prompt[::-1])
+    path = write_agent(
+        """
+        def run(task, previous_outputs):
+            return task + "\\n" + call_llm(task) + "\\n" + previous_outputs["up"]
+        """
+    )
+    result = executor.execute_agent(path, text, {"up": text.upper()}, timeout=30)
+    assert result.ok, result.error
+    assert result.output.splitlines() == [text, text[::-1], text.upper()]
+    assert fake_api.messages()[0].prompt == text
+
+
+def test_five_megabytes_of_output(fake_api: FakeMessagesAPI) -> None:
+    path = write_agent(
+        """
+        def run(task, previous_outputs):
+            return "x" * (5 * 1024 * 1024)
+        """
+    )
+    result = executor.execute_agent(path, "t", {}, timeout=60)
+    assert result.ok, result.error
+    assert len(result.output) == 5 * 1024 * 1024
+
+
+def test_runaway_output_is_cut_off(fake_api: FakeMessagesAPI) -> None:
+    path = write_agent(
+        """
+        def run(task, previous_outputs):
+            while True:
+                sys.stdout.write("y" * 65536)
+        """
+    )
+    result = executor.execute_agent(path, "t", {}, timeout=60)
+    assert not result.ok
+    assert result.kind == "output_limit"
+    assert result.output == ""
+
+
+def test_a_crash_carries_its_traceback(fake_api: FakeMessagesAPI) -> None:
+    path = write_agent(
+        """
+        def helper(value):
+            raise ValueError(f"cannot handle {value}")
+
+        def run(task, previous_outputs):
+            return helper(task)
+        """
+    )
+    result = executor.execute_agent(path, "this input", {}, timeout=30)
+    assert not result.ok
+    assert result.kind == "crash"
+    assert result.exit_code == 1
+    assert "Traceback" in result.error
+    assert "ValueError: cannot handle this input" in result.error
+
+
+def test_an_empty_result_fails_with_a_reason(fake_api: FakeMessagesAPI) -> None:
+    path = write_agent(
+        """
+        def run(task, previous_outputs):
+            return "   "
+        """
+    )
+    result = executor.execute_agent(path, "t", {}, timeout=30)
+    assert not result.ok
+    assert result.exit_code != 0
+    assert "empty result" in result.error
+
+
+def test_a_silent_program_fails(fake_api: FakeMessagesAPI) -> None:
+    path = write_raw("import sys\nsys.stdin.read()\n")
+    result = executor.execute_agent(path, "t", {}, timeout=30)
+    assert not result.ok
+    assert result.kind == "silent"
+    assert result.exit_code == 0
+
+
+def test_an_unstartable_interpreter_is_a_result(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    broken = isolated_home / ".agent_venv" / "bin" / "python"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("not a program")
+    broken.chmod(stat.S_IRUSR)
+    path = write_agent("def run(task, previous_outputs):\n    return 'x'\n")
+    result = executor.execute_agent(path, "t", {}, timeout=30)
+    assert not result.ok
+    assert result.kind == "unstartable"
+    assert result.exit_code is None
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as handle:  # a zombie is as good as gone
+        return handle.read().split(") ")[1].startswith("Z")
+
+
+def _wait_until_gone(pid: int, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if _gone(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_timeout_kills_the_whole_process_group(
+    fake_api: FakeMessagesAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDBOX", "off")  # the sandbox would refuse the fork this test needs
+    pid_file = tmp_path / "grandchild.pid"
+    path = write_raw(
+        f"""
+        import os, subprocess, sys, time
+        sys.stdin.read()
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        with open({str(pid_file)!r}, "w") as handle:
+            handle.write(str(child.pid))
+        time.sleep(120)
+        """
+    )
+    result = executor.execute_agent(path, "t", {}, timeout=2)
+    assert result.timed_out
+    assert result.kind == "timeout"
+    assert "timed out after 2 s" in result.error
+    assert result.seconds < 30
+    grandchild = int(pid_file.read_text())
+    assert _wait_until_gone(grandchild), "the grandchild outlived the timeout"
+
+
+def test_an_agent_that_never_reads_a_large_payload_still_times_out(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    path = write_raw("import time\ntime.sleep(120)\n")
+    result = executor.execute_agent(path, "t", {"big": "z" * 2_000_000}, timeout=2)
+    assert result.kind == "timeout"
+
+
+def test_the_child_environment_is_minimal(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARENT_SECRET", "do-not-leak-this-value")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "another-secret-value")
+    path = write_raw(
+        "import json, os, sys\nsys.stdin.read()\nprint(json.dumps(dict(os.environ)))\n"
+    )
+    result = executor.execute_agent(path, "t", {}, timeout=30)
+    env = json.loads(result.output)
+    assert "do-not-leak-this-value" not in result.output
+    assert "PARENT_SECRET" not in env
+    assert "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["ANTHROPIC_API_KEY"] == TEST_KEY
+    assert env["ANTHROPIC_BASE_URL"] == fake_api.base_url
+    assert env["AGENT_MODEL"] == "claude-sonnet-5-5"
+    assert env["PATH"] == "/usr/bin:/bin"
+    allowed = {
+        "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONIOENCODING",
+        "PYTHONDONTWRITEBYTECODE", "MALLOC_ARENA_MAX", "AGENT_MODEL", "LLM_EFFORT",
+        "AGENT_MAX_TOKENS", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+        "PWD",  # bubblewrap sets it to the scratch directory
+    }  # fmt: skip
+    assert set(env) <= allowed
+
+
+def test_cwd_home_and_tmpdir_are_a_fresh_scratch_directory(fake_api: FakeMessagesAPI) -> None:
+    path = write_raw(
+        "import json, os, sys, tempfile\nsys.stdin.read()\n"
+        "print(json.dumps([os.getcwd(), os.environ['HOME'], tempfile.gettempdir()]))\n"
+    )
+    result = executor.execute_agent(path, "t", {}, timeout=30)
+    cwd, home, tmp = json.loads(result.output)
+    assert cwd == home == tmp
+    assert Path(cwd).name.startswith("agentgod-raw_agent-")
+    assert Path(cwd).resolve() != Path.cwd().resolve()
+    assert not Path(cwd).exists(), "the scratch directory must be removed afterwards"
+
+
+def test_call_llm_retries_a_529(fake_api: FakeMessagesAPI) -> None:
+    fake_api.queue(Reply.error(529), Reply.error(529), Reply("third time lucky"))
+    path = write_agent("def run(task, previous_outputs):\n    return call_llm(task)\n")
+    result = executor.execute_agent(path, "t", {}, timeout=60)
+    assert result.ok, result.error
+    assert result.output == "third time lucky"
+    assert [r.status for r in fake_api.messages()] == [529, 529, 200]
+
+
+def test_call_llm_does_not_retry_a_401(fake_api: FakeMessagesAPI) -> None:
+    fake_api.valid_keys = {"some-other-key"}
+    path = write_agent("def run(task, previous_outputs):\n    return call_llm(task)\n")
+    result = executor.execute_agent(path, "t", {}, timeout=30)
+    assert result.kind == "crash"
+    assert "HTTP 401" in result.error
+    assert len(fake_api.messages()) == 1
+    assert TEST_KEY not in result.error
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "sent"),
+    [
+        ("claude-sonnet-5-5", "medium", {"effort": "medium"}),
+        ("claude-sonnet-5-5", "max", {"effort": "high"}),
+        ("claude-haiku-4-5", "high", None),
+    ],
+)
+def test_effort_reaches_the_agent_only_when_the_model_takes_it(
+    fake_api: FakeMessagesAPI, model: str, effort: str, sent: dict[str, str] | None
+) -> None:
+    path = write_agent("def run(task, previous_outputs):\n    return call_llm(task)\n")
+    result = executor.execute_agent(path, "t", {}, timeout=30, model=model, effort=effort)
+    assert result.ok, result.error
+    body = fake_api.messages()[0].body
+    assert body["model"] == model
+    assert body.get("output_config") == sent
+
+
+def test_a_token_cap_limits_every_call(fake_api: FakeMessagesAPI) -> None:
+    path = write_agent(
+        "def run(task, previous_outputs):\n    return call_llm(task, max_tokens=9000)\n"
+    )
+    executor.execute_agent(path, "t", {}, timeout=30, max_tokens=300)
+    assert fake_api.messages()[0].body["max_tokens"] == 300
+
+
+def test_secrets_in_stderr_are_redacted(fake_api: FakeMessagesAPI) -> None:
+    path = write_raw(
+        "import os, sys\nsys.stdin.read()\n"
+        "sys.stderr.write('key is ' + os.environ['ANTHROPIC_API_KEY'] + '\\n')\nsys.exit(1)\n"
+    )
+    result = executor.execute_agent(path, "t", {}, timeout=30)
+    assert TEST_KEY not in result.error
+    assert "[redacted]" in result.error
+
+
+@pytest.mark.parametrize("name", ["../../../pwned", "Bad", "a", "x" * 41, "con/../../x", ""])
+def test_save_agent_file_refuses_unsafe_names(name: str) -> None:
+    with pytest.raises(ValueError):
+        executor.save_agent_file(name, "pass\n")
+
+
+def test_save_agent_file_writes_inside_generated_agents(isolated_home: Path) -> None:
+    path = executor.save_agent_file("csv_reader", "print('hi')\n")
+    assert path == (isolated_home / "generated_agents" / "csv_reader.py").resolve()
+    assert path.read_text() == "print('hi')\n"
+    assert list(path.parent.iterdir()) == [path]
+
+
+def test_refused_packages_are_reported_and_never_installed(isolated_home: Path) -> None:
+    report = executor.install_dependencies(["definitely-not-allowed-pkg", "os-sys"])
+    assert report.refused == ["definitely-not-allowed-pkg", "os-sys"]
+    assert report.installed == report.failed == []
+    assert not (isolated_home / ".agent_venv").exists()

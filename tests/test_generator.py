@@ -1,0 +1,250 @@
+"""generator: the trusted runtime, assembly, and generation through the fake Messages API."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agents import agent_source, spec
+from fakeapi import FakeMessagesAPI, Reply
+
+import codeguard
+import config
+import generator
+
+GOOD_BODY = """
+def run(task, previous_outputs):
+    notes = format_previous(previous_outputs)
+    return call_llm(f"Task: {task}\\n\\nNotes:\\n{notes}", system="Summarise.")
+"""
+
+
+def test_the_trusted_runtime_itself_passes_codeguard() -> None:
+    source = agent_source(GOOD_BODY)
+    assert codeguard.check_agent_source(source) == []
+    assert generator.check_assembled(source) == []
+
+
+def test_the_header_uses_only_the_standard_library() -> None:
+    tree = ast.parse(generator.AGENT_HEADER.replace("__AGENT_NAME__", "'n'").replace(
+        "__AGENT_ROLE__", "'r'"))  # fmt: skip
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert imported <= {"json", "os", "sys", "time", "urllib", "pathlib"}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"```python\n{GOOD_BODY}```",
+        f"Here you go:\n```py\n{GOOD_BODY}```\nHope it helps.",
+        GOOD_BODY,
+        "from __future__ import annotations\n" + GOOD_BODY,
+    ],
+)
+def test_assembly_accepts_fenced_and_bare_code(reply: str) -> None:
+    source = generator.assemble_agent(reply, spec("summary_writer"))
+    assert generator.check_assembled(source) == []
+    compile(source, "agent.py", "exec")
+    assert "```" not in source
+
+
+@pytest.mark.parametrize(
+    ("body", "complaint"),
+    [
+        ("def call_llm(p):\n    return p\ndef run(task, previous_outputs):\n    return task\n",
+         "call_llm"),
+        ("def api_key():\n    return 'x'\ndef run(task, previous_outputs):\n    return task\n",
+         "api_key"),
+        ("AGENT_NAME = 'other'\ndef run(task, previous_outputs):\n    return task\n", "AGENT_NAME"),
+        ("def _main():\n    pass\ndef run(task, previous_outputs):\n    return task\n", "_main"),
+        ("import time as json\ndef run(task, previous_outputs):\n    return task\n", "json"),
+        ("def run(task, previous_outputs):\n    return task\nif __name__ == '__main__':\n"
+         "    run()\n", "__main__"),
+        ("def run(task, previous_outputs)\n    return task\n", "syntax error"),
+    ],
+)  # fmt: skip
+def test_assembly_refuses_a_body_that_replaces_the_runtime(body: str, complaint: str) -> None:
+    with pytest.raises(generator.AssemblyError) as caught:
+        generator.assemble_agent(body, spec("some_agent"))
+    assert complaint in str(caught.value)
+
+
+def test_reimporting_a_header_module_is_harmless() -> None:
+    body = "import json\nimport os\ndef run(task, previous_outputs):\n    return json.dumps(task)\n"
+    generator.assemble_agent(body, spec("json_agent"))
+
+
+def test_a_hostile_role_cannot_inject_code() -> None:
+    role = 'x"""\nimport os\nos.system("touch /tmp/pwned")\n"""\' + __import__("os").name + \''
+    source = generator.assemble_agent(GOOD_BODY, spec("hostile_role", role=role))
+    tree = ast.parse(source)
+    assigned = {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id in ("AGENT_NAME", "AGENT_ROLE")
+    }  # fmt: skip
+    assert assigned == {"AGENT_NAME": "hostile_role", "AGENT_ROLE": " ".join(role.split())}
+    assert generator.check_assembled(source) == []
+
+
+def test_agent_body_round_trips() -> None:
+    source = agent_source(GOOD_BODY)
+    assert generator.agent_body(source).strip() == GOOD_BODY.strip()
+    assert generator.agent_body("print('not an agent')") is None
+
+
+def test_a_tampered_runtime_header_is_detected() -> None:
+    source = agent_source(GOOD_BODY)
+    tampered = source.replace("MAX_ATTEMPTS = 4", "MAX_ATTEMPTS = 4\nimport subprocess")
+    assert generator.check_assembled(tampered) == ["the trusted runtime header was modified"]
+    assert generator.check_assembled("print('hi')\n") == [
+        "the file is not an AgentGOD agent (runtime markers missing)"
+    ]
+
+
+def test_check_assembled_reports_body_relative_lines() -> None:
+    source = agent_source("import subprocess\ndef run(task, previous_outputs):\n    return task\n")
+    [complaint] = generator.check_assembled(source)
+    assert "line 1" in complaint
+    assert "subprocess" in complaint
+
+
+MODELS = [
+    "claude-sonnet-5-5", "claude-sonnet-5", "claude-sonnet-4-6", "claude-sonnet-4-5",
+    "claude-sonnet-4-5-20250929", "claude-haiku-5-5", "claude-haiku-4-5", "claude-opus-5-5",
+    "claude-opus-4-7", "claude-opus-4-6", "claude-opus-4-5", "claude-opus-4-1",
+    "claude-3-5-sonnet-20241022", "claude-fable-5-1", "claude-mythos-5", "some-new-model",
+]  # fmt: skip
+
+
+def test_the_header_effort_rule_matches_config() -> None:
+    namespace: dict[str, object] = {}
+    exec(compile(agent_source(GOOD_BODY), "agent", "exec"), namespace)
+    header_effort = namespace["_effort"]
+    for model, level in itertools.product(MODELS, config.EFFORT_LEVELS):
+        assert header_effort(model, level) == config.effort_for_model(model, level), (model, level)
+
+
+def test_an_archived_agent_finds_its_key_in_a_dotenv_up_the_tree(
+    fake_api: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    archive = tmp_path / "archive"
+    (archive / "team" / "agents").mkdir(parents=True)
+    (archive / ".env").write_text("# saved\nANTHROPIC_API_KEY='sk-ant-archived-key-123456789'\n")
+    agent = archive / "team" / "agents" / "standalone.py"
+    agent.write_text(agent_source("def run(task, previous_outputs):\n    return call_llm(task)\n"))
+    env = {"PATH": os.environ["PATH"], "ANTHROPIC_BASE_URL": fake_api.base_url}
+    done = subprocess.run(
+        [sys.executable, "-I", str(agent)],
+        input='{"task": "hello", "previous_outputs": {}}',
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    assert fake_api.messages()[0].api_key == "sk-ant-archived-key-123456789"
+
+
+# ---- generation through the fake API ------------------------------------------------------
+
+
+def _is_generation(request) -> bool:  # type: ignore[no-untyped-def]
+    return request.system == generator.GENERATOR_PROMPT
+
+
+def test_generation_sends_the_exact_upstream_keys_and_a_cached_system_prompt(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    fake_api.queue(Reply(f"```python\n{GOOD_BODY}```"))
+    usage = config.Usage()
+    source = generator.generate_agent_code(
+        spec("report_writer", role="Writes the report"),
+        ["research_agent", "stats_agent"],
+        usage=usage,
+    )
+    assert generator.check_assembled(source) == []
+    [request] = fake_api.messages()
+    assert _is_generation(request)
+    assert request.body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert "previous_outputs keys this agent receives: 'research_agent', 'stats_agent'" in (
+        request.prompt
+    )
+    assert "Writes the report" in request.prompt
+    assert usage.totals().calls == 1
+
+
+def test_codeguard_complaints_reach_the_second_generation_request(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    unsafe = (
+        "import subprocess\ndef run(task, previous_outputs):\n    return subprocess.run(task)\n"
+    )
+    fake_api.queue(Reply(unsafe), Reply(GOOD_BODY))
+    source = generator.generate_agent_code(spec("safe_agent"), [])
+    assert "subprocess" not in generator.agent_body(source)
+    first, second = fake_api.messages()
+    assert "REJECTED" not in first.prompt
+    assert "REJECTED" in second.prompt
+    assert "subprocess" in second.prompt.split("REJECTED", 1)[1]
+
+
+def test_generation_gives_up_with_the_reasons_after_the_last_attempt(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GENERATION_ATTEMPTS", "2")
+    fake_api.handler = lambda request: Reply("def run(task, previous_outputs):\n    eval(task)\n")
+    with pytest.raises(generator.GenerationError) as caught:
+        generator.generate_agent_code(spec("evil_agent"), [])
+    assert len(fake_api.messages()) == 2
+    assert any("eval" in reason for reason in caught.value.reasons)
+
+
+def test_assembly_errors_are_fed_back_like_codeguard_complaints(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    fake_api.queue(Reply("def call_llm(x):\n    return x\n" + GOOD_BODY), Reply(GOOD_BODY))
+    generator.generate_agent_code(spec("plain_agent"), [])
+    assert "call_llm" in fake_api.messages()[1].prompt.split("REJECTED", 1)[1]
+
+
+def test_repair_mode_sends_the_failing_code_and_its_stderr(fake_api: FakeMessagesAPI) -> None:
+    failing = agent_source("def run(task, previous_outputs):\n    return 1 / 0\n")
+    fake_api.queue(Reply(GOOD_BODY))
+    generator.generate_agent_code(
+        spec("fixme_agent"),
+        [],
+        repair=generator.Repair(failing, "Traceback...\nZeroDivisionError: division by zero"),
+    )
+    prompt = fake_api.messages()[0].prompt
+    assert "REPAIR" in prompt
+    assert "return 1 / 0" in prompt
+    assert "ZeroDivisionError: division by zero" in prompt
+    assert "MAX_ATTEMPTS" not in prompt, "only the model's own code goes back, not the runtime"
+
+
+def test_feedback_is_included(fake_api: FakeMessagesAPI) -> None:
+    fake_api.queue(Reply(GOOD_BODY))
+    generator.generate_agent_code(spec("any_agent"), [], feedback="Cite the sources.")
+    assert "Cite the sources." in fake_api.messages()[0].prompt
+
+
+def test_the_generator_prompt_forbids_baking_in_the_subject() -> None:
+    assert "Never hard-code the user's" in generator.GENERATOR_PROMPT
+    assert "subject" in generator.GENERATOR_PROMPT
