@@ -1,0 +1,563 @@
+"""orchestrator.py — the permanent main agent. It never answers the task; it engineers agents.
+
+`handle_task` reads like the flow diagram: plan → build and run (pipelined: an agent starts the
+moment its own code exists and its upstream agents have finished) → merge → council → judge →
+revise → library bookkeeping → archive. It owns retry policy (`_run_with_repair`) and scheduling,
+reports every notable moment to a TaskEvents object, and never prints.
+
+Concurrency model: generation and execution run on two thread pools of MAX_PARALLEL_AGENTS each,
+so building later agents overlaps with running earlier ones; every result is absorbed on the
+calling thread, so the run's state is mutated from exactly one place.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import config
+import council
+import executor
+import generator
+import judgment
+import library
+import merger
+import planner
+import problems
+import runlog
+import taskgraph
+from events import SerialisedEvents, TaskEvents
+
+# Failures a rewrite cannot fix: a hang would just hang again (and cost another full timeout),
+# and an unstartable interpreter is the machine's problem, not the code's.
+_NOT_REPAIRABLE = frozenset({"timeout", "unstartable"})
+
+
+@dataclass
+class AgentRun:
+    """One agent's part in a task, as the user sees it."""
+
+    name: str
+    role: str
+    reused: bool
+    """Its code came from the library instead of the generator."""
+    ok: bool = False
+    attempts: int = 0
+    """Executions: 1, plus one per repair."""
+    seconds: float = 0.0
+    """Wall-clock time across all attempts."""
+    kind: str = "pending"
+    """ok, or how it failed (crash, timeout, silent, rejected, ...)."""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An agent excluded from the answer, and why."""
+
+    name: str
+    reason: str
+    """One line: the last line of its stderr, or the executor's reason."""
+    kind: str
+
+
+@dataclass(frozen=True)
+class PendingAgent:
+    """A newly built agent that worked, awaiting the user's keep-or-discard decision."""
+
+    name: str
+    role: str
+    source: str
+
+
+@dataclass
+class TaskResult:
+    """Everything a caller needs after a task: the answer, what ran, what it cost."""
+
+    task: str
+    answer: str
+    complexity: str
+    agents: list[AgentRun]
+    failures: list[Failure]
+    revisions: int
+    """Extra rounds run because the judge found the answer short."""
+    council_improved: bool
+    pending: list[PendingAgent]
+    agent_paths: list[Path]
+    """Scratch copies in generated_agents/; the caller decides whether to delete them."""
+    usage: config.Usage
+    duration_seconds: float
+    run_file: Path | None
+    waves: list[list[str]] = field(default_factory=list)
+    sandbox: list[str] = field(default_factory=list)
+    """Confinement layers active for the agents."""
+
+    def cost_summary(self) -> dict[str, Any]:
+        return self.usage.cost_summary()
+
+
+class AllAgentsFailedError(RuntimeError):
+    """No agent produced output, so there is nothing honest to merge."""
+
+    def __init__(self, failures: list[Failure], timeout_seconds: float) -> None:
+        super().__init__(
+            f"all {len(failures)} agents failed: "
+            + "; ".join(f"{f.name}: {f.reason}" for f in failures)
+        )
+        self.failures = failures
+        self.timeout_seconds = timeout_seconds
+
+
+@dataclass
+class _Built:
+    """What a build worker hands back for one agent."""
+
+    path: Path | None
+    source: str = ""
+    reused: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Ran:
+    """What a run worker hands back for one agent."""
+
+    result: executor.AgentResult
+    attempts: int
+    seconds: float
+    source: str
+    repaired: bool
+    """A repair replaced the code it started with."""
+    usage: config.Usage
+    """What the agent's own model calls spent, over all attempts."""
+
+
+@dataclass
+class _Round:
+    """One plan-build-run-merge pass over a (possibly revised) task."""
+
+    complexity: str
+    answer: str
+    agents: list[AgentRun]
+    failures: list[Failure]
+    waves: list[list[str]]
+
+
+class _Conductor:
+    """The state of one handle_task call; each method is one box of the flow diagram."""
+
+    def __init__(self, task: str, events: TaskEvents | None, usage: config.Usage | None) -> None:
+        self.task = task
+        self.settings = config.settings()
+        self.usage = usage or config.Usage()
+        self.events = SerialisedEvents(events or TaskEvents())
+        self.started = time.monotonic()
+        self.started_at = datetime.now(UTC)
+        self.stopped = threading.Event()
+        self.rounds: list[_Round] = []
+        self.paths: dict[str, Path] = {}
+        self.new_sources: dict[str, tuple[str, str]] = {}
+        self.library_outcomes: dict[str, bool] = {}
+        self.evolved: dict[str, tuple[str, str]] = {}
+        self.layers: set[str] = set()
+        self.council_improved = False
+
+    # ---- the flow ------------------------------------------------------------------------------
+
+    def run(self) -> TaskResult:
+        executor.check_confinement()
+        answer = self.round(self.task)
+        for revision in range(1, self.settings.task_revisions + 1):
+            verdict = self.judge(answer)
+            if verdict.done:
+                break
+            self.events.revision_started(revision, verdict.missing)
+            try:
+                answer = self.round(judgment.revision_task(self.task, verdict.missing))
+            except AllAgentsFailedError:
+                break  # keep the answer we have rather than lose it to a failed retry
+        self.bookkeep_library()
+        result = self.result(answer)
+        result.run_file = self.archive(result)
+        return result
+
+    def round(self, task_text: str) -> str:
+        self.events.phase_started("plan")
+        phase = time.monotonic()
+        plan = planner.plan_agents(
+            task_text,
+            usage=self.usage,
+            library_hint=library.describe_for_planner(),
+            effort=self.settings.effort,
+        )
+        effort = config.effort_for(plan.complexity)
+        ordered = taskgraph.topological_order(plan.agents)
+        waves = [[a.name for a in wave] for wave in taskgraph.waves(ordered)]
+        kept = {a.name: self.reusable(a.name) for a in ordered}
+        self.events.plan_ready(
+            plan.complexity,
+            [
+                {
+                    "name": a.name,
+                    "role": a.role,
+                    "depends_on": list(a.depends_on),
+                    "reused": kept[a.name] is not None,
+                }
+                for a in ordered
+            ],
+            waves,
+        )
+        self.events.phase_finished("plan", time.monotonic() - phase)
+        this_round = _Round(plan.complexity, "", [], [], waves)
+        self.rounds.append(this_round)
+        outputs = self.build_and_run(ordered, kept, task_text, effort, this_round)
+        if not outputs:
+            raise AllAgentsFailedError(this_round.failures, self.settings.agent_timeout_seconds)
+        this_round.answer = self.merge(task_text, outputs, ordered, this_round, effort)
+        if council.should_convene(plan.complexity):
+            this_round.answer = self.convene_council(task_text, this_round.answer, effort)
+        return this_round.answer
+
+    # ---- build and run -------------------------------------------------------------------------
+
+    def build_and_run(
+        self,
+        agents: list[planner.AgentSpec],
+        kept: dict[str, str | None],
+        task_text: str,
+        effort: str,
+        this_round: _Round,
+    ) -> dict[str, str]:
+        """Generate and run the agents, each as early as its dependencies allow."""
+        closures = {a.name: taskgraph.dependency_closure(agents, a.name) for a in agents}
+        records = {a.name: AgentRun(a.name, a.role, reused=False) for a in agents}
+        this_round.agents = list(records.values())
+        width = self.settings.max_parallel_agents
+        builders = ThreadPoolExecutor(width, thread_name_prefix="agentgod-build")
+        runners = ThreadPoolExecutor(width, thread_name_prefix="agentgod-run")
+        building: dict[Future[_Built], planner.AgentSpec] = {}
+        running: dict[Future[_Ran], planner.AgentSpec] = {}
+        code: dict[str, Path] = {}
+        started: set[str] = set()
+        finished: set[str] = set()
+        outputs: dict[str, str] = {}
+        self.events.phase_started("build")
+        self.events.phase_started("run")
+        phase = time.monotonic()
+        try:
+            for spec in agents:
+                future = builders.submit(
+                    self.build, spec, kept[spec.name], closures[spec.name], effort
+                )
+                building[future] = spec
+            while len(finished) < len(agents):
+                for spec in agents:
+                    ready = spec.name in code and spec.name not in started
+                    if ready and all(dep in finished for dep in spec.depends_on):
+                        started.add(spec.name)
+                        upstream = {k: outputs[k] for k in closures[spec.name] if k in outputs}
+                        future = runners.submit(
+                            self.run_with_repair,
+                            spec,
+                            code[spec.name],
+                            task_text,
+                            upstream,
+                            closures[spec.name],
+                            effort,
+                        )
+                        running[future] = spec
+                done, _ = wait([*building, *running], return_when=FIRST_COMPLETED)
+                for future in done:
+                    if future in building:
+                        spec = building.pop(future)
+                        built = future.result()
+                        records[spec.name].reused = built.reused
+                        if built.path is not None:
+                            code[spec.name] = built.path
+                            self.paths[spec.name] = built.path
+                        else:
+                            self.reject(records[spec.name], built.reasons, this_round)
+                            finished.add(spec.name)
+                        if not building:
+                            self.events.phase_finished("build", time.monotonic() - phase)
+                    else:
+                        spec = running.pop(future)
+                        self.absorb(records[spec.name], future.result(), outputs, this_round)
+                        finished.add(spec.name)
+        except BaseException:
+            self.stop(builders, runners)
+            raise
+        builders.shutdown()
+        runners.shutdown()
+        self.events.phase_finished("run", time.monotonic() - phase)
+        return outputs
+
+    def reusable(self, name: str) -> str | None:
+        """A library agent's source when it is reliable and still passes the guard untouched."""
+        if not library.reliable(name):
+            return None
+        source = library.lookup(name)
+        if source is None or generator.check_assembled(source):
+            return None
+        return source
+
+    def build(
+        self, spec: planner.AgentSpec, kept: str | None, upstream: list[str], effort: str
+    ) -> _Built:
+        """Worker: take the library's copy, or write the agent; then save the scratch copy."""
+        source = kept
+        self.events.agent_building(spec.name, source is not None)
+        if spec.dependencies:
+            report = executor.install_dependencies(spec.dependencies)
+            self.events.packages(spec.name, report.installed, report.refused, report.failed)
+        if source is None:
+            try:
+                source = generator.generate_agent_code(
+                    spec, upstream, usage=self.usage, effort=effort
+                )
+            except generator.GenerationError as error:
+                return _Built(None, reasons=error.reasons)
+            self.events.agent_generated(spec.name)
+            built = _Built(None, source)
+        else:
+            built = _Built(None, source, reused=True)
+        if not self.stopped.is_set():
+            built.path = executor.save_agent_file(spec.name, source)
+        return built
+
+    def run_with_repair(
+        self,
+        spec: planner.AgentSpec,
+        path: Path,
+        task_text: str,
+        upstream: dict[str, str],
+        upstream_names: list[str],
+        effort: str,
+    ) -> _Ran:
+        """Worker: run the agent; a failure is rewritten from its own source and stderr."""
+        original = source = path.read_text(encoding="utf-8")
+        spent = config.Usage()
+        seconds = 0.0
+        attempt = 0
+        while True:
+            attempt += 1
+            self.events.agent_running(spec.name, attempt)
+            result = executor.execute_agent(
+                path,
+                task_text,
+                upstream,
+                timeout=self.settings.agent_timeout_seconds,
+                model=self.settings.model,
+                effort=effort,
+            )
+            seconds += result.seconds
+            spent.merge(result.usage)
+            out_of_tries = attempt > self.settings.agent_repair_attempts
+            if result.ok or out_of_tries or result.kind in _NOT_REPAIRABLE:
+                break
+            if self.stopped.is_set():
+                break
+            self.events.agent_repairing(spec.name, attempt, result.error)
+            try:
+                source = generator.generate_agent_code(
+                    spec,
+                    upstream_names,
+                    repair=generator.Repair(source, result.error),
+                    usage=self.usage,
+                    effort=effort,
+                )
+            except generator.GenerationError:
+                break
+            if self.stopped.is_set():
+                break
+            path = executor.save_agent_file(spec.name, source)
+        return _Ran(result, attempt, seconds, source, source != original, spent)
+
+    def absorb(
+        self, record: AgentRun, ran: _Ran, outputs: dict[str, str], this_round: _Round
+    ) -> None:
+        """Caller's thread: fold one finished agent into the round."""
+        result = ran.result
+        self.usage.merge(ran.usage)
+        self.layers.update(result.layers)
+        record.ok, record.kind, record.attempts, record.seconds = (
+            result.ok,
+            result.kind,
+            ran.attempts,
+            ran.seconds,
+        )
+        if result.ok:
+            outputs[record.name] = result.output
+        else:
+            record.error = result.error
+            this_round.failures.append(Failure(record.name, _one_line(result.error), result.kind))
+        if record.reused:
+            if ran.repaired and result.ok:
+                self.evolved[record.name] = (record.role, ran.source)
+            else:
+                self.library_outcomes[record.name] = result.ok
+        elif result.ok:
+            self.new_sources[record.name] = (record.role, ran.source)
+        self.events.agent_finished(
+            record.name, result.ok, ran.seconds, result.kind, record.error, ran.attempts
+        )
+
+    def reject(self, record: AgentRun, reasons: list[str], this_round: _Round) -> None:
+        record.kind = "rejected"
+        record.error = "; ".join(reasons)
+        this_round.failures.append(Failure(record.name, _one_line(record.error), "rejected"))
+        self.events.agent_rejected(record.name, reasons)
+        self.events.agent_finished(record.name, False, 0.0, "rejected", record.error, 0)
+
+    def stop(self, *pools: ThreadPoolExecutor) -> None:
+        """Interrupt or failure: kill agent processes and stop scheduling new work."""
+        self.stopped.set()
+        executor.stop_all()
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    # ---- after the agents ----------------------------------------------------------------------
+
+    def merge(
+        self,
+        task_text: str,
+        outputs: dict[str, str],
+        agents: list[planner.AgentSpec],
+        this_round: _Round,
+        effort: str,
+    ) -> str:
+        self.events.phase_started("merge")
+        phase = time.monotonic()
+        self.events.merge_started(len(outputs))
+        ordered = {a.name: outputs[a.name] for a in agents if a.name in outputs}
+        answer = merger.merge_outputs(
+            task_text,
+            ordered,
+            roles={a.name: a.role for a in agents},
+            failed=[f.name for f in this_round.failures],
+            usage=self.usage,
+            effort=effort,
+        )
+        self.events.phase_finished("merge", time.monotonic() - phase)
+        return answer
+
+    def convene_council(self, task_text: str, answer: str, effort: str) -> str:
+        self.events.phase_started("council")
+        phase = time.monotonic()
+        self.events.council_started()
+        verdict = council.review(task_text, answer, usage=self.usage, effort=effort)
+        self.council_improved = self.council_improved or verdict.improved
+        self.events.council_finished(verdict.weaknesses, verdict.improved)
+        self.events.phase_finished("council", time.monotonic() - phase)
+        return verdict.answer
+
+    def judge(self, answer: str) -> judgment.Verdict:
+        """Always against the user's own wording, never against a revised task."""
+        self.events.phase_started("judge")
+        phase = time.monotonic()
+        effort = config.effort_for(self.rounds[-1].complexity)
+        verdict = judgment.judge(self.task, answer, usage=self.usage, effort=effort)
+        self.events.judged(verdict.done, verdict.missing)
+        self.events.phase_finished("judge", time.monotonic() - phase)
+        return verdict
+
+    def bookkeep_library(self) -> None:
+        """Wins and losses for reused agents; a repaired kept agent evolves without asking."""
+        for name, won in self.library_outcomes.items():
+            library.record_outcome(name, won)
+        for name, (role, source) in self.evolved.items():
+            library.remember(name, role, source, evolved=True)
+
+    def result(self, answer: str) -> TaskResult:
+        last = self.rounds[-1]
+        agents = [a for r in self.rounds for a in r.agents]
+        return TaskResult(
+            task=self.task,
+            answer=answer,
+            complexity=last.complexity,
+            agents=agents,
+            failures=[f for r in self.rounds for f in r.failures],
+            revisions=len(self.rounds) - 1,
+            council_improved=self.council_improved,
+            pending=[
+                PendingAgent(name, role, source)
+                for name, (role, source) in self.new_sources.items()
+            ],
+            agent_paths=sorted(set(self.paths.values())),
+            usage=self.usage,
+            duration_seconds=time.monotonic() - self.started,
+            run_file=None,
+            waves=last.waves,
+            sandbox=sorted(self.layers),
+        )
+
+    # ---- archive -------------------------------------------------------------------------------
+
+    def archive(self, result: TaskResult | None, error: BaseException | None = None) -> Path | None:
+        """Write the run to runs/ (success or failure); never raises."""
+        self.events.phase_started("archive")
+        last = self.rounds[-1] if self.rounds else None
+        agents = [a for r in self.rounds for a in r.agents]
+        record = runlog.RunRecord(
+            task=self.task,
+            ok=result is not None,
+            answer=result.answer if result else "",
+            error=problems.explain(error).headline if error else "",
+            complexity=last.complexity if last else None,
+            waves=last.waves if last else [],
+            agents=[
+                runlog.AgentRecord(
+                    a.name, a.role, a.reused, a.ok, a.attempts, a.seconds, a.kind, a.error
+                )
+                for a in agents
+            ],
+            failures=[(f.name, f.reason) for r in self.rounds for f in r.failures],
+            revisions=max(0, len(self.rounds) - 1),
+            council_improved=self.council_improved,
+            cost=self.usage.cost_summary(),
+            duration_seconds=time.monotonic() - self.started,
+            started_at=self.started_at,
+            sandbox=sorted(self.layers),
+        )
+        path = runlog.archive(record)
+        self.events.archived(str(path) if path else None)
+        self.events.phase_finished("archive", 0.0)
+        return path
+
+
+def _one_line(error: str) -> str:
+    """The most telling line of an error: the last non-empty one (a traceback's exception)."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    return (lines[-1] if lines else "failed")[:300]
+
+
+def handle_task(
+    task: str,
+    *,
+    events: TaskEvents | None = None,
+    usage: config.Usage | None = None,
+    written: list[Path] | None = None,
+) -> TaskResult:
+    """Run one task headless and return its TaskResult.
+
+    Raises on planner or code-generation failures (bad key, network, an invalid plan) and when
+    every agent failed; a failed run is still archived so `history` and `stats` see it. When it
+    raises, `written` (if given) receives the scratch files written so far, for cleanup.
+    """
+    conductor = _Conductor(task, events, usage)
+    try:
+        return conductor.run()
+    except BaseException as error:
+        conductor.stopped.set()
+        executor.stop_all()
+        if written is not None:
+            written.extend(sorted(set(conductor.paths.values())))
+        if not isinstance(error, KeyboardInterrupt):
+            conductor.bookkeep_library()
+            conductor.archive(None, error)
+        raise

@@ -1,0 +1,620 @@
+"""runlog.py — the answer outlives the terminal. No model calls.
+
+Every finished task is archived twice under runs/: as `<UTC timestamp>_<slug>.md`, a Markdown file
+a person can open (task, plan, each agent's result and time, failures, answer, cost), and as rows in
+`history.db`, an embedded SQLite database that `agentgod history`, `stats` and `last` read back.
+
+Everything textual is redacted before it is written, so a key that leaked into an agent's output
+never reaches the disk. Archiving is best effort: by the time it runs, the answer has been printed
+and paid for, so a full disk or a locked database costs the archive, never the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import config
+from redact import redact
+
+DB_NAME = "history.db"
+SCHEMA_VERSION = 1
+"""Stored in PRAGMA user_version; a later schema migrates from it."""
+BUSY_TIMEOUT_MS = 5000
+"""How long a writer waits for another agentgod process to finish its insert."""
+SLUG_LENGTH = 40
+
+_T = TypeVar("_T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started_at TEXT NOT NULL,
+    task TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    complexity TEXT,
+    answer TEXT NOT NULL,
+    error TEXT NOT NULL,
+    revisions INTEGER NOT NULL,
+    council_improved INTEGER NOT NULL,
+    llm_calls INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    usd REAL NOT NULL,
+    duration_seconds REAL NOT NULL,
+    run_file TEXT,
+    budget_exhausted INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_at);
+CREATE TABLE IF NOT EXISTS run_agents (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    role TEXT NOT NULL,
+    reused INTEGER NOT NULL,
+    ok INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    kind TEXT NOT NULL,
+    error TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_agents_by_run ON run_agents (run_id);
+CREATE INDEX IF NOT EXISTS run_agents_by_name ON run_agents (name);
+"""
+
+
+# ---- what the orchestrator hands over ---------------------------------------------------------
+
+
+@dataclass
+class AgentRecord:
+    """How one agent of the run fared."""
+
+    name: str
+    """The agent's safe name."""
+    role: str
+    """Its one-line role."""
+    reused: bool
+    """True when it came from the library instead of the generator."""
+    ok: bool
+    """Whether its final attempt succeeded."""
+    attempts: int
+    """Executions including repairs."""
+    seconds: float
+    """Wall-clock time of its executions."""
+    kind: str
+    """executor.AgentResult.kind of the final attempt: ok, crash, timeout, ..."""
+    error: str = ""
+    """The last failure's reason, if any (redacted again before it is written)."""
+
+
+@dataclass
+class RunRecord:
+    """Everything worth keeping about one task; the orchestrator builds one per task."""
+
+    task: str
+    """The user's task as typed."""
+    ok: bool
+    """True when the run produced an answer."""
+    answer: str
+    """The final answer; "" on failure."""
+    error: str
+    """One-line headline of why the run failed; "" on success."""
+    complexity: str | None
+    """The planner's grade (simple, standard, deep); None when planning never finished."""
+    waves: list[list[str]]
+    """Agent names per execution wave, in order."""
+    agents: list[AgentRecord]
+    """One record per agent that took part."""
+    failures: list[tuple[str, str]]
+    """(name, reason) for each agent that was excluded after its repairs."""
+    revisions: int
+    """Extra rounds the judge asked for."""
+    council_improved: bool
+    """True when the council's refinement replaced the answer."""
+    cost: dict[str, Any]
+    """config.Usage.cost_summary(): llm_calls, the four token counts, usd, estimate."""
+    duration_seconds: float
+    """Wall-clock time of the whole task."""
+    started_at: datetime
+    """When the task started (UTC; a naive value is taken as UTC)."""
+    sandbox: list[str] = field(default_factory=list)
+    """Confinement layers that were active for the agents."""
+    budget_exhausted: bool = False
+    """True when BUDGET_USD stopped the run early."""
+
+
+# ---- what the verbs read back ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One archived run, as `agentgod history` lists it."""
+
+    id: int
+    started_at: datetime
+    task: str
+    ok: bool
+    complexity: str | None
+    usd: float
+    duration_seconds: float
+    run_file: Path | None
+    """The Markdown archive, or None when only the database row could be written."""
+    agents: int
+    """How many agents took part."""
+
+
+@dataclass(frozen=True)
+class LastAnswer:
+    """The most recent successful run's answer, for `agentgod last`."""
+
+    id: int
+    started_at: datetime
+    task: str
+    answer: str
+    run_file: Path | None
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Totals over every archived run, for `agentgod stats`."""
+
+    runs: int = 0
+    succeeded: int = 0
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    usd: float = 0.0
+    mean_duration_seconds: float = 0.0
+    most_used_agents: list[tuple[str, int]] = field(default_factory=list)
+    """Up to five (name, runs it took part in), most first."""
+    most_reliable_agents: list[tuple[str, int, int]] = field(default_factory=list)
+    """Up to five (name, runs it succeeded in, runs) among agents with at least two runs."""
+
+    @property
+    def success_rate(self) -> float:
+        """Succeeded runs over all runs; 0.0 before the first run."""
+        return self.succeeded / self.runs if self.runs else 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        cache = self.cache_write_tokens + self.cache_read_tokens
+        return self.input_tokens + self.output_tokens + cache
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+
+def archive(record: RunRecord) -> Path | None:
+    """Write the run's Markdown file and its history row; returns the file, or None.
+
+    The two writes are independent: a database that refuses still leaves the file (and its path is
+    returned), and a file that cannot be written still leaves a history row with no run_file. This
+    never raises.
+    """
+    try:
+        clean = _redacted(record)
+        folder = config.settings().runs_dir
+    except Exception:  # never fail a run that is already answered and paid for
+        return None
+    run_file: Path | None = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        run_file = _write_new_file(folder, _file_stem(clean), _render(clean))
+    except Exception:
+        run_file = None
+    with contextlib.suppress(Exception):
+        _insert(folder / DB_NAME, clean, run_file)
+    return run_file
+
+
+def _render(record: RunRecord) -> str:
+    """The run as a Markdown document, written for a person (pass a redacted record)."""
+    cost = _Cost.of(record.cost)
+    outcome = "Answered" if record.ok else "Failed"
+    summary = (
+        f"**{outcome}** · {_utc(record.started_at):%Y-%m-%d %H:%M:%S} UTC · "
+        f"{_duration(record.duration_seconds)} · {len(record.agents)} agents · {cost.dollars}"
+    )
+    parts = [
+        f"# {_title(record.task)}",
+        summary,
+        "## Task",
+        _quoted(record.task),
+        "## Plan",
+        _plan(record),
+        "## Agents",
+        _agent_table(record.agents),
+        "## Failures",
+        _failures(record.failures),
+    ]
+    if not record.ok:
+        parts += ["## Error", record.error or "The run failed without a stated reason."]
+    parts += [
+        "## Answer",
+        record.answer.strip() if record.ok and record.answer.strip() else "_No answer._",
+        "## Cost",
+        cost.table(),
+        "## Run",
+        _run_facts(record),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def slugify(task: str) -> str:
+    """The task's lowercase ASCII words joined by hyphens: at most SLUG_LENGTH long, never empty."""
+    folded = unicodedata.normalize("NFKD", task).encode("ascii", "ignore").decode().lower()
+    words = re.findall(r"[a-z0-9]+", folded)
+    slug = ""
+    for word in words:
+        longer = f"{slug}-{word}" if slug else word
+        if len(longer) > SLUG_LENGTH:
+            break
+        slug = longer
+    return slug or (words[0][:SLUG_LENGTH] if words else "task")
+
+
+def _redacted(record: RunRecord) -> RunRecord:
+    """A copy of the record with every piece of text passed through redact."""
+    return replace(
+        record,
+        task=redact(record.task),
+        answer=redact(record.answer),
+        error=redact(record.error),
+        complexity=redact(record.complexity) if record.complexity else record.complexity,
+        waves=[[redact(name) for name in wave] for wave in record.waves],
+        agents=[
+            replace(
+                agent,
+                name=redact(agent.name),
+                role=redact(agent.role),
+                kind=redact(agent.kind),
+                error=redact(agent.error),
+            )
+            for agent in record.agents
+        ],
+        failures=[(redact(name), redact(reason)) for name, reason in record.failures],
+        sandbox=[redact(layer) for layer in record.sandbox],
+    )
+
+
+def _file_stem(record: RunRecord) -> str:
+    return f"{_utc(record.started_at):%Y%m%dT%H%M%SZ}_{slugify(record.task)}"
+
+
+def _write_new_file(folder: Path, stem: str, text: str) -> Path:
+    """Create a file that did not exist before (`_2`, `_3`... on a clash) and fill it."""
+    number = 1
+    while True:
+        path = folder / (f"{stem}.md" if number == 1 else f"{stem}_{number}.md")
+        try:
+            handle = path.open("x", encoding="utf-8")
+        except FileExistsError:
+            number += 1
+            continue
+        try:
+            with handle:
+                handle.write(text)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        return path
+
+
+# ---- Markdown pieces -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Cost:
+    """cost_summary() numbers with defaults, so an incomplete dict still renders."""
+
+    llm_calls: int
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    usd: float
+    estimate: bool
+
+    @classmethod
+    def of(cls, cost: dict[str, Any]) -> _Cost:
+        def count(key: str) -> int:
+            return int(cost.get(key) or 0)
+
+        return cls(
+            llm_calls=count("llm_calls"),
+            input_tokens=count("input_tokens"),
+            output_tokens=count("output_tokens"),
+            cache_write_tokens=count("cache_write_tokens"),
+            cache_read_tokens=count("cache_read_tokens"),
+            usd=float(cost.get("usd") or 0.0),
+            estimate=bool(cost.get("estimate")),
+        )
+
+    @property
+    def dollars(self) -> str:
+        return f"${self.usd:.4f}" + (" (estimated)" if self.estimate else "")
+
+    def table(self) -> str:
+        rows = [
+            ("Input", self.input_tokens),
+            ("Output", self.output_tokens),
+            ("Cache write", self.cache_write_tokens),
+            ("Cache read", self.cache_read_tokens),
+        ]
+        lines = ["| Tokens | Count |", "|---|---:|"]
+        lines += [f"| {label} | {value:,} |" for label, value in rows]
+        return "\n".join(lines) + f"\n\n{self.llm_calls} model calls · {self.dollars}"
+
+
+def _plan(record: RunRecord) -> str:
+    lines = [f"- Complexity: {record.complexity or 'not graded'}"]
+    if record.waves:
+        lines += [
+            f"- Wave {number}: " + ", ".join(f"`{name}`" for name in wave)
+            for number, wave in enumerate(record.waves, 1)
+        ]
+    else:
+        lines.append("- No agents were planned.")
+    lines.append(f"- Revisions asked for by the judge: {record.revisions}")
+    lines.append(f"- Council improved the answer: {'yes' if record.council_improved else 'no'}")
+    if record.budget_exhausted:
+        lines.append("- The budget (BUDGET_USD) ran out before the run could finish.")
+    return "\n".join(lines)
+
+
+def _agent_table(agents: list[AgentRecord]) -> str:
+    if not agents:
+        return "No agents ran."
+    lines = ["| Agent | Role | Source | Result | Attempts | Time |", "|---|---|---|---|---:|---:|"]
+    for agent in agents:
+        result = "ok" if agent.ok else f"failed ({agent.kind})"
+        if agent.error.strip():
+            result += " — " + _first_line(agent.error, 100)
+        lines.append(
+            f"| `{agent.name}` | {_cell(agent.role)} | {'library' if agent.reused else 'new'} "
+            f"| {_cell(result)} | {agent.attempts} | {_duration(agent.seconds)} |"
+        )
+    return "\n".join(lines)
+
+
+def _failures(failures: list[tuple[str, str]]) -> str:
+    if not failures:
+        return "None."
+    return "\n\n".join(f"### `{name}`\n\n{_fenced(reason)}" for name, reason in failures)
+
+
+def _run_facts(record: RunRecord) -> str:
+    layers = ", ".join(record.sandbox) if record.sandbox else "none recorded"
+    return "\n".join(
+        [
+            f"- Started: {_utc(record.started_at).isoformat(timespec='seconds')}",
+            f"- Duration: {_duration(record.duration_seconds)}",
+            f"- Sandbox layers: {layers}",
+        ]
+    )
+
+
+def _title(task: str) -> str:
+    line = _first_line(task, 80)
+    return f"Run: {line}" if line else "Run"
+
+
+def _first_line(text: str, limit: int) -> str:
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def _quoted(text: str) -> str:
+    lines = text.strip().splitlines() or [""]
+    return "\n".join(f"> {line}".rstrip() for line in lines)
+
+
+def _fenced(text: str) -> str:
+    """A code block whose fence is longer than any backtick run inside, so it cannot close early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text.strip()}\n{fence}"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+# ---- the database ----------------------------------------------------------------------------
+
+
+def _insert(path: Path, record: RunRecord, run_file: Path | None) -> None:
+    cost = _Cost.of(record.cost)
+    with contextlib.closing(_open_for_writing(path)) as db, db:
+        cursor = db.execute(
+            "INSERT INTO runs (started_at, task, ok, complexity, answer, error, revisions,"
+            " council_improved, llm_calls, input_tokens, output_tokens, cache_write_tokens,"
+            " cache_read_tokens, usd, duration_seconds, run_file, budget_exhausted)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                _utc(record.started_at).isoformat(timespec="microseconds"),
+                record.task,
+                record.ok,
+                record.complexity,
+                record.answer,
+                record.error,
+                record.revisions,
+                record.council_improved,
+                cost.llm_calls,
+                cost.input_tokens,
+                cost.output_tokens,
+                cost.cache_write_tokens,
+                cost.cache_read_tokens,
+                cost.usd,
+                record.duration_seconds,
+                str(run_file) if run_file else None,
+                record.budget_exhausted,
+            ),
+        )
+        db.executemany(
+            "INSERT INTO run_agents"
+            " (run_id, name, role, reused, ok, attempts, seconds, kind, error)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    cursor.lastrowid,
+                    agent.name,
+                    agent.role,
+                    agent.reused,
+                    agent.ok,
+                    agent.attempts,
+                    agent.seconds,
+                    agent.kind,
+                    agent.error,
+                )
+                for agent in record.agents
+            ],
+        )
+
+
+def _open_for_writing(path: Path) -> sqlite3.Connection:
+    """A connection to the history, creating the schema on first use."""
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA journal_mode = WAL")
+        if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            db.executescript(
+                f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            )
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _query(read: Callable[[sqlite3.Connection], _T], empty: _T) -> _T:
+    """Run `read` on a read-only connection; `empty` when there is no history or it is unreadable.
+
+    Nothing is created here. A WAL database in a folder this user cannot write (no -shm file can
+    be made) refuses a plain read-only open, so the second try reads it as immutable.
+    """
+    path = config.settings().runs_dir / DB_NAME
+    if not path.is_file():
+        return empty
+    for options in ("mode=ro", "immutable=1"):
+        uri = f"{path.as_uri()}?{options}"
+        try:
+            with contextlib.closing(
+                sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+            ) as db:
+                return read(db)
+        except sqlite3.Error:
+            continue
+    return empty
+
+
+def history(limit: int = 10) -> list[HistoryRow]:
+    """The latest `limit` runs, newest first; [] when nothing has been archived or readable."""
+
+    def read(db: sqlite3.Connection) -> list[HistoryRow]:
+        rows = db.execute(
+            "SELECT id, started_at, task, ok, complexity, usd, duration_seconds, run_file,"
+            " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id)"
+            " FROM runs ORDER BY started_at DESC, id DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [
+            HistoryRow(
+                id=row[0],
+                started_at=datetime.fromisoformat(row[1]),
+                task=row[2],
+                ok=bool(row[3]),
+                complexity=row[4],
+                usd=row[5],
+                duration_seconds=row[6],
+                run_file=Path(row[7]) if row[7] else None,
+                agents=row[8],
+            )
+            for row in rows
+        ]
+
+    return _query(read, []) if limit > 0 else []
+
+
+def last() -> LastAnswer | None:
+    """The newest successful run's answer, or None when there is none."""
+
+    def read(db: sqlite3.Connection) -> LastAnswer | None:
+        row = db.execute(
+            "SELECT id, started_at, task, answer, run_file FROM runs WHERE ok"
+            " ORDER BY started_at DESC, id DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return None
+        return LastAnswer(
+            id=row[0],
+            started_at=datetime.fromisoformat(row[1]),
+            task=row[2],
+            answer=row[3],
+            run_file=Path(row[4]) if row[4] else None,
+        )
+
+    return _query(read, None)
+
+
+_PER_RUN = "SELECT name, run_id, MAX(ok) AS ok FROM run_agents GROUP BY name, run_id"
+"""One row per agent per run it took part in; ok when any of its records in that run was."""
+
+
+def stats() -> Stats:
+    """Totals over every archived run; all zeros when there is no history."""
+
+    def read(db: sqlite3.Connection) -> Stats:
+        totals = db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(ok), 0), COALESCE(SUM(llm_calls), 0),"
+            " COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
+            " COALESCE(SUM(cache_write_tokens), 0), COALESCE(SUM(cache_read_tokens), 0),"
+            " COALESCE(SUM(usd), 0.0), COALESCE(AVG(duration_seconds), 0.0) FROM runs"
+        ).fetchone()
+        used = db.execute(
+            f"WITH per_run AS ({_PER_RUN}) SELECT name, COUNT(*) AS runs FROM per_run"
+            " GROUP BY name ORDER BY runs DESC, name LIMIT 5"
+        ).fetchall()
+        trusted = db.execute(
+            f"WITH per_run AS ({_PER_RUN}) SELECT name, SUM(ok), COUNT(*) AS runs FROM per_run"
+            " GROUP BY name HAVING runs >= 2"
+            " ORDER BY CAST(SUM(ok) AS REAL) / runs DESC, runs DESC, name LIMIT 5"
+        ).fetchall()
+        return Stats(
+            runs=totals[0],
+            succeeded=totals[1],
+            llm_calls=totals[2],
+            input_tokens=totals[3],
+            output_tokens=totals[4],
+            cache_write_tokens=totals[5],
+            cache_read_tokens=totals[6],
+            usd=totals[7],
+            mean_duration_seconds=totals[8],
+            most_used_agents=[(name, runs) for name, runs in used],
+            most_reliable_agents=[(name, ok, runs) for name, ok, runs in trusted],
+        )
+
+    return _query(read, Stats())

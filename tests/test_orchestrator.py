@@ -1,0 +1,325 @@
+"""Whole tasks end to end: real agent subprocesses, the real SDK, the scripted fake model."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from fakeapi import FakeMessagesAPI, Reply
+from scripted import ECHO_BODY, Factory, agent_keys, agent_spec, plan, runtime_requests
+
+import library
+import orchestrator
+import problems
+from events import TaskEvents
+
+
+@pytest.fixture
+def factory(fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch) -> Factory:
+    monkeypatch.setenv("SANDBOX", "off")
+    return Factory(fake_api)
+
+
+class Recorder(TaskEvents):
+    """Keeps every event in order, for assertions about what a watcher would see."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, tuple[object, ...]]] = []
+
+    def __getattribute__(self, name: str):  # type: ignore[no-untyped-def]
+        if name.startswith("_") or name == "seen" or not hasattr(TaskEvents, name):
+            return object.__getattribute__(self, name)
+        return lambda *args: self.seen.append((name, args))
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.seen]
+
+
+def test_a_simple_task_from_plan_to_archive(factory: Factory, isolated_home: Path) -> None:
+    factory.plans = [plan(agent_spec("fact_finder"), complexity="simple")]
+    events = Recorder()
+    result = orchestrator.handle_task("What is 2+2?", events=events)
+    assert result.answer == "MERGED: fact_finder"
+    assert result.complexity == "simple"
+    assert [(a.name, a.ok, a.reused, a.attempts) for a in result.agents] == [
+        ("fact_finder", True, False, 1)
+    ]
+    assert result.failures == []
+    assert [p.name for p in result.pending] == ["fact_finder"]
+    assert result.agent_paths == [isolated_home / "generated_agents" / "fact_finder.py"]
+    # 2N + 3 with N = 1: plan, generate, agent, merge, judge.
+    kinds = [factory.kind(r) for r in factory.api.messages()]
+    assert sorted(kinds) == sorted(["plan", "generate", "agent", "merge", "judge"])
+    assert result.cost_summary()["llm_calls"] == 5
+    assert result.run_file is not None and result.run_file.exists()
+    names = events.names()
+    assert names.index("plan_ready") < names.index("agent_running") < names.index("merge_started")
+    assert names[-2:] == ["archived", "phase_finished"]
+
+
+def test_four_independent_agents_overlap(factory: Factory) -> None:
+    independent = [agent_spec(f"angle_{n}") for n in "abcd"]
+    factory.plans = [plan(*independent, agent_spec("synthesis", [f"angle_{n}" for n in "abcd"]))]
+    factory.agent_latency = 0.5
+    result = orchestrator.handle_task("Compare four angles")
+    assert all(a.ok for a in result.agents)
+    first_wave = [runtime_requests(factory)[f"angle_{n}"] for n in "abcd"]
+    # Overlap, read off the server's clock: every one of the four had arrived before any of them
+    # was answered, so all four model calls were in flight together.
+    assert max(r.arrived for r in first_wave) < min(r.replied for r in first_wave)
+    synthesis = runtime_requests(factory)["synthesis"]
+    assert synthesis.arrived > max(r.replied for r in first_wave)
+    assert result.waves == [["angle_a", "angle_b", "angle_c", "angle_d"], ["synthesis"]]
+
+
+def test_each_agent_receives_exactly_its_closure_diamond(factory: Factory) -> None:
+    factory.plans = [
+        plan(
+            agent_spec("source_reader"),
+            agent_spec("left_branch", ["source_reader"]),
+            agent_spec("right_branch", ["source_reader"]),
+            agent_spec("joiner", ["left_branch", "right_branch"]),
+            agent_spec("loner", ["left_branch"]),
+        )
+    ]
+    orchestrator.handle_task("diamond")
+    seen = {name: agent_keys(r) for name, r in runtime_requests(factory).items()}
+    assert seen == {
+        "source_reader": [],
+        "left_branch": ["source_reader"],
+        "right_branch": ["source_reader"],
+        "joiner": ["left_branch", "right_branch", "source_reader"],
+        "loner": ["left_branch", "source_reader"],
+    }
+
+
+def test_a_plan_without_dependencies_runs_as_a_chain(factory: Factory) -> None:
+    factory.plans = [plan(agent_spec("first_step"), agent_spec("second_step"), agent_spec("third"))]
+    result = orchestrator.handle_task("chain")
+    seen = {name: agent_keys(r) for name, r in runtime_requests(factory).items()}
+    assert seen == {
+        "first_step": [],
+        "second_step": ["first_step"],
+        "third": ["first_step", "second_step"],
+    }
+    assert result.waves == [["first_step"], ["second_step"], ["third"]]
+
+
+def test_generation_prompts_name_the_closure_keys(factory: Factory) -> None:
+    factory.plans = [plan(agent_spec("reader"), agent_spec("writer", ["reader"]))]
+    orchestrator.handle_task("t")
+    prompts = {r.prompt.split("\n")[0]: r.prompt for r in factory.of("generate")}
+    assert "previous_outputs keys this agent receives: 'reader'" in prompts["Agent name: writer"]
+
+
+def test_a_rejected_generation_is_retried_with_the_complaint(factory: Factory) -> None:
+    factory.plans = [plan(agent_spec("careful_agent"), complexity="simple")]
+    factory.bodies["careful_agent"] = [
+        "import subprocess\ndef run(task, previous_outputs):\n    return subprocess.run(task)\n",
+        "def run(task, previous_outputs):\n    return call_llm('agent=careful_agent keys=[]')\n",
+    ]
+    result = orchestrator.handle_task("t")
+    assert result.agents[0].ok
+    first, second = factory.of("generate")
+    assert "REJECTED" not in first.prompt
+    assert "subprocess" in second.prompt.split("REJECTED", 1)[1]
+
+
+def test_a_crash_is_repaired_from_its_stderr_and_the_repair_is_merged(factory: Factory) -> None:
+    factory.plans = [plan(agent_spec("fragile"), complexity="simple")]
+    factory.bodies["fragile"] = [
+        "def run(task, previous_outputs):\n    raise RuntimeError('disk of tea is full')\n",
+        "def run(task, previous_outputs):\n    return call_llm('agent=fragile keys=[]')\n",
+    ]
+    events = Recorder()
+    result = orchestrator.handle_task("t", events=events)
+    repair = factory.of("generate")[1]
+    assert "REPAIR" in repair.prompt
+    assert "RuntimeError: disk of tea is full" in repair.prompt
+    assert result.agents[0].ok and result.agents[0].attempts == 2
+    assert "result from fragile" in factory.of("merge")[0].prompt
+    assert "agent_repairing" in events.names()
+
+
+def test_a_timeout_is_excluded_and_the_rest_still_merge(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_TIMEOUT_SECONDS", "2")
+    factory.plans = [plan(agent_spec("quick"), agent_spec("sleepy"), agent_spec("end", ["quick"]))]
+    factory.bodies["sleepy"] = ["def run(task, previous_outputs):\n    time.sleep(60)\n"]
+    result = orchestrator.handle_task("t")
+    assert [(f.name, f.kind) for f in result.failures] == [("sleepy", "timeout")]
+    merge_prompt = factory.of("merge")[0].prompt
+    assert "result from quick" in merge_prompt and "result from end" in merge_prompt
+    assert "time.sleep" not in merge_prompt
+    assert len(factory.of("generate")) == 3, "a timeout is not repaired"
+
+
+def test_every_agent_failing_is_one_story(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_TIMEOUT_SECONDS", "1")
+    names = ("slow_a", "slow_b", "slow_c")
+    factory.plans = [
+        plan(agent_spec("slow_a"), agent_spec("slow_b"), agent_spec("slow_c", ["slow_a"]))
+    ]
+    factory.bodies = {
+        name: ["def run(task, previous_outputs):\n    time.sleep(60)\n"] for name in names
+    }
+    with pytest.raises(orchestrator.AllAgentsFailedError) as caught:
+        orchestrator.handle_task("t")
+    problem = problems.explain(caught.value)
+    assert problem.headline == "3 agents timed out after 1 s."
+    assert "AGENT_TIMEOUT_SECONDS" in problem.advice
+    assert factory.of("merge") == []
+
+
+def test_stderr_of_a_failed_agent_never_reaches_downstream_or_the_merger(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_REPAIR_ATTEMPTS", "0")
+    factory.plans = [plan(agent_spec("broken"), agent_spec("after", ["broken"]))]
+    factory.bodies["broken"] = [
+        "def run(task, previous_outputs):\n    raise ValueError('SECRETSAUCE')\n"
+    ]
+    result = orchestrator.handle_task("t")
+    assert agent_keys(runtime_requests(factory)["after"]) == []
+    merge_prompt = factory.of("merge")[0].prompt
+    assert "SECRETSAUCE" not in merge_prompt
+    assert "broken" in merge_prompt, "the merger is told which agent failed, by name only"
+    assert result.failures[0].reason == "ValueError: SECRETSAUCE"
+
+
+def test_the_judge_sends_a_second_round_with_the_original_task_and_the_gap(
+    factory: Factory,
+) -> None:
+    factory.plans = [plan(agent_spec("drafter"), complexity="simple")]
+    factory.verdicts = [{"missing": "Include a worked example.", "done": False}]
+    result = orchestrator.handle_task("Explain recursion in three sentences.")
+    assert result.revisions == 1
+    first_plan, second_plan = factory.of("plan")
+    assert "Explain recursion in three sentences." in first_plan.prompt
+    assert "Explain recursion in three sentences." in second_plan.prompt
+    assert "Include a worked example." in second_plan.prompt
+    assert len(factory.of("judge")) == 1, "the last round is not judged again (TASK_REVISIONS=1)"
+    assert "Explain recursion in three sentences." in factory.of("judge")[0].prompt
+
+
+def test_no_judge_when_revisions_are_off(factory: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TASK_REVISIONS", "0")
+    factory.plans = [plan(agent_spec("drafter"), complexity="simple")]
+    orchestrator.handle_task("t")
+    assert factory.of("judge") == []
+
+
+def test_a_deep_task_convenes_the_council(factory: Factory) -> None:
+    factory.plans = [plan(agent_spec("analyst"), complexity="deep")]
+    factory.challenges = [{"weaknesses": ["The claim X is unsupported."], "flawed": True}]
+    events = Recorder()
+    result = orchestrator.handle_task("Should we migrate?", events=events)
+    assert result.answer == "REFINED ANSWER"
+    assert result.council_improved
+    assert len(factory.of("critic")) == len(factory.of("refine")) == 1
+    assert "The claim X is unsupported." in factory.of("refine")[0].prompt
+    assert "council_finished" in events.names()
+    # deep raises the effort of every call after the plan
+    assert factory.of("merge")[0].body["output_config"] == {"effort": "high"}
+
+
+def test_council_off_means_no_council(factory: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COUNCIL", "off")
+    factory.plans = [plan(agent_spec("analyst"), complexity="deep")]
+    result = orchestrator.handle_task("Should we migrate?")
+    assert factory.of("critic") == factory.of("refine") == []
+    assert not result.council_improved
+
+
+def test_a_kept_agent_is_reused_and_three_losses_retire_it(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    factory.plans = [plan(agent_spec("summariser"), complexity="simple")]
+    first = orchestrator.handle_task("first task")
+    [pending] = first.pending
+    library.remember(pending.name, pending.role, pending.source)
+
+    second = orchestrator.handle_task("second task")
+    assert len(factory.of("generate")) == 1, "zero generation calls for a reused agent"
+    assert second.agents[0].reused and second.agents[0].ok
+    assert second.pending == []
+    assert "summariser" in factory.of("plan")[1].prompt, "the planner is told about the library"
+
+    monkeypatch.setenv("AGENT_REPAIR_ATTEMPTS", "0")
+    factory.agent_reply = lambda name, request: Reply.error(400, "bad request")
+    for _ in range(3):
+        with pytest.raises(orchestrator.AllAgentsFailedError):
+            orchestrator.handle_task("failing task")
+    assert not library.reliable("summariser")
+    assert "summariser" not in library.describe_for_planner()
+
+    factory.agent_reply = lambda name, request: f"result from {name}"
+    generated_before = len(factory.of("generate"))
+    rebuilt = orchestrator.handle_task("after retirement")
+    assert len(factory.of("generate")) == generated_before + 1, "a retired agent is rebuilt"
+    assert not rebuilt.agents[0].reused
+    assert [p.name for p in rebuilt.pending] == ["summariser"]
+
+
+def test_a_repaired_library_agent_evolves_without_asking(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    factory.plans = [plan(agent_spec("summariser"), complexity="simple")]
+    factory.bodies["summariser"] = [ECHO_BODY, ECHO_BODY + "\n# repaired\n"]
+    first = orchestrator.handle_task("first")
+    library.remember("summariser", first.pending[0].role, first.pending[0].source)
+    generation = library.entries()[0].generation
+    calls = {"n": 0}
+
+    def flaky(name: str, request: object) -> Reply | str:
+        calls["n"] += 1
+        return Reply.error(400, "bad") if calls["n"] == 1 else f"result from {name}"
+
+    factory.agent_reply = flaky
+    result = orchestrator.handle_task("second")
+    assert result.agents[0].reused and result.agents[0].attempts == 2
+    entry = library.entries()[0]
+    assert entry.generation == generation + 1
+    assert entry.evolved
+
+
+def test_run_file_and_history_row_with_secrets_redacted(
+    factory: Factory, isolated_home: Path
+) -> None:
+    planted = "sk-ant-api03-" + "Q" * 40
+    factory.plans = [plan(agent_spec("leaky"), complexity="simple")]
+    factory.agent_reply = lambda name, request: f"result from {name} key={planted}"
+    factory.merge_reply = lambda request: f"The answer. Also {planted}"
+    result = orchestrator.handle_task("find the key")
+    assert result.run_file is not None
+    text = result.run_file.read_text()
+    assert planted not in text
+    assert "find the key" in text
+    db = sqlite3.connect(isolated_home / "runs" / "history.db")
+    rows = db.execute("SELECT task, answer, ok FROM runs").fetchall()
+    assert rows == [("find the key", rows[0][1], 1)]
+    assert planted not in rows[0][1]
+    assert "[redacted]" in rows[0][1]
+
+
+def test_a_failed_run_is_archived_too(factory: Factory, isolated_home: Path, monkeypatch) -> None:
+    monkeypatch.setenv("AGENT_REPAIR_ATTEMPTS", "0")
+    factory.plans = [plan(agent_spec("doomed"), complexity="simple")]
+    factory.bodies["doomed"] = ["def run(task, previous_outputs):\n    raise ValueError('no')\n"]
+    written: list[Path] = []
+    with pytest.raises(orchestrator.AllAgentsFailedError):
+        orchestrator.handle_task("doomed task", written=written)
+    assert written == [isolated_home / "generated_agents" / "doomed.py"]
+    db = sqlite3.connect(isolated_home / "runs" / "history.db")
+    assert db.execute("SELECT task, ok FROM runs").fetchall() == [("doomed task", 0)]
+
+
+def test_a_planner_failure_raises_a_translatable_error(fake_api: FakeMessagesAPI) -> None:
+    fake_api.valid_keys = {"another-key"}
+    with pytest.raises(Exception) as caught:
+        orchestrator.handle_task("t")
+    assert problems.explain(caught.value).kind == "authentication"

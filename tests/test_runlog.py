@@ -1,0 +1,415 @@
+"""runlog: real Markdown files and a real SQLite history in the test's AGENTGOD_HOME."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import config
+import runlog
+
+STARTED = datetime(2026, 11, 30, 9, 30, 12, tzinfo=UTC)
+ANTHROPIC_KEY = "sk-ant-api03-" + "Q7x9" * 10
+BEARER = "Bearer abcDEF0123456789ghiJKL"
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAzLwPlantedPrivateKeyMaterial0123456789\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+
+
+def cost(**overrides: Any) -> dict[str, Any]:
+    summary = {
+        "llm_calls": 7,
+        "input_tokens": 12345,
+        "output_tokens": 678,
+        "cache_write_tokens": 90,
+        "cache_read_tokens": 4000,
+        "usd": 0.0123,
+        "estimate": False,
+    }
+    return {**summary, **overrides}
+
+
+def make_record(**overrides: Any) -> runlog.RunRecord:
+    values: dict[str, Any] = {
+        "task": "Compare the three laptops and recommend one",
+        "ok": True,
+        "answer": "## Recommendation\n\nBuy the **second** one.",
+        "error": "",
+        "complexity": "standard",
+        "waves": [["spec_reader", "price_lister"], ["verdict_writer"]],
+        "agents": [
+            runlog.AgentRecord("spec_reader", "Reads specs", True, True, 1, 1.5, "ok"),
+            runlog.AgentRecord("price_lister", "Lists prices", False, True, 2, 2.25, "ok"),
+            runlog.AgentRecord(
+                "verdict_writer", "Writes a verdict", False, False, 3, 75.0, "timeout", "timed out"
+            ),
+        ],
+        "failures": [("verdict_writer", "timed out after 30 s")],
+        "revisions": 1,
+        "council_improved": True,
+        "cost": cost(),
+        "duration_seconds": 83.25,
+        "started_at": STARTED,
+        "sandbox": ["env", "scratch", "landlock"],
+    }
+    values.update(overrides)
+    return runlog.RunRecord(**values)
+
+
+def runs_dir() -> Path:
+    return config.settings().runs_dir
+
+
+def query(sql: str, *parameters: Any) -> list[tuple[Any, ...]]:
+    db = sqlite3.connect(runs_dir() / runlog.DB_NAME)
+    try:
+        return db.execute(sql, parameters).fetchall()
+    finally:
+        db.close()
+
+
+# ---- the Markdown file -----------------------------------------------------------------------
+
+
+def test_run_file_name_has_timestamp_and_slug() -> None:
+    path = runlog.archive(make_record())
+    assert path is not None
+    assert path.parent == runs_dir()
+    assert path.name == "20261130T093012Z_compare-the-three-laptops-and-recommend.md"
+
+
+def test_run_file_has_every_section() -> None:
+    path = runlog.archive(make_record())
+    assert path is not None
+    text = path.read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    assert headings == [
+        "Task",
+        "Plan",
+        "Agents",
+        "Failures",
+        "Answer",
+        "Recommendation",  # the answer's own Markdown, kept as written
+        "Cost",
+        "Run",
+    ]
+    assert text.startswith("# Run: Compare the three laptops and recommend one\n")
+    assert "**Answered** · 2026-11-30 09:30:12 UTC · 1 min 23 s · 3 agents · $0.0123" in text
+    assert "> Compare the three laptops and recommend one" in text
+    assert "- Complexity: standard" in text
+    assert "- Wave 1: `spec_reader`, `price_lister`" in text
+    assert "- Wave 2: `verdict_writer`" in text
+    assert "- Revisions asked for by the judge: 1" in text
+    assert "- Council improved the answer: yes" in text
+    assert "| `spec_reader` | Reads specs | library | ok | 1 | 1.5 s |" in text
+    assert "| `price_lister` | Lists prices | new | ok | 2 | 2.2 s |" in text
+    assert (
+        "| `verdict_writer` | Writes a verdict | new | failed (timeout) — timed out | 3 |" in text
+    )
+    assert "### `verdict_writer`\n\n```text\ntimed out after 30 s\n```" in text
+    assert "Buy the **second** one." in text
+    for row in (
+        "| Input | 12,345 |",
+        "| Output | 678 |",
+        "| Cache write | 90 |",
+        "| Cache read | 4,000 |",
+    ):
+        assert row in text
+    assert "7 model calls · $0.0123" in text
+    assert "- Duration: 1 min 23 s" in text
+    assert "- Sandbox layers: env, scratch, landlock" in text
+    assert "budget" not in text.lower()
+
+
+def test_failed_run_file_says_why_and_has_no_answer() -> None:
+    record = make_record(
+        ok=False,
+        answer="",
+        error="Every agent failed: the model refused the key",
+        complexity=None,
+        waves=[],
+        agents=[],
+        failures=[],
+        cost=cost(usd=0.5, estimate=True),
+        budget_exhausted=True,
+        sandbox=[],
+    )
+    path = runlog.archive(record)
+    assert path is not None
+    text = path.read_text(encoding="utf-8")
+    assert "**Failed**" in text
+    assert "## Error\n\nEvery agent failed: the model refused the key" in text
+    assert "## Answer\n\n_No answer._" in text
+    assert "- Complexity: not graded" in text
+    assert "No agents ran." in text
+    assert "## Failures\n\nNone." in text
+    assert "$0.5000 (estimated)" in text
+    assert "The budget (BUDGET_USD) ran out" in text
+    assert "- Sandbox layers: none recorded" in text
+
+
+def test_text_from_agents_cannot_break_the_document() -> None:
+    reason = "Traceback:\n```\nboom\n```"
+    record = make_record(
+        agents=[runlog.AgentRecord("pipe_agent", "Splits a | b", False, False, 1, 0.5, "crash")],
+        failures=[("pipe_agent", reason)],
+    )
+    path = runlog.archive(record)
+    assert path is not None
+    text = path.read_text(encoding="utf-8")
+    assert "| Splits a \\| b |" in text
+    assert f"````text\n{reason}\n````" in text
+
+
+def test_two_runs_in_the_same_second_get_two_files() -> None:
+    first = runlog.archive(make_record())
+    second = runlog.archive(make_record())
+    assert first is not None and second is not None
+    assert first != second
+    assert second.name == "20261130T093012Z_compare-the-three-laptops-and-recommend_2.md"
+    assert first.read_text(encoding="utf-8") == second.read_text(encoding="utf-8")
+    assert len(runlog.history()) == 2
+
+
+@pytest.mark.parametrize(
+    ("task", "slug"),
+    [
+        ("Write a haiku about the sea!", "write-a-haiku-about-the-sea"),
+        ("Ünïcödé café — naïve façade", "unicode-cafe-naive-facade"),
+        ("", "task"),
+        ("!!! ??? 🙂", "task"),
+        ("x" * 60, "x" * 40),
+        (
+            "one two three four five six seven eight nine ten",
+            "one-two-three-four-five-six-seven-eight",
+        ),
+    ],
+)
+def test_slugify(task: str, slug: str) -> None:
+    assert runlog.slugify(task) == slug
+    assert len(slug) <= runlog.SLUG_LENGTH
+
+
+# ---- the history database --------------------------------------------------------------------
+
+
+def test_history_row_and_agent_rows_are_written() -> None:
+    path = runlog.archive(make_record())
+    [row] = query(
+        "SELECT started_at, task, ok, complexity, answer, error, revisions, council_improved,"
+        " llm_calls, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, usd,"
+        " duration_seconds, run_file, budget_exhausted FROM runs"
+    )
+    assert row == (
+        "2026-11-30T09:30:12.000000+00:00",
+        "Compare the three laptops and recommend one",
+        1,
+        "standard",
+        "## Recommendation\n\nBuy the **second** one.",
+        "",
+        1,
+        1,
+        7,
+        12345,
+        678,
+        90,
+        4000,
+        0.0123,
+        83.25,
+        str(path),
+        0,
+    )
+    agents = query(
+        "SELECT name, role, reused, ok, attempts, seconds, kind, error FROM run_agents"
+        " WHERE run_id = (SELECT id FROM runs) ORDER BY rowid"
+    )
+    assert agents == [
+        ("spec_reader", "Reads specs", 1, 1, 1, 1.5, "ok", ""),
+        ("price_lister", "Lists prices", 0, 1, 2, 2.25, "ok", ""),
+        ("verdict_writer", "Writes a verdict", 0, 0, 3, 75.0, "timeout", "timed out"),
+    ]
+
+
+def test_database_uses_wal_and_a_schema_version() -> None:
+    runlog.archive(make_record())
+    assert query("PRAGMA journal_mode") == [("wal",)]
+    assert query("PRAGMA user_version") == [(runlog.SCHEMA_VERSION,)]
+
+
+def test_secrets_are_redacted_in_the_file_and_the_database() -> None:
+    record = make_record(
+        task=f"Use {ANTHROPIC_KEY} to summarise",
+        answer=f"Here it is: {BEARER}\n\n{PEM}\n\nDone.",
+        agents=[
+            runlog.AgentRecord(
+                "leaky_agent", "Leaks", False, False, 1, 0.1, "crash", f"auth: {ANTHROPIC_KEY}"
+            )
+        ],
+        failures=[("leaky_agent", f"request sent {BEARER}")],
+    )
+    path = runlog.archive(record)
+    assert path is not None
+    assert "sk-ant" not in path.name
+    stored = [path.read_bytes()]
+    stored += [file.read_bytes() for file in runs_dir().glob(f"{runlog.DB_NAME}*")]
+    stored += [
+        repr(query("SELECT * FROM runs")).encode(),
+        repr(query("SELECT * FROM run_agents")).encode(),
+    ]
+    for blob in stored:
+        for secret in (ANTHROPIC_KEY, "abcDEF0123456789ghiJKL", "PlantedPrivateKeyMaterial"):
+            assert secret.encode() not in blob
+    text = path.read_text(encoding="utf-8")
+    assert "Use [redacted] to summarise" in text
+    assert "Here it is: [redacted]" in text
+    [(task, answer)] = query("SELECT task, answer FROM runs")
+    assert task == "Use [redacted] to summarise"
+    assert answer == "Here it is: [redacted]\n\n[redacted]\n\nDone."
+    assert query("SELECT error FROM run_agents") == [("auth: [redacted]",)]
+
+
+# ---- a failed write never raises -------------------------------------------------------------
+
+
+def test_unwritable_runs_folder_returns_none() -> None:
+    runs_dir().parent.mkdir(parents=True, exist_ok=True)
+    runs_dir().write_text("a file where the folder should be", encoding="utf-8")
+    assert runlog.archive(make_record()) is None
+    assert runlog.history() == []
+
+
+def test_bad_settings_return_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAX_AGENTS", "lots")
+    assert runlog.archive(make_record()) is None
+
+
+def test_a_broken_database_still_leaves_the_file() -> None:
+    (runs_dir() / runlog.DB_NAME).mkdir(parents=True)
+    path = runlog.archive(make_record())
+    assert path is not None
+    assert "Buy the **second** one." in path.read_text(encoding="utf-8")
+    assert runlog.history() == []
+
+
+def test_a_file_that_cannot_be_written_still_leaves_the_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*_: object) -> Path:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runlog, "_write_new_file", refuse)
+    assert runlog.archive(make_record()) is None
+    [row] = runlog.history()
+    assert row.run_file is None
+    assert not list(runs_dir().glob("*.md"))
+
+
+# ---- reading back ----------------------------------------------------------------------------
+
+
+def test_no_history_reads_as_empty_and_creates_nothing() -> None:
+    assert runlog.history() == []
+    assert runlog.last() is None
+    assert runlog.stats() == runlog.Stats()
+    assert runlog.stats().success_rate == 0.0
+    assert not runs_dir().exists()
+
+
+def test_history_is_newest_first_and_limited() -> None:
+    for hours, task in ((2, "middle task"), (0, "oldest task"), (5, "newest task")):
+        runlog.archive(make_record(task=task, started_at=STARTED + timedelta(hours=hours)))
+    rows = runlog.history()
+    assert [row.task for row in rows] == ["newest task", "middle task", "oldest task"]
+    newest = rows[0]
+    assert newest.started_at == STARTED + timedelta(hours=5)
+    assert (newest.ok, newest.complexity, newest.agents) == (True, "standard", 3)
+    assert (newest.usd, newest.duration_seconds) == (0.0123, 83.25)
+    assert newest.run_file is not None and newest.run_file.is_file()
+    assert [row.task for row in runlog.history(2)] == ["newest task", "middle task"]
+    assert runlog.history(0) == []
+
+
+def test_last_is_the_newest_successful_answer() -> None:
+    runlog.archive(make_record(task="old", answer="old answer", started_at=STARTED))
+    path = runlog.archive(
+        make_record(task="good", answer="good answer", started_at=STARTED + timedelta(minutes=1))
+    )
+    runlog.archive(
+        make_record(
+            task="broken",
+            ok=False,
+            answer="",
+            error="boom",
+            started_at=STARTED + timedelta(minutes=2),
+        )
+    )
+    latest = runlog.last()
+    assert latest is not None
+    assert (latest.task, latest.answer, latest.run_file) == ("good", "good answer", path)
+    assert latest.started_at == STARTED + timedelta(minutes=1)
+
+
+def agent(name: str, ok: bool) -> runlog.AgentRecord:
+    return runlog.AgentRecord(name, "Does things", False, ok, 1, 1.0, "ok" if ok else "crash")
+
+
+def test_stats_add_up() -> None:
+    runlog.archive(
+        make_record(
+            agents=[agent("reader", True), agent("writer", True), agent("solo", True)],
+            cost=cost(llm_calls=5, input_tokens=100, output_tokens=10, usd=0.25),
+            duration_seconds=10.0,
+        )
+    )
+    runlog.archive(
+        make_record(
+            agents=[agent("reader", True), agent("writer", False), agent("writer", True)],
+            cost=cost(llm_calls=3, input_tokens=50, output_tokens=5, usd=0.5),
+            duration_seconds=20.0,
+        )
+    )
+    runlog.archive(
+        make_record(
+            ok=False,
+            answer="",
+            error="every agent failed",
+            agents=[agent("reader", False), agent("writer", False)],
+            cost=cost(
+                llm_calls=1,
+                input_tokens=7,
+                output_tokens=0,
+                cache_write_tokens=0,
+                cache_read_tokens=0,
+                usd=0.125,
+            ),
+            duration_seconds=3.0,
+        )
+    )
+    stats = runlog.stats()
+    assert (stats.runs, stats.succeeded) == (3, 2)
+    assert stats.success_rate == pytest.approx(2 / 3)
+    assert stats.llm_calls == 9
+    assert (stats.input_tokens, stats.output_tokens) == (157, 15)
+    assert (stats.cache_write_tokens, stats.cache_read_tokens) == (180, 8000)
+    assert stats.total_tokens == 157 + 15 + 180 + 8000
+    assert stats.usd == pytest.approx(0.875)
+    assert stats.mean_duration_seconds == pytest.approx(11.0)
+    assert stats.most_used_agents == [("reader", 3), ("writer", 3), ("solo", 1)]
+    # writer won in run 2 after a failed attempt in the same run: that run counts as one success.
+    assert stats.most_reliable_agents == [("reader", 2, 3), ("writer", 2, 3)]
+
+
+def test_most_used_and_reliable_stop_at_five() -> None:
+    names = [f"agent_{letter}" for letter in "abcdefg"]
+    for _ in range(2):
+        runlog.archive(make_record(agents=[agent(name, name != "agent_a") for name in names]))
+    stats = runlog.stats()
+    assert [name for name, _ in stats.most_used_agents] == names[:5]
+    assert [name for name, *_ in stats.most_reliable_agents] == names[1:6]
