@@ -9,6 +9,7 @@ config.settings() and there is no second configuration system to keep in sync.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -118,10 +119,7 @@ def _split_task(argv: list[str]) -> tuple[list[str], str | None]:
         if token == "--":
             return argv, None
         if token == "--task":
-            rest = argv[index + 1 :]
-            if not rest:
-                raise UsageError("--task needs the task text after it")
-            return argv[:index], " ".join(rest)
+            return argv[:index], " ".join(argv[index + 1 :])
         if token.startswith("--task="):
             return argv[:index], " ".join([token[len("--task=") :], *argv[index + 1 :]])
     return argv, None
@@ -224,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         invocation = parse(argv)
     except UsageError as error:
+        if "--json" in _split_task(argv)[0]:
+            # The JSON contract holds for usage errors too: one object on stdout, exit 2.
+            headline = {"type": "usage", "headline": str(error), "advice": error.hint, "detail": ""}
+            print(json.dumps({"ok": False, "task": None, "error": headline}))
         return usage_error(error)
     if invocation.mode == "version":
         print(f"agentgod {__version__}")

@@ -7,6 +7,7 @@ counts tokens with `Usage`. The SDK is imported lazily: `agentgod --version` mus
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -419,6 +420,22 @@ class Usage:
 
 _clients: dict[tuple[str, str | None], anthropic.Anthropic] = {}
 _clients_lock = threading.Lock()
+
+
+def preload_sdk() -> threading.Thread:
+    """Import the SDK on a background thread while start-up (or a person typing) goes on.
+
+    `import anthropic` costs about two seconds; overlapping it with everything else start-up does
+    is the difference between a first request that leaves at once and one that waits for it.
+    """
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            import anthropic  # noqa: F401
+
+    thread = threading.Thread(target=load, name="agentgod-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def get_client() -> anthropic.Anthropic:

@@ -1,0 +1,499 @@
+"""main.py — the conversation. The only module that talks to a person, and it does so through ui.
+
+It turns an Invocation into a run: the verbs (no key needed), one-shot and pipe modes, and the
+REPL. It checks the key, asks the clarifying question when someone can answer it, hands each run's
+events to the UI, asks keep-or-discard for new agents, and cleans up scratch files — in a
+`finally`, so a failed or interrupted run still does. One failed task never ends a REPL session.
+The heavy modules (the SDK, pydantic, the pipeline) are imported only when a run needs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import sys
+from pathlib import Path
+from typing import Any
+
+import cli
+import config
+import problems
+import redact
+from ui import PlainUI, make_ui
+
+SLASH_COMMANDS = [
+    ("/help", "this list"),
+    ("/library", "the kept agents and their track records"),
+    ("/forget NAME", "remove an agent from the library"),
+    ("/history [N]", "the last N runs (default 10)"),
+    ("/last", "the last answer again"),
+    ("/stats", "runs, success rate, tokens, dollars, best agents"),
+    ("/cost", "this session's tokens and dollars"),
+    ("/clear", "clear the screen"),
+    ("/quit", "leave (also quit, exit, Ctrl-D)"),
+]
+CHAT_MAX_WORDS = 12
+"""Only input this short is worth a small-talk check; anything longer is a task."""
+
+
+def cli_main() -> int:
+    """The `agentgod` console script and `python main.py`."""
+    code = cli.main(sys.argv[1:])
+    if code == cli.EXIT_INTERRUPTED:
+        # Worker threads may still be waiting on a model reply; do not let them hold the exit.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def run(invocation: cli.Invocation) -> int:
+    """Carry out a parsed command line; returns the exit code of the CLI contract."""
+    cli.apply(invocation)
+    if invocation.mode in ("task", "repl", "stdin"):
+        config.preload_sdk()
+    interactive = _stdin_is_tty() and not invocation.no_input and invocation.mode != "stdin"
+    ui = make_ui(
+        plain=invocation.plain,
+        quiet=invocation.quiet,
+        json_mode=invocation.json,
+        interactive=interactive,
+    )
+    session = Session(ui, invocation, interactive)
+    try:
+        if invocation.mode == "verb":
+            return session.verb(invocation.verb or "", invocation.verb_arg)
+        config.settings()
+        if invocation.mode == "repl":
+            return session.repl()
+        task = invocation.task or cli.read_task(sys.stdin)
+        session.task = task
+        session.ensure_key()
+        return session.run_task(task)
+    except cli.UsageError as error:
+        if invocation.json:
+            _print_json({"ok": False, "task": session.task, "error": _usage_json(error)})
+        return cli.usage_error(error)
+    except KeyboardInterrupt:
+        return session.fail(KeyboardInterrupt(), cli.EXIT_INTERRUPTED)
+    except Exception as error:
+        return session.fail(error, cli.EXIT_FAILED)
+
+
+class Session:
+    """One invocation: its UI, its flags, and the tokens it has spent so far."""
+
+    def __init__(self, ui: PlainUI, invocation: cli.Invocation, interactive: bool) -> None:
+        self.ui = ui
+        self.invocation = invocation
+        self.interactive = interactive
+        self.usage = config.Usage()
+        self.task = ""
+
+    # ---- failures ------------------------------------------------------------------------------
+
+    def fail(self, error: BaseException, code: int) -> int:
+        problem = problems.explain(error)
+        if self.invocation.json:
+            task = redact.redact(self.task)
+            _print_json({"ok": False, "task": task, "error": _error_json(problem)})
+        self.ui.problem(problem.headline, problem.advice, problem.technical)
+        return code
+
+    # ---- the key -------------------------------------------------------------------------------
+
+    def ensure_key(self) -> None:
+        """The key from the environment or .env; at a terminal, ask, test and offer to save it."""
+        try:
+            config.api_key()
+            return
+        except config.MissingApiKeyError:
+            if not self.interactive:
+                raise
+        key = self.ui.ask_secret("Anthropic API key (input hidden):")
+        if not key:
+            raise config.MissingApiKeyError("no key was entered")
+        redact.register(key)
+        os.environ["ANTHROPIC_API_KEY"] = key
+        try:
+            config.complete("Reply with OK.", max_tokens=16, model=config.settings().fast_model)
+        except Exception:
+            del os.environ["ANTHROPIC_API_KEY"]
+            raise
+        self.ui.info("The key works.")
+        env_file = config.home() / ".env"
+        if self.ui.confirm(f"Save it to {env_file} (readable only by you)?", default=True):
+            save_key(env_file, key)
+            self.ui.info(f"Saved to {env_file}.")
+
+    # ---- one task ------------------------------------------------------------------------------
+
+    def run_task(self, task: str) -> int:
+        """Clarify, run, report, keep, clean up. Returns the exit code for this task."""
+        import inventory
+        import judgment
+        import orchestrator
+
+        self.task = task
+        if self.interactive:
+            question = judgment.clarifying_question(task, usage=self.usage)
+            reply = self.ui.ask(question) if question else None
+            if question and reply:
+                task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
+        written: list[Path] = []
+        spent = config.Usage()
+        self.ui.task_started(task)
+        try:
+            result = orchestrator.handle_task(task, events=self.ui, usage=spent, written=written)
+        except BaseException:
+            self.ui.task_finished()
+            self._clean_up(written)
+            raise
+        finally:
+            self.usage.merge(spent)
+        self.ui.task_finished()
+        if self.invocation.json:
+            _print_json(_result_json(self.task, result, self._keep(result.pending)))
+        else:
+            self.ui.answer(result.answer)
+            self.ui.cost(result.cost_summary(), result.duration_seconds)
+            self.ui.transcript(
+                [_agent_json(a) | {"kind": a.kind} for a in result.agents],
+                [{"name": f.name, "reason": f.reason} for f in result.failures],
+                result.revisions,
+                result.council_improved,
+                str(result.run_file) if result.run_file else None,
+                result.sandbox,
+            )
+            self._keep(result.pending)
+        inventory.delete_agents(result.agent_paths)
+        return cli.EXIT_OK
+
+    def _keep(self, pending: list[Any]) -> list[str]:
+        """--keep, --discard, or ask; the chosen new agents join the library."""
+        import library
+
+        if not pending:
+            return []
+        names = [p.name for p in pending]
+        if self.invocation.keep is True:
+            chosen = names
+        elif self.invocation.keep is False or not self.interactive:
+            chosen = []
+        else:
+            chosen = self.ui.choose_keep([{"name": p.name, "role": p.role} for p in pending])
+        for agent in pending:
+            if agent.name in chosen:
+                library.remember(agent.name, agent.role, agent.source)
+        if chosen:
+            self.ui.info("Kept in the library: " + ", ".join(chosen))
+        return chosen
+
+    def _clean_up(self, written: list[Path]) -> None:
+        """Offer to remove the scratch files a failed run wrote (yes unless told otherwise)."""
+        import inventory
+
+        if not written:
+            return
+        if self.ui.confirm(f"Remove the {len(written)} agent files this run wrote?", True):
+            inventory.delete_agents(written)
+
+    # ---- the REPL ------------------------------------------------------------------------------
+
+    def repl(self) -> int:
+        self.ui.banner(cli.__version__, config.settings().model, str(config.home()))
+        self.ensure_key()
+        prompt = Prompt(config.home() / ".history")
+        while True:
+            try:
+                line = prompt.read()
+            except EOFError:
+                return cli.EXIT_OK
+            except KeyboardInterrupt:
+                if prompt.buffer_was_empty():
+                    return cli.EXIT_INTERRUPTED
+                continue
+            text = line.strip()
+            if not text:
+                continue
+            if text.lower() in ("quit", "exit", "/quit", "/exit"):
+                return cli.EXIT_OK
+            if text.startswith("/"):
+                self.slash(text)
+                continue
+            try:
+                if not self._small_talk(text):
+                    self.run_task(text)
+            except KeyboardInterrupt:
+                self.ui.problem(*_fields(problems.explain(KeyboardInterrupt())))
+            except Exception as error:
+                self.fail(error, cli.EXIT_FAILED)
+
+    def _small_talk(self, text: str) -> bool:
+        """Answer "hi" or "what can you do?" directly, without building a team."""
+        import judgment
+
+        if len(text.split()) > CHAT_MAX_WORDS or "\n" in text:
+            return False
+        reply = judgment.triage(text, usage=self.usage)
+        if reply:
+            self.ui.answer(reply)
+        return reply is not None
+
+    def slash(self, text: str) -> None:
+        command, _, argument = text.partition(" ")
+        argument = argument.strip()
+        verbs = {
+            "/library": "library",
+            "/history": "history",
+            "/stats": "stats",
+            "/last": "last",
+            "/forget": "forget",
+        }
+        if command in verbs:
+            self.verb(verbs[command], argument or None)
+        elif command == "/cost":
+            self.ui.session_cost(self.usage.cost_summary())
+        elif command == "/clear":
+            self.ui.clear()
+        elif command == "/help":
+            self.ui.help(SLASH_COMMANDS)
+        else:
+            self.ui.warn(f"Unknown command {command}; /help lists them.")
+
+    # ---- verbs (no key needed) -----------------------------------------------------------------
+
+    def verb(self, verb: str, argument: str | None) -> int:
+        import library
+        import runlog
+
+        if verb == "library":
+            rows = [
+                {
+                    "name": e.name,
+                    "role": e.role,
+                    "generation": e.generation,
+                    "wins": e.wins,
+                    "losses": e.losses,
+                    "uses": e.uses,
+                    "reliable": library.reliable(e.name),
+                    "evolved": e.evolved,
+                }
+                for e in library.entries()
+            ]
+            return self._show(rows, self.ui.library, "The library is empty.")
+        if verb == "history":
+            limit = int(argument) if argument and argument.isdigit() else 10
+            rows = [_history_json(row) for row in runlog.history(limit)]
+            return self._show(rows, self.ui.history, "No runs yet.")
+        if verb == "stats":
+            return self._show(_stats_json(runlog.stats()), self.ui.stats, "")
+        if verb == "last":
+            last = runlog.last()
+            if last is None:
+                return self._missing("There is no answer yet.", "Run a task first.")
+            if self.invocation.json:
+                _print_json({"task": last.task, "answer": last.answer, "run_file": _path(last)})
+            else:
+                self.ui.answer(last.answer)
+            return cli.EXIT_OK
+        if verb == "forget":
+            if not argument:
+                return self._missing("Which agent?", "Use /forget NAME; /library lists them.")
+            if not library.forget(argument):
+                return self._missing(f"No agent named {argument}.", "`agentgod library` lists them")
+            if self.invocation.json:
+                _print_json({"forgotten": argument})
+            else:
+                self.ui.info(f"Forgot {argument}.")
+            return cli.EXIT_OK
+        raise cli.UsageError(f"unknown verb {verb}")
+
+    def _show(self, data: Any, render: Any, empty: str) -> int:
+        if self.invocation.json:
+            _print_json(data)
+        elif not data and empty:
+            self.ui.info(empty)
+        else:
+            render(data)
+        return cli.EXIT_OK
+
+    def _missing(self, headline: str, advice: str) -> int:
+        if self.invocation.json:
+            error = {"type": "not_found", "headline": headline, "advice": advice, "detail": ""}
+            _print_json({"ok": False, "error": error})
+        self.ui.problem(headline, advice, "")
+        return cli.EXIT_FAILED
+
+
+class Prompt:
+    """The REPL's line reader: readline editing, persistent history, pasted bursts as one task."""
+
+    def __init__(self, history_file: Path) -> None:
+        self.history_file = history_file
+        self.readline: Any = None
+        with contextlib.suppress(ImportError):
+            import readline
+
+            self.readline = readline
+            with contextlib.suppress(OSError):
+                readline.read_history_file(history_file)
+            readline.set_history_length(1000)
+
+    def read(self) -> str:
+        """One task: a line, plus every further line that arrived in the same burst (a paste)."""
+        lines = [input("agentgod> ")]
+        while _more_input_waiting():
+            try:
+                lines.append(input())
+            except EOFError:
+                break
+        text = "\n".join(lines)
+        if self.readline is not None and text.strip():
+            with contextlib.suppress(OSError):
+                self.history_file.parent.mkdir(parents=True, exist_ok=True)
+                self.readline.write_history_file(self.history_file)
+        return text
+
+    def buffer_was_empty(self) -> bool:
+        """Whether Ctrl-C hit an empty prompt (exit) rather than a half-typed line (discard)."""
+        print(file=sys.stderr)
+        if self.readline is None:
+            return True
+        return not self.readline.get_line_buffer().strip()
+
+
+def _more_input_waiting(seconds: float = 0.05) -> bool:
+    """A paste delivers its lines at once; typed lines arrive one Enter at a time."""
+    try:
+        ready, _, _ = select.select([sys.stdin], [], [], seconds)
+    except (OSError, ValueError):
+        return False
+    return bool(ready)
+
+
+def save_key(env_file: Path, key: str) -> None:
+    """Write or replace ANTHROPIC_API_KEY in .env, readable by the owner only."""
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    if env_file.exists():
+        lines = [
+            line
+            for line in env_file.read_text(encoding="utf-8").splitlines()
+            if not line.strip().startswith("ANTHROPIC_API_KEY")
+        ]
+    lines.append(f"ANTHROPIC_API_KEY={key}")
+    descriptor = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    env_file.chmod(0o600)
+
+
+def _stdin_is_tty() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+# ---- the JSON contract -------------------------------------------------------------------------
+
+
+def _print_json(data: Any) -> None:
+    """stdout carries exactly one JSON object and a newline."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _fields(problem: problems.Problem) -> tuple[str, str, str]:
+    return problem.headline, problem.advice, problem.technical
+
+
+def _error_json(problem: problems.Problem) -> dict[str, str]:
+    return {
+        "type": problem.kind,
+        "headline": problem.headline,
+        "advice": problem.advice,
+        "detail": problem.technical,
+    }
+
+
+def _usage_json(error: cli.UsageError) -> dict[str, str]:
+    return {"type": "usage", "headline": str(error), "advice": error.hint, "detail": ""}
+
+
+def _agent_json(agent: Any) -> dict[str, Any]:
+    return {
+        "name": agent.name,
+        "role": agent.role,
+        "reused": agent.reused,
+        "ok": agent.ok,
+        "attempts": agent.attempts,
+        "seconds": round(agent.seconds, 3),
+    }
+
+
+def _result_json(task: str, result: Any, kept: list[str]) -> dict[str, Any]:
+    cost = result.cost_summary()
+    return {
+        "ok": True,
+        "task": task,
+        "answer": result.answer,
+        "complexity": result.complexity,
+        "agents": [_agent_json(a) for a in result.agents],
+        "failures": [{"name": f.name, "reason": f.reason} for f in result.failures],
+        "revisions": result.revisions,
+        "council_improved": result.council_improved,
+        "kept": kept,
+        "cost": {
+            "llm_calls": cost["llm_calls"],
+            "input_tokens": cost["input_tokens"],
+            "output_tokens": cost["output_tokens"],
+            "cache_write_tokens": cost["cache_write_tokens"],
+            "cache_read_tokens": cost["cache_read_tokens"],
+            "usd": cost["usd"],
+        },
+        "duration_seconds": round(result.duration_seconds, 3),
+        "run_file": str(result.run_file) if result.run_file else None,
+        "sandbox": result.sandbox,
+    }
+
+
+def _path(row: Any) -> str | None:
+    return str(row.run_file) if row.run_file else None
+
+
+def _history_json(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "started_at": row.started_at.isoformat(),
+        "task": row.task,
+        "ok": row.ok,
+        "complexity": row.complexity,
+        "usd": row.usd,
+        "duration_seconds": row.duration_seconds,
+        "agents": row.agents,
+        "run_file": _path(row),
+    }
+
+
+def _stats_json(stats: Any) -> dict[str, Any]:
+    return {
+        "runs": stats.runs,
+        "succeeded": stats.succeeded,
+        "success_rate": stats.success_rate,
+        "llm_calls": stats.llm_calls,
+        "tokens": {
+            "input": stats.input_tokens,
+            "output": stats.output_tokens,
+            "cache_write": stats.cache_write_tokens,
+            "cache_read": stats.cache_read_tokens,
+        },
+        "usd": stats.usd,
+        "mean_duration": stats.mean_duration_seconds if stats.runs else None,
+        "most_used": [list(pair) for pair in stats.most_used_agents],
+        "most_reliable": [list(triple) for triple in stats.most_reliable_agents],
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(cli_main())

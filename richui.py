@@ -1,0 +1,514 @@
+"""richui.py — the surface of ui.PlainUI, repainted with rich for a person at a terminal.
+
+Loaded only by ui.make_ui, and only when rich imports and a terminal is watching, so it may
+import rich at the top without slowing `agentgod --help` or breaking a rich-less install.
+
+During a task one `rich.live.Live` shows a phase rail (plan → ... → archive) and a board with one
+row per agent, redrawn eight times a second from state the pipeline's hooks update. Hooks run on
+worker threads and only touch that state under `_state`; they never print while holding it,
+because the refresh thread takes Live's lock and then `_state` — the reverse order would
+deadlock. The display stays up until task_finished, leaving its final frame in the scrollback;
+anything that needs the person (a question, a problem, the answer) takes it down first.
+Whatever this class does not override prints PlainUI's line through the console.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from ui import PHASES, PlainUI, clean, cost_text, dollars, duration, one_line, tokens_text
+
+WORDMARK = r"""
+   _                     _       ___   ___   ___
+  /_\   __ _  ___  _ _  | |_    / __| / _ \ |   \
+ / _ \ / _` |/ -_)| ' \ |  _|  | (_ || (_) || |) |
+/_/ \_\\__, |\___||_||_| \__|   \___| \___/ |___/
+       |___/
+""".strip("\n").splitlines()
+TAGLINE = "one request in, a team of agents out"
+
+_SPINNING = {"building": "yellow", "running": "cyan", "repairing": "magenta"}
+_SETTLED = {
+    "waiting": ("·", "dim"),
+    "done": ("✓", "green"),
+    "failed": ("✗", "red"),
+    "stopped": ("■", "yellow"),
+    "skipped": ("-", "dim"),
+}
+_PHASE_LOOK = {
+    "pending": ("○", "dim"),
+    "done": ("✓", "green"),
+    "stopped": ("■", "yellow"),
+    "skipped": ("-", "dim"),
+}
+
+
+@dataclass
+class _Phase:
+    state: str = "pending"  # pending, active, done, stopped, skipped
+    since: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass
+class _Agent:
+    name: str
+    role: str = ""
+    reused: bool = False
+    state: str = "waiting"  # one of _SPINNING or _SETTLED
+    since: float = field(default_factory=time.monotonic)
+    seconds: float | None = None
+    note: str = ""
+
+
+class RichUI(PlainUI):
+    """PlainUI's surface with a wordmark, a live board, Markdown answers and tables."""
+
+    def __init__(
+        self,
+        *,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        narrate_to: TextIO | None = None,
+        quiet: bool = False,
+        interactive: bool = False,
+        input_stream: TextIO | None = None,
+        console: Console | None = None,
+    ) -> None:
+        """`console`, when given, renders everything (answers, narration and problems) — for tests
+        and embedding; otherwise each stream gets a console of its own, shared when streams are."""
+        super().__init__(
+            out=out,
+            err=err,
+            narrate_to=narrate_to,
+            quiet=quiet,
+            interactive=interactive,
+            input_stream=input_stream,
+        )
+        if console is not None:
+            self.console = self.answer_console = self.error_console = console
+        else:
+            consoles: dict[int, Console] = {}
+            for stream in (self.out, self.narrate_to, self.err):
+                if id(stream) not in consoles:
+                    consoles[id(stream)] = Console(file=stream, highlight=False)
+            self.console = consoles[id(self.narrate_to)]
+            self.answer_console = consoles[id(self.out)]
+            self.error_console = consoles[id(self.err)]
+        self._state = threading.Lock()
+        self._live: Live | None = None
+        self._spinner = Spinner("dots")
+        self._phases = {phase: _Phase() for phase in PHASES}
+        self._agents: dict[str, _Agent] = {}
+        self._plan_summary = ""
+        self._revision = 0
+
+    # ---- output plumbing -----------------------------------------------------------------------
+
+    def _narrate(self, text: str) -> None:
+        self.console.print(Text(clean(text)), highlight=False)
+
+    def _result(self, text: str) -> None:
+        self.answer_console.print(Text(clean(text)), highlight=False)
+
+    def _prompt(self, text: str) -> None:
+        self.console.print(Text(clean(text)), end="", highlight=False)
+
+    def _show(self, renderable: RenderableType) -> None:
+        """Narration: above the live display while it is up, nothing at all when quiet."""
+        if not self.quiet:
+            self.console.print(renderable)
+
+    def _stop_live(self) -> None:
+        live, self._live = self._live, None
+        if live is not None:
+            live.stop()
+
+    # ---- session and conversation --------------------------------------------------------------
+
+    def banner(self, version: str, model: str, home: str) -> None:
+        if self.quiet:
+            return
+        art = Text("\n".join(WORDMARK[:-1]) + "\n", style="bold cyan")
+        art.append(WORDMARK[-1], style="bold cyan")
+        art.append(f"    {TAGLINE}", style="italic")
+        self.console.print(art)
+        self.console.print(Text(f"v{version} · model {model} · home {clean(home)}", style="dim"))
+
+    def task_started(self, task: str) -> None:
+        self._stop_live()
+        with self._state:
+            self._phases = {phase: _Phase() for phase in PHASES}
+            self._agents = {}
+            self._plan_summary = ""
+            self._revision = 0
+        if self.quiet:
+            return
+        self._live = Live(
+            console=self.console,
+            get_renderable=self._board,
+            refresh_per_second=8,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._live.start()
+
+    def task_finished(self) -> None:
+        """Settle whatever an error or Ctrl-C left moving, then leave the final frame on screen."""
+        with self._state:
+            for phase in self._phases.values():
+                if phase.state in ("pending", "active"):
+                    phase.state = "skipped" if phase.state == "pending" else "stopped"
+            for agent in self._agents.values():
+                if agent.state in _SPINNING:
+                    agent.state = "stopped"
+                elif agent.state == "waiting":
+                    agent.state = "skipped"
+        self._stop_live()
+
+    def answer(self, text: str) -> None:
+        self._stop_live()
+        self.answer_console.print(
+            Panel(
+                Markdown(clean(text)),
+                title="answer",
+                title_align="left",
+                border_style="cyan",
+                padding=(1, 2),
+            )
+        )
+
+    def cost(self, summary: dict[str, Any], duration_seconds: float) -> None:
+        self._show(Text.assemble(("cost  ", "bold"), (cost_text(summary, duration_seconds), "dim")))
+
+    def transcript(
+        self,
+        agents: list[dict[str, Any]],
+        failures: list[dict[str, Any]],
+        revisions: int,
+        council_improved: bool,
+        run_file: str | None,
+        sandbox: list[str],
+    ) -> None:
+        table = Table(title="run transcript", title_justify="left", box=box.SIMPLE_HEAD)
+        for heading in ("agent", "role", "origin", "result", "attempts", "time"):
+            table.add_column(
+                heading, justify="right" if heading in ("attempts", "time") else "left"
+            )
+        for agent in agents:
+            ok = bool(agent.get("ok"))
+            table.add_row(
+                Text(agent["name"], style="bold"),
+                Text(one_line(agent.get("role", ""), 60), overflow="ellipsis"),
+                "reused" if agent.get("reused") else "new",
+                Text("done", "green") if ok else Text(f"failed ({agent.get('kind')})", "red"),
+                str(agent.get("attempts", 0)),
+                duration(float(agent.get("seconds", 0.0))),
+            )
+        notes = Text()
+        for failure in failures:
+            notes.append(f"✗ {failure['name']}: {one_line(failure['reason'])}\n", style="red")
+        notes.append(f"{revisions} revision{'' if revisions == 1 else 's'}", style="dim")
+        if council_improved:
+            notes.append(" · council improved the answer", style="dim")
+        notes.append(f" · sandbox: {', '.join(sandbox) or 'none reported'}", style="dim")
+        notes.append(f" · saved to {run_file}" if run_file else " · not archived", style="dim")
+        self._show(Group(table, notes))
+
+    def problem(self, headline: str, advice: str, technical: str) -> None:
+        self._stop_live()
+        text = Text(f"✗ {one_line(headline, 400)}\n", style="bold red")
+        if advice.strip():
+            text.append(clean(advice).strip() + "\n")
+        if technical.strip():
+            text.append(clean(technical).strip(), style="dim")
+        self.error_console.print(text)
+
+    def info(self, text: str) -> None:
+        self._show(Text(clean(text)))
+
+    def warn(self, text: str) -> None:
+        self._show(Text(f"! {clean(text)}", style="yellow"))
+
+    def ask(self, question: str) -> str | None:
+        self._stop_live()
+        return super().ask(question)
+
+    def ask_secret(self, question: str) -> str | None:
+        self._stop_live()
+        return super().ask_secret(question)
+
+    def confirm(self, question: str, default: bool = False) -> bool:
+        self._stop_live()
+        return super().confirm(question, default)
+
+    def choose_keep(self, agents: list[dict[str, Any]]) -> list[str]:
+        self._stop_live()
+        return super().choose_keep(agents)
+
+    def library(self, entries: list[dict[str, Any]]) -> None:
+        if not entries:
+            super().library(entries)
+            return
+        table = Table(title="agent library", title_justify="left", box=box.SIMPLE_HEAD)
+        for heading in ("agent", "role", "gen", "won", "lost", "uses", "status"):
+            table.add_column(
+                heading, justify="right" if heading in ("gen", "won", "lost", "uses") else "left"
+            )
+        for e in entries:
+            status = Text("reliable", "green") if e.get("reliable") else Text("retired", "red")
+            if e.get("evolved"):
+                status.append(" · evolved", style="cyan")
+            table.add_row(
+                Text(e["name"], style="bold"),
+                one_line(e.get("role", ""), 60),
+                str(e["generation"]),
+                str(e["wins"]),
+                str(e["losses"]),
+                str(e["uses"]),
+                status,
+            )
+        self.answer_console.print(table)
+
+    def history(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            super().history(rows)
+            return
+        table = Table(title="recent runs", title_justify="left", box=box.SIMPLE_HEAD)
+        for heading in ("#", "when", "result", "complexity", "cost", "time", "agents", "task"):
+            table.add_column(
+                heading, justify="right" if heading in ("#", "cost", "time", "agents") else "left"
+            )
+        for row in rows:
+            usd = row.get("usd")
+            agents = row.get("agents")
+            table.add_row(
+                str(row["id"]),
+                str(row.get("started_at", ""))[:16].replace("T", " "),
+                Text("ok", "green") if row.get("ok") else Text("failed", "red"),
+                str(row.get("complexity") or "-"),
+                dollars(float(usd)) if usd is not None else "-",
+                duration(float(row.get("duration_seconds") or 0.0)),
+                str(len(agents) if isinstance(agents, list | tuple) else agents or 0),
+                Text(one_line(row.get("task", ""), 60), overflow="ellipsis"),
+            )
+        self.answer_console.print(table)
+
+    def stats(self, stats: dict[str, Any]) -> None:
+        tokens = stats.get("tokens", {})
+        mean = stats.get("mean_duration")
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        grid.add_row("runs", str(stats.get("runs", 0)))
+        grid.add_row(
+            "succeeded",
+            f"{stats.get('succeeded', 0)} ({float(stats.get('success_rate') or 0.0):.0%})",
+        )
+        grid.add_row(
+            "tokens",
+            tokens_text(
+                int(tokens.get("input", 0)),
+                int(tokens.get("output", 0)),
+                int(tokens.get("cache_write", 0)),
+                int(tokens.get("cache_read", 0)),
+            ).removeprefix("tokens "),
+        )
+        grid.add_row("spent", dollars(float(stats.get("usd") or 0.0)))
+        grid.add_row("mean duration", duration(float(mean)) if mean is not None else "-")
+        used = ", ".join(f"{name} ({uses})" for name, uses in stats.get("most_used", []))
+        reliable = ", ".join(
+            f"{name} ({ok}/{runs})" for name, ok, runs in stats.get("most_reliable", [])
+        )
+        grid.add_row("most used", used or "-")
+        grid.add_row("most reliable", reliable or "-")
+        self.answer_console.print(grid)
+
+    def session_cost(self, summary: dict[str, Any]) -> None:
+        self.answer_console.print(
+            Text.assemble(("this session  ", "bold"), (cost_text(summary), "dim"))
+        )
+
+    def help(self, commands: list[tuple[str, str]]) -> None:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold cyan")
+        grid.add_column()
+        for command, meaning in commands:
+            grid.add_row(command, meaning)
+        self.answer_console.print(grid)
+
+    def clear(self) -> None:
+        self.answer_console.clear()
+
+    # ---- the live board ------------------------------------------------------------------------
+
+    def _board(self) -> RenderableType:
+        """Called by Live's refresh thread: a fresh picture of the current state."""
+        now = time.monotonic()
+        frame = self._spinner.render(now).plain
+        with self._state:
+            header = Text(self._plan_summary, style="bold")
+            if self._revision:
+                header.append(f" · revision {self._revision}", style="yellow")
+            rail = Text()
+            for number, phase in enumerate(PHASES):
+                if number:
+                    rail.append(" → ", style="dim")
+                rail.append_text(self._phase_cell(phase, self._phases[phase], now, frame))
+            board = Table.grid(padding=(0, 2))
+            board.add_column(no_wrap=True)
+            board.add_column(no_wrap=True, style="bold")
+            board.add_column(no_wrap=True)
+            board.add_column(no_wrap=True, justify="right")
+            board.add_column(no_wrap=True, overflow="ellipsis", style="dim")
+            for agent in self._agents.values():
+                board.add_row(*self._agent_cells(agent, now, frame))
+            parts: list[RenderableType] = [header] if self._plan_summary else []
+            parts.append(rail)
+            if self._agents:
+                parts.append(board)
+        return Group(*parts)
+
+    @staticmethod
+    def _phase_cell(name: str, phase: _Phase, now: float, frame: str) -> Text:
+        if phase.state == "active":
+            return Text(f"{frame} {name} {duration(now - phase.since)}", style="bold cyan")
+        mark, style = _PHASE_LOOK[phase.state]
+        timing = f" {duration(phase.seconds)}" if phase.state == "done" else ""
+        return Text(f"{mark} {name}{timing}", style=style)
+
+    @staticmethod
+    def _agent_cells(agent: _Agent, now: float, frame: str) -> tuple[Text, ...]:
+        if agent.state in _SPINNING:
+            colour = _SPINNING[agent.state]
+            mark, elapsed = Text(frame, style=colour), now - agent.since
+        else:
+            symbol, colour = _SETTLED[agent.state]
+            mark, elapsed = Text(symbol, style=colour), agent.seconds
+        return (
+            mark,
+            Text(agent.name + (" (reused)" if agent.reused else "")),
+            Text(agent.state, style=colour),
+            Text(duration(elapsed) if elapsed is not None else ""),
+            Text(agent.note),
+        )
+
+    def _agent(self, name: str) -> _Agent:
+        """The row for `name` (callers hold _state); one appears if a hook precedes the plan."""
+        return self._agents.setdefault(name, _Agent(name))
+
+    def _set_agent(self, name: str, state: str, note: str, seconds: float | None = None) -> None:
+        with self._state:
+            agent = self._agent(name)
+            agent.state, agent.note, agent.seconds = state, note, seconds
+            agent.since = time.monotonic()
+
+    # ---- the pipeline's hooks ------------------------------------------------------------------
+
+    def phase_started(self, phase: str) -> None:
+        with self._state:
+            self._phases[phase] = _Phase("active", time.monotonic())
+
+    def phase_finished(self, phase: str, seconds: float) -> None:
+        with self._state:
+            self._phases[phase] = _Phase("done", seconds=seconds)
+
+    def plan_ready(
+        self, complexity: str, agents: list[dict[str, Any]], waves: list[list[str]]
+    ) -> None:
+        count = len(agents)
+        with self._state:
+            self._plan_summary = (
+                f"{complexity} · {count} agent{'' if count == 1 else 's'} "
+                f"in {len(waves)} wave{'' if len(waves) == 1 else 's'}"
+            )
+            self._agents = {
+                a["name"]: _Agent(a["name"], a.get("role", ""), bool(a.get("reused")))
+                for a in agents
+            }
+
+    def revision_started(self, revision: int, missing: str) -> None:
+        """A new round replans, so the rail up to the council starts over."""
+        with self._state:
+            self._revision = revision
+            for phase in PHASES[:5]:
+                self._phases[phase] = _Phase()
+        self._show(Text(f"↻ revision {revision}: {one_line(missing)}", style="yellow"))
+
+    def agent_building(self, name: str, reused: bool) -> None:
+        self._set_agent(name, "building", "from the library" if reused else "writing code")
+        if reused:
+            with self._state:
+                self._agent(name).reused = True
+
+    def agent_generated(self, name: str) -> None:
+        self._set_agent(name, "waiting", "built, waiting for its inputs")
+
+    def agent_rejected(self, name: str, reasons: list[str]) -> None:
+        self._set_agent(name, "failed", "codeguard: " + one_line("; ".join(reasons), 80))
+
+    def agent_running(self, name: str, attempt: int) -> None:
+        self._set_agent(name, "running", f"attempt {attempt}" if attempt > 1 else "")
+
+    def agent_repairing(self, name: str, attempt: int, error: str) -> None:
+        self._set_agent(name, "repairing", f"attempt {attempt} failed: {one_line(error, 70)}")
+
+    def agent_finished(
+        self, name: str, ok: bool, seconds: float, kind: str, error: str, attempts: int
+    ) -> None:
+        tries = f"{attempts} attempts" if attempts > 1 else ""
+        if ok:
+            self._set_agent(name, "done", tries, seconds)
+        else:
+            reason = f"{kind}: {one_line(error, 70)}" if error else kind
+            self._set_agent(name, "failed", f"{reason}  {tries}".strip(), seconds)
+
+    def merge_started(self, count: int) -> None:
+        """The rail already shows the merge."""
+
+    def council_started(self) -> None:
+        """The rail already shows the council."""
+
+    def council_finished(self, weaknesses: list[str], improved: bool) -> None:
+        found = len(weaknesses)
+        text = Text(
+            f"council: {found} weakness{'' if found == 1 else 'es'} found · "
+            f"{'answer refined' if improved else 'answer kept'}",
+            style="magenta",
+        )
+        for weakness in weaknesses:
+            text.append(f"\n  - {one_line(weakness)}", style="dim")
+        self._show(text)
+
+    def judged(self, done: bool, missing: str) -> None:
+        if done:
+            self._show(Text("✓ judge: the answer covers the request", style="green"))
+        else:
+            self._show(Text(f"judge: incomplete — {one_line(missing)}", style="yellow"))
+
+    def budget_exhausted(self, spent_usd: float, budget_usd: float) -> None:
+        self._show(
+            Text(
+                f"! budget: {dollars(spent_usd)} of {dollars(budget_usd)} spent "
+                "— no more model work",
+                style="bold yellow",
+            )
+        )
+
+    def archived(self, path: str | None) -> None:
+        """The transcript names the run file; only a failed write is news now."""
+        if path is None:
+            self._show(Text("! the run could not be archived", style="yellow"))

@@ -1,0 +1,295 @@
+"""The product surface through the installed `agentgod` command, against the fake API."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TEST_KEY
+from fakeapi import FakeMessagesAPI
+from scripted import Factory, agent_spec, plan
+
+AGENTGOD = shutil.which("agentgod")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+@pytest.fixture
+def factory(fake_api: FakeMessagesAPI) -> Factory:
+    made = Factory(fake_api)
+    made.plans = [plan(agent_spec("fact_finder"), complexity="simple")]
+    return made
+
+
+def _env(home: Path, api: FakeMessagesAPI | None, **extra: str) -> dict[str, str]:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "AGENTGOD_HOME": str(home),
+        "LANG": "C.UTF-8",
+        "SANDBOX": "off",
+        **extra,
+    }
+    if api is not None:
+        env |= {"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": TEST_KEY}
+    return env
+
+
+def agentgod(
+    home: Path, api: FakeMessagesAPI | None, *args: str, stdin: str = "", **env: str
+) -> subprocess.CompletedProcess[str]:
+    assert AGENTGOD, "the agentgod console script is installed by `pip install -e .`"
+    return subprocess.run(
+        [AGENTGOD, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(home, api, **env),
+    )
+
+
+def test_one_shot_prints_the_answer_on_stdout(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, factory.api, "what", "is", "two", "plus", "two")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "MERGED: fact_finder"
+    assert "fact_finder" in done.stderr, "narration goes to stderr when nobody watches stdout"
+    assert "what is two plus two" in factory.of("plan")[0].prompt
+    assert not list((isolated_home / "generated_agents").glob("*.py")), "scratch is cleaned up"
+
+
+def test_dash_reads_the_task_from_stdin(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, factory.api, "-", stdin="\ufeffsummarise\u200b the pipe\n")
+    assert done.returncode == 0, done.stderr
+    assert "<task>\nsummarise the pipe\n</task>" in factory.of("plan")[0].prompt
+
+
+def test_piped_stdin_without_arguments_is_the_task(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, factory.api, "--quiet", stdin="piped task\n")
+    assert done.returncode == 0, done.stderr
+    assert "piped task" in factory.of("plan")[0].prompt
+
+
+def test_quiet_prints_only_the_answer(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, factory.api, "-q", "a task")
+    assert done.returncode == 0
+    assert done.stdout == "MERGED: fact_finder\n"
+    assert done.stderr == ""
+
+
+def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, factory.api, "--json", "--keep", "a json task")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1
+    data = json.loads(done.stdout)
+    assert set(data) == {
+        "ok", "task", "answer", "complexity", "agents", "failures", "revisions",
+        "council_improved", "kept", "cost", "duration_seconds", "run_file", "sandbox",
+    }  # fmt: skip
+    assert data["ok"] is True and data["task"] == "a json task"
+    assert data["answer"] == "MERGED: fact_finder"
+    assert data["complexity"] == "simple"
+    [agent] = data["agents"]
+    assert set(agent) == {"name", "role", "reused", "ok", "attempts", "seconds"}
+    assert (agent["name"], agent["reused"], agent["ok"], agent["attempts"]) == (
+        "fact_finder", False, True, 1,
+    )  # fmt: skip
+    assert isinstance(agent["seconds"], float)
+    assert data["failures"] == [] and data["revisions"] == 0
+    assert data["council_improved"] is False
+    assert data["kept"] == ["fact_finder"]
+    assert set(data["cost"]) == {
+        "llm_calls", "input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens",
+        "usd",
+    }  # fmt: skip
+    assert data["cost"]["llm_calls"] == 5
+    assert isinstance(data["cost"]["usd"], float)
+    assert Path(data["run_file"]).exists()
+    assert isinstance(data["sandbox"], list)
+    assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
+
+
+def test_json_failure_and_exit_1(fake_api: FakeMessagesAPI, isolated_home: Path) -> None:
+    fake_api.valid_keys = {"not-the-test-key"}
+    done = agentgod(isolated_home, fake_api, "--json", "a task")
+    assert done.returncode == 1
+    data = json.loads(done.stdout)
+    assert set(data) == {"ok", "task", "error"}
+    assert data["ok"] is False and data["task"] == "a task"
+    assert set(data["error"]) == {"type", "headline", "advice", "detail"}
+    assert data["error"]["type"] == "authentication"
+    assert "ANTHROPIC_API_KEY" in data["error"]["advice"]
+    assert TEST_KEY not in done.stdout + done.stderr
+    assert "The Anthropic API rejected the key." in done.stderr
+
+
+def test_json_usage_error_and_exit_2(isolated_home: Path) -> None:
+    done = agentgod(isolated_home, None, "--json", "--effort", "huge", "x")
+    assert done.returncode == 2
+    data = json.loads(done.stdout)
+    assert data["ok"] is False and data["error"]["type"] == "usage"
+    assert done.stderr.splitlines()[-1].startswith("hint:")
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin"), [(["--keep", "--discard", "x"], ""), (["-"], "  \n"), ([], "")]
+)
+def test_usage_errors_exit_2(isolated_home: Path, args: list[str], stdin: str) -> None:
+    done = agentgod(isolated_home, None, *args, stdin=stdin)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("agentgod: ")
+
+
+def test_missing_key_without_a_terminal_exits_1_with_advice(isolated_home: Path) -> None:
+    done = agentgod(isolated_home, None, "a task")
+    assert done.returncode == 1
+    assert "No Anthropic API key is set." in done.stderr
+    assert "ANTHROPIC_API_KEY" in done.stderr
+
+
+def test_a_bad_setting_exits_1_and_names_it(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, factory.api, "a task", MAX_AGENTS="lots")
+    assert done.returncode == 1
+    assert "MAX_AGENTS" in done.stderr
+
+
+def test_verbs_work_without_a_key(factory: Factory, isolated_home: Path) -> None:
+    assert agentgod(isolated_home, factory.api, "--keep", "first task").returncode == 0
+    history = agentgod(isolated_home, None, "history")
+    assert history.returncode == 0, history.stderr
+    assert "first task" in history.stdout
+    history_json = json.loads(agentgod(isolated_home, None, "--json", "history", "5").stdout)
+    assert [row["task"] for row in history_json] == ["first task"]
+    stats = json.loads(agentgod(isolated_home, None, "--json", "stats").stdout)
+    assert (stats["runs"], stats["succeeded"]) == (1, 1)
+    assert stats["tokens"]["input"] > 0
+    assert "runs" in agentgod(isolated_home, None, "stats").stdout
+    assert agentgod(isolated_home, None, "last").stdout.strip() == "MERGED: fact_finder"
+    library = agentgod(isolated_home, None, "library")
+    assert "fact_finder" in library.stdout
+    assert agentgod(isolated_home, None, "forget", "fact_finder").returncode == 0
+    assert "fact_finder" not in agentgod(isolated_home, None, "library").stdout
+    missing = agentgod(isolated_home, None, "forget", "fact_finder")
+    assert missing.returncode == 1
+    assert "No agent named fact_finder." in missing.stderr
+
+
+def _agent_processes(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_for(condition, seconds: float = 60):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition never held")
+
+
+def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
+    factory: Factory, isolated_home: Path
+) -> None:
+    factory.plans = [plan(agent_spec("sleeper_one"), agent_spec("sleeper_two", ["sleeper_one"]))]
+    factory.bodies["sleeper_one"] = ["def run(task, previous_outputs):\n    time.sleep(120)\n"]
+    process = subprocess.Popen(
+        [AGENTGOD or "agentgod", "a long task"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(isolated_home, factory.api),
+    )
+    marker = str(isolated_home / "generated_agents" / "sleeper_one.py")
+    _wait_for(lambda: _agent_processes(marker))
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "Stopped." in stderr
+    assert _wait_for(lambda: not _agent_processes(marker), 10)
+    assert not list((isolated_home / "generated_agents").glob("*.py")), "files cleaned up"
+
+
+class Terminal:
+    """agentgod on a pseudo-terminal, read and typed like a person would."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child becomes agentgod
+            os.execve(AGENTGOD or "agentgod", ["agentgod"], env)
+        self.screen = ""
+
+    def expect(self, pattern: str, seconds: float = 60) -> str:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            text = ANSI.sub("", self.screen)
+            if re.search(pattern, text):
+                return text
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if ready:
+                try:
+                    self.screen += os.read(self.fd, 65536).decode(errors="replace")
+                except OSError:
+                    break
+        raise AssertionError(f"never saw {pattern!r}; screen was:\n{ANSI.sub('', self.screen)}")
+
+    def type(self, text: str) -> None:
+        self.screen = ""
+        os.write(self.fd, text.encode())
+
+    def close(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status)
+
+
+def test_the_repl_on_a_pseudo_terminal(factory: Factory, isolated_home: Path) -> None:
+    terminal = Terminal(_env(isolated_home, factory.api, TERM="xterm", COLUMNS="100"))
+    terminal.expect("agentgod> ")
+    terminal.type("hi\n")
+    terminal.expect("Hello! Give me a task.")
+    terminal.expect("agentgod> ")
+    assert factory.of("plan") == [], "small talk builds no team"
+    terminal.type("find the facts about otters\n")
+    terminal.expect("MERGED: fact_finder")
+    terminal.expect(r"Keep which\?")
+    terminal.type("all\n")
+    terminal.expect("agentgod> ")
+    terminal.type("/history\n")
+    terminal.expect(r"find the facts about\s+otters")
+    terminal.expect("agentgod> ")
+    terminal.type("/library\n")
+    terminal.expect("fact_finder")
+    terminal.expect("agentgod> ")
+    terminal.type("/cost\n")
+    terminal.expect("this session")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
+    assert (isolated_home / ".history").exists(), "the prompt history persists"
+
+
+def test_ctrl_c_at_an_empty_prompt_exits_130(factory: Factory, isolated_home: Path) -> None:
+    terminal = Terminal(_env(isolated_home, factory.api, TERM="xterm"))
+    terminal.expect("agentgod> ")
+    terminal.type("\x03")
+    assert terminal.close() == 130

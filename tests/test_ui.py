@@ -1,0 +1,642 @@
+"""ui.PlainUI, richui.RichUI and make_ui: the three streams, the hooks, and the renderer choice.
+
+Questions are answered through PlainUI's `input_stream` (a StringIO standing in for the person);
+the default path, input(), is covered once by monkeypatching builtins.input.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+import events
+import ui
+from richui import TAGLINE, WORDMARK, RichUI
+
+ROOT = Path(__file__).resolve().parent.parent
+ANSI = re.compile(r"\x1b\[")
+
+SUMMARY = {
+    "llm_calls": 5,
+    "input_tokens": 1234,
+    "output_tokens": 567,
+    "cache_write_tokens": 100,
+    "cache_read_tokens": 890,
+    "usd": 0.0123,
+    "estimate": True,
+}
+PLAN = [
+    {"name": "researcher", "role": "finds the facts", "depends_on": [], "reused": True},
+    {"name": "writer", "role": "writes the report", "depends_on": ["researcher"], "reused": False},
+]
+TRANSCRIPT_AGENTS = [
+    {
+        "name": "researcher",
+        "role": "finds the facts",
+        "reused": True,
+        "ok": True,
+        "attempts": 1,
+        "seconds": 2.1,
+        "kind": "ok",
+    },
+    {
+        "name": "writer",
+        "role": "writes the report",
+        "reused": False,
+        "ok": False,
+        "attempts": 2,
+        "seconds": 0.4,
+        "kind": "crash",
+    },
+]
+
+# One plausible call per pipeline hook; a hook added to events.TaskEvents fails here until the
+# renderers are taught it.
+HOOK_ARGS: dict[str, tuple[Any, ...]] = {
+    "phase_started": ("plan",),
+    "phase_finished": ("plan", 1.25),
+    "plan_ready": ("standard", PLAN, [["researcher"], ["writer"]]),
+    "revision_started": (1, "no sources cited"),
+    "packages": ("writer", ["requests"], ["evil"], ["broken"]),
+    "agent_building": ("writer", False),
+    "agent_generated": ("writer",),
+    "agent_rejected": ("writer", ["calls eval", "opens a socket"]),
+    "agent_running": ("writer", 2),
+    "agent_repairing": ("writer", 1, "Traceback (most recent call last):\nValueError: x"),
+    "agent_finished": ("writer", False, 0.4, "crash", "Traceback\nValueError: x", 2),
+    "merge_started": (2,),
+    "council_started": (),
+    "council_finished": (["thin evidence"], True),
+    "judged": (False, "no sources cited"),
+    "budget_exhausted": (0.51, 0.5),
+    "archived": ("runs/2026/run.json",),
+}
+
+
+class TTY(io.StringIO):
+    """A StringIO that claims to be a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def plain(**kwargs: Any) -> tuple[ui.PlainUI, io.StringIO, io.StringIO]:
+    out, err = io.StringIO(), io.StringIO()
+    return ui.PlainUI(out=out, err=err, **kwargs), out, err
+
+
+# ---- PlainUI: the hooks ------------------------------------------------------------------------
+
+
+def test_every_pipeline_hook_has_the_same_name_and_signature_in_both_renderers() -> None:
+    assert set(events.HOOKS) <= set(dir(ui.PlainUI))
+    assert set(events.HOOKS) == set(HOOK_ARGS)
+    for name in events.HOOKS:
+        expected = inspect.signature(getattr(events.TaskEvents, name))
+        assert inspect.signature(getattr(ui.PlainUI, name)) == expected, name
+        assert inspect.signature(getattr(RichUI, name)) == expected, name
+
+
+def test_phases_match_the_pipeline() -> None:
+    assert ui.PHASES == events.PHASES
+
+
+@pytest.mark.parametrize("hook", sorted(HOOK_ARGS))
+def test_every_hook_prints_a_colourless_line(hook: str) -> None:
+    view, out, err = plain()
+    getattr(view, hook)(*HOOK_ARGS[hook])
+    assert err.getvalue().strip()  # narration goes to stderr: StringIO is not a terminal
+    assert not ANSI.search(err.getvalue())
+    assert out.getvalue() == ""
+
+
+def test_agent_lines_are_aligned_to_the_longest_planned_name() -> None:
+    view, _, err = plain()
+    plan = [{"name": n, "role": "r", "depends_on": [], "reused": False} for n in ("ab", "x" * 20)]
+    view.plan_ready("simple", plan, [["ab", "x" * 20]])
+    view.agent_running("ab", 1)
+    view.agent_finished("x" * 20, True, 1.0, "ok", "", 1)
+    lines = [line for line in err.getvalue().splitlines() if line.startswith("[agent]")]
+    columns = {
+        line.index(state) for line, state in zip(lines[-2:], ("running", "done"), strict=True)
+    }
+    assert len(columns) == 1
+    assert lines[-2].index("running") == lines[0].index("waiting")
+
+
+def test_agent_states_read_as_the_brief_shows_them() -> None:
+    view, _, err = plain()
+    view.agent_finished("researcher", True, 2.1, "ok", "", 1)
+    view.agent_finished("writer", False, 0.3, "crash", "Traceback\nValueError: x", 1)
+    done, failed = err.getvalue().splitlines()
+    assert re.fullmatch(r"\[agent\] +researcher +done +2\.1s", done)
+    assert re.fullmatch(r"\[agent\] +writer +failed +0\.3s +crash: ValueError: x", failed)
+
+
+# ---- PlainUI: the three streams ----------------------------------------------------------------
+
+
+def test_answer_narration_and_problems_each_take_their_stream() -> None:
+    out, err, narration = io.StringIO(), io.StringIO(), io.StringIO()
+    view = ui.PlainUI(out=out, err=err, narrate_to=narration)
+    view.info("planning")
+    view.answer("forty-two")
+    view.problem("The model is unknown.", "Pass --model.", "NotFoundError: x")
+    assert out.getvalue() == "forty-two\n"
+    assert "planning" in narration.getvalue()
+    assert "The model is unknown." in err.getvalue()
+    assert "Pass --model." in err.getvalue()
+    assert "NotFoundError: x" in err.getvalue()
+    assert "planning" not in out.getvalue() + err.getvalue()
+
+
+def test_quiet_silences_narration_but_never_the_answer_or_a_problem() -> None:
+    view, out, err = plain(quiet=True)
+    view.banner("0.1.0", "claude", "/home")
+    view.task_started("task")
+    for hook, args in HOOK_ARGS.items():
+        getattr(view, hook)(*args)
+    view.cost(SUMMARY, 3.0)
+    view.transcript(TRANSCRIPT_AGENTS, [], 0, False, None, [])
+    view.warn("careful")
+    view.answer("the answer")
+    view.problem("It broke.", "Try again.", "boom")
+    assert out.getvalue() == "the answer\n"
+    assert err.getvalue().startswith("[error]")
+    assert "It broke." in err.getvalue()
+
+
+def test_command_results_go_to_stdout_even_when_quiet() -> None:
+    view, out, err = plain(quiet=True)
+    view.library([])
+    view.history([])
+    view.help([("/quit", "leave")])
+    assert "library is empty" in out.getvalue()
+    assert "No runs yet." in out.getvalue()
+    assert "/quit" in out.getvalue()
+    assert err.getvalue() == ""
+
+
+def test_narration_follows_the_person() -> None:
+    piped, _, err = plain()
+    assert piped.narrate_to is err
+    out = TTY()
+    watched = ui.PlainUI(out=out, err=io.StringIO())
+    assert watched.narrate_to is out
+
+
+def test_escape_sequences_in_model_text_never_reach_the_terminal() -> None:
+    view, out, err = plain()
+    view.answer("\x1b]0;pwned\x07red \x1b[31mtext\x9b2J")
+    view.agent_repairing("writer", 1, "\x1b[2Jboom")
+    assert "\x1b" not in out.getvalue() + err.getvalue()
+    assert "\x9b" not in out.getvalue()
+    assert "red" in out.getvalue()
+
+
+# ---- PlainUI: questions ------------------------------------------------------------------------
+
+
+def test_nobody_to_ask_means_none_the_default_and_keep_nothing() -> None:
+    view, out, err = plain(input_stream=io.StringIO("yes\nall\n"))
+    assert view.ask("Which year?") is None
+    assert view.ask_secret("Key?") is None
+    assert view.confirm("Save?") is False
+    assert view.confirm("Save?", default=True) is True
+    assert view.choose_keep(PLAN) == []
+    assert out.getvalue() == err.getvalue() == ""
+
+
+def test_ask_reads_one_line_and_shows_the_prompt_even_when_quiet() -> None:
+    view, _, err = plain(interactive=True, quiet=True, input_stream=io.StringIO("  2024  \n"))
+    assert view.ask("Which year?") == "2024"
+    assert "Which year?" in err.getvalue()
+    assert view.ask("And then?") is None  # end of input
+
+
+def test_ask_uses_input_when_no_stream_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    replies = iter(["paris"])
+
+    def fake_input(prompt: str = "") -> str:
+        try:
+            return next(replies)
+        except StopIteration:
+            raise EOFError from None
+
+    monkeypatch.setattr("builtins.input", fake_input)
+    view, _, _ = plain(interactive=True)
+    assert view.ask("Which city?") == "paris"
+    assert view.ask("Which city?") is None
+
+
+@pytest.mark.parametrize(
+    ("typed", "default", "expected"),
+    [
+        ("y\n", False, True),
+        ("YES\n", False, True),
+        ("n\n", True, False),
+        ("\n", True, True),
+        ("\n", False, False),
+        ("maybe\nyes\n", False, True),
+        ("", True, True),
+    ],
+)
+def test_confirm(typed: str, default: bool, expected: bool) -> None:
+    view, _, _ = plain(interactive=True, input_stream=io.StringIO(typed))
+    assert view.confirm("Save it?", default=default) is expected
+
+
+@pytest.mark.parametrize(
+    ("typed", "kept"),
+    [
+        ("all\n", ["researcher", "writer"]),
+        ("none\n", []),
+        ("\n", []),
+        ("writer, researcher\n", ["researcher", "writer"]),
+        ("writer ghost\n", ["writer"]),
+        ("2\n", ["writer"]),
+        ("", []),
+    ],
+)
+def test_choose_keep(typed: str, kept: list[str]) -> None:
+    view, _, err = plain(interactive=True, input_stream=io.StringIO(typed))
+    assert view.choose_keep(PLAN) == kept
+    assert "writes the report" in err.getvalue()
+
+
+def test_parse_keep_ignores_unknown_names_and_out_of_range_numbers() -> None:
+    names = ["alpha", "beta", "gamma"]
+    assert ui.parse_keep("a, c", names) == []
+    assert ui.parse_keep("gamma, alpha", names) == ["alpha", "gamma"]
+    assert ui.parse_keep("alpha 0 4 9 delta", names) == ["alpha"]
+    assert ui.parse_keep("ALL", names) == names
+
+
+# ---- PlainUI: what commands show ---------------------------------------------------------------
+
+
+def test_cost_line_separates_every_token_kind_and_marks_an_estimate() -> None:
+    view, _, err = plain()
+    view.cost(SUMMARY, 12.34)
+    view.cost({**SUMMARY, "estimate": False, "usd": 2.5}, 1.0)
+    estimate, exact = err.getvalue().splitlines()
+    for part in ("5 calls", "1,234 in", "567 out", "100 cache-write", "890 cache-read"):
+        assert part in estimate
+    assert "~$0.0123" in estimate
+    assert "12.3s" in estimate
+    assert "$2.50" in exact
+    assert "~" not in exact
+
+
+def test_session_cost_goes_to_stdout() -> None:
+    view, out, _ = plain()
+    view.session_cost(SUMMARY)
+    assert "this session" in out.getvalue()
+    assert "890 cache-read" in out.getvalue()
+    assert "~$0.0123" in out.getvalue()
+
+
+def test_transcript_lists_agents_failures_and_the_run_facts() -> None:
+    view, _, err = plain()
+    view.transcript(
+        TRANSCRIPT_AGENTS,
+        [{"name": "writer", "reason": "ValueError: x"}],
+        1,
+        True,
+        "runs/run.json",
+        ["landlock", "rlimits"],
+    )
+    text = err.getvalue()
+    assert re.search(r"researcher +done +1 attempt +2\.1s +reused", text)
+    assert re.search(r"writer +failed +2 attempts +0\.4s +new +crash", text)
+    assert re.search(r"\[failed\] +writer +ValueError: x", text)
+    assert "1 revision - council improved the answer" in text
+    assert "sandbox: landlock, rlimits" in text
+    assert "runs/run.json" in text
+
+
+def test_library_history_and_stats() -> None:
+    view, out, _ = plain()
+    view.library(
+        [
+            {
+                "name": "researcher",
+                "role": "finds facts",
+                "generation": 2,
+                "wins": 3,
+                "losses": 1,
+                "uses": 4,
+                "reliable": True,
+                "evolved": True,
+            },
+            {
+                "name": "scraper",
+                "role": "reads pages",
+                "generation": 1,
+                "wins": 0,
+                "losses": 3,
+                "uses": 3,
+                "reliable": False,
+                "evolved": False,
+            },
+        ]
+    )
+    view.history(
+        [
+            {
+                "id": 7,
+                "started_at": "2026-05-09T07:35:12+00:00",
+                "task": "compare two databases",
+                "ok": False,
+                "complexity": None,
+                "usd": 0.25,
+                "duration_seconds": 31.0,
+                "agents": ["a", "b", "c"],
+            }
+        ]
+    )
+    view.stats(
+        {
+            "runs": 4,
+            "succeeded": 3,
+            "success_rate": 0.75,
+            "tokens": {"input": 10, "output": 20, "cache_read": 30, "cache_write": 40},
+            "usd": 1.5,
+            "mean_duration": None,
+            "most_used": [("researcher", 4)],
+            "most_reliable": [("researcher", 3, 4)],
+        }
+    )
+    text = out.getvalue()
+    assert re.search(r"researcher +gen 2 +3 won +1 lost +4 uses +reliable +evolved", text)
+    assert re.search(r"scraper +gen 1 .* retired", text)
+    assert re.search(r"#7 +2026-05-09 07:35 +failed +- +\$0\.25 +31\.0s +3 agents", text)
+    assert "3 (75%)" in text
+    assert "10 in / 20 out / 40 cache-write / 30 cache-read" in text
+    assert "mean duration  -" in text
+    assert "researcher (3/4)" in text
+    assert not ANSI.search(text)
+
+
+# ---- make_ui -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "env", "tty", "expected"),
+    [
+        ({"plain": True}, "", True, ui.PlainUI),
+        ({}, "1", True, ui.PlainUI),
+        ({}, "yes", True, ui.PlainUI),
+        ({"json_mode": True}, "", True, ui.PlainUI),
+        ({}, "", False, ui.PlainUI),
+        ({}, "", True, RichUI),
+        ({}, "0", True, RichUI),
+        ({}, "False", True, RichUI),
+        ({"quiet": True}, "", True, RichUI),
+    ],
+)
+def test_make_ui_chooses_once(
+    options: dict[str, bool],
+    env: str,
+    tty: bool,
+    expected: type,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENTGOD_PLAIN", env)
+    out = TTY() if tty else io.StringIO()
+    assert type(ui.make_ui(out=out, err=io.StringIO(), **options)) is expected
+
+
+def test_json_mode_silences_narration_but_not_problems() -> None:
+    err = io.StringIO()
+    view = ui.make_ui(json_mode=True, out=TTY(), err=err)
+    view.info("planning")
+    view.problem("It broke.", "Try again.", "boom")
+    assert view.quiet
+    assert "planning" not in err.getvalue()
+    assert "It broke." in err.getvalue()
+
+
+def test_plain_works_without_rich_and_ui_does_not_import_it() -> None:
+    code = (
+        "import io, sys\n"
+        "sys.modules['rich'] = None\n"
+        "import ui\n"
+        "class TTY(io.StringIO):\n"
+        "    def isatty(self): return True\n"
+        "out, err = TTY(), io.StringIO()\n"
+        "view = ui.make_ui(out=out, err=err)\n"
+        "view.plan_ready('simple', [{'name': 'a_b', 'role': 'r', 'reused': False}], [['a_b']])\n"
+        "view.answer('42')\n"
+        "print(type(view).__name__, repr(out.getvalue()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.startswith("PlainUI ")
+    assert "[plan]" in done.stdout
+    assert "42" in done.stdout
+    light = subprocess.run(
+        [sys.executable, "-c", "import sys, ui; print('rich' in sys.modules)"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert light.stdout.strip() == "False"
+
+
+# ---- RichUI ------------------------------------------------------------------------------------
+
+
+def recording() -> Console:
+    return Console(record=True, width=100, force_terminal=True, file=io.StringIO())
+
+
+def scripted_run(view: RichUI) -> None:
+    """A whole run as the orchestrator reports it: a reused agent, a repaired and failed one."""
+    view.banner("0.1.0", "claude-sonnet-4-5", "/home/me/.agentgod")
+    view.task_started("Write a short report")
+    view.phase_started("plan")
+    view.plan_ready("standard", PLAN, [["researcher"], ["writer"]])
+    view.phase_finished("plan", 1.2)
+    view.phase_started("build")
+    view.phase_started("run")
+    view.agent_building("researcher", True)
+    view.agent_building("writer", False)
+    view.packages("writer", ["requests"], [], [])
+    view.agent_generated("writer")
+    view.phase_finished("build", 2.0)
+    view.agent_running("researcher", 1)
+    view.agent_finished("researcher", True, 2.1, "ok", "", 1)
+    view.agent_running("writer", 1)
+    view.agent_repairing("writer", 1, "Traceback\nValueError: x")
+    view.agent_running("writer", 2)
+    view.agent_finished("writer", False, 0.4, "crash", "Traceback\nValueError: x", 2)
+    view.phase_finished("run", 3.1)
+    view.phase_started("merge")
+    view.merge_started(1)
+    view.phase_finished("merge", 0.5)
+    view.phase_started("judge")
+    view.judged(True, "")
+    view.phase_finished("judge", 0.3)
+    view.phase_started("archive")
+    view.archived("runs/run.json")
+    view.phase_finished("archive", 0.0)
+    view.task_finished()
+    view.answer("# Findings\n\nThe sky is **blue**.\n\n- one\n- two\n")
+    view.cost(SUMMARY, 12.3)
+    view.transcript(
+        TRANSCRIPT_AGENTS,
+        [{"name": "writer", "reason": "ValueError: x"}],
+        0,
+        False,
+        "runs/run.json",
+        ["rlimits"],
+    )
+
+
+def test_rich_renders_a_whole_run() -> None:
+    console = recording()
+    scripted_run(RichUI(console=console))
+    text = console.export_text()
+    for line in WORDMARK:
+        assert line in text
+    assert TAGLINE in text
+    assert "claude-sonnet-4-5" in text
+    assert "[packages] writer: installed requests" in text  # a hook RichUI leaves to PlainUI
+    rail = [line for line in text.splitlines() if "archive" in line and "plan" in line][-1]
+    assert re.search(r"✓ plan 1\.2s .* ✓ run 3\.1s .* - council .* ✓ archive", rail)
+    board = text[text.rindex(rail) :]
+    assert re.search(r"researcher \(reused\) +done +2\.1s", board)
+    assert re.search(r"writer +failed +0\.4s +crash: ValueError: x +2 attempts", board)
+    assert "✓ judge" in text
+    assert "Findings" in text
+    assert "# Findings" not in text
+    assert "**blue**" not in text
+    assert "• one" in text
+    assert "1,234 in / 567 out / 100 cache-write / 890 cache-read | ~$0.0123 | 12.3s" in text
+    assert "run transcript" in text
+    assert re.search(r"agent +role +origin +result +attempts +time", text)
+    assert re.search(r"writer +writes the report +new +failed \(crash\) +2 +0\.4s", text)
+    assert "saved to runs/run.json" in text
+
+
+def test_rich_marks_work_cut_short_when_the_task_ends_early() -> None:
+    console = recording()
+    view = RichUI(console=console)
+    view.task_started("task")
+    view.phase_started("plan")
+    view.plan_ready("standard", PLAN, [["researcher"], ["writer"]])
+    view.phase_finished("plan", 1.0)
+    view.phase_started("build")
+    view.phase_started("run")
+    view.agent_running("researcher", 1)
+    view.task_finished()
+    final = console.export_text()
+    final = final[final.rindex("✓ plan") :]
+    assert "■ build" in final
+    assert "- merge" in final
+    assert re.search(r"researcher \(reused\) +stopped", final)
+    assert re.search(r"writer +skipped", final)
+
+
+def test_rich_revision_restarts_the_rail() -> None:
+    console = recording()
+    view = RichUI(console=console)
+    view.task_started("task")
+    view.phase_started("plan")
+    view.phase_finished("plan", 1.0)
+    view.phase_started("judge")
+    view.judged(False, "no sources")
+    view.phase_finished("judge", 0.2)
+    view.revision_started(1, "no sources")
+    view.task_finished()
+    text = console.export_text()
+    assert "↻ revision 1: no sources" in text
+    assert "judge: incomplete — no sources" in text
+    final = text[text.rindex("plan") - 2 :]
+    assert final.startswith("- plan")
+
+
+def test_rich_questions_take_the_live_display_down_first() -> None:
+    console = recording()
+    view = RichUI(console=console, interactive=True, input_stream=io.StringIO("y\n"))
+    view.task_started("task")
+    view.plan_ready("standard", PLAN, [["researcher"], ["writer"]])
+    assert view.confirm("Keep going?") is True
+    # A display still up would redraw the board below the question.
+    assert re.search(r"writer +waiting *\nKeep going\? \[y/N\] $", console.export_text())
+    assert view.choose_keep(PLAN[1:]) == []
+    assert "New agents from this run" in console.export_text()
+
+
+def test_rich_streams_are_bound_like_plain_ones() -> None:
+    out, err = TTY(), io.StringIO()
+    view = RichUI(out=out, err=err)
+    view.problem("It broke.", "Try again.", "boom")
+    view.answer("fine")
+    assert "It broke." in err.getvalue()
+    assert "boom" in err.getvalue()
+    assert "It broke." not in out.getvalue()
+    assert "fine" in out.getvalue()
+    assert "fine" not in err.getvalue()
+
+
+def test_rich_quiet_shows_only_the_answer_and_problems() -> None:
+    console = recording()
+    view = RichUI(console=console, quiet=True)
+    view.banner("0.1.0", "claude", "/home")
+    scripted = dict(HOOK_ARGS)
+    view.task_started("task")
+    for hook, args in scripted.items():
+        getattr(view, hook)(*args)
+    view.task_finished()
+    view.cost(SUMMARY, 1.0)
+    view.answer("the answer")
+    view.problem("It broke.", "Try again.", "boom")
+    view.history([])
+    text = console.export_text()
+    assert "No runs yet." in text
+    assert WORDMARK[1] not in text
+    assert "plan" not in text
+    assert "the answer" in text
+    assert "It broke." in text
+
+
+def test_rich_hooks_from_many_threads_do_not_deadlock_the_live_display() -> None:
+    console = recording()
+    view = RichUI(console=console)
+    names = [f"agent_{n}" for n in range(8)]
+    view.task_started("task")
+    view.plan_ready("deep", [{"name": n, "role": "r", "reused": False} for n in names], [names])
+    lock = threading.Lock()  # the pipeline serialises its hooks the same way
+
+    def work(name: str) -> None:
+        for attempt in range(1, 40):
+            with lock:
+                view.agent_running(name, attempt)
+            with lock:
+                view.info(f"{name} {attempt}")
+        with lock:
+            view.agent_finished(name, True, 1.0, "ok", "", 39)
+
+    threads = [threading.Thread(target=work, args=(n,), daemon=True) for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert not any(thread.is_alive() for thread in threads)
+    view.task_finished()
+    final = console.export_text()
+    final = final[final.rindex("agent_0") :]
+    assert final.count("done") == len(names)

@@ -1,0 +1,491 @@
+"""ui.py — everything a person sees, behind one surface, and the plain renderer of it.
+
+`PlainUI` is the reference: every visual the product has exists here as an aligned, colourless
+line, so pipes, CI logs and `--plain` lose nothing but paint. `richui.RichUI` repaints the same
+surface; whatever it leaves alone falls back to the line written here. `make_ui` picks one, once.
+
+Three streams, one rule: the answer goes to `out` (stdout), always; narration goes where a person
+is watching (stdout at a terminal, stderr in a pipe) and `quiet` silences it; problems go to `err`
+(stderr), always, because hiding decoration must never hide why a run died. What a command was
+asked to show (library, history, stats, /cost, /help) is that command's answer, so it goes to `out`.
+
+Nothing from the project is imported: every fact arrives as a plain argument. The pipeline's
+hooks (events.TaskEvents) are implemented by name, not by inheritance, which keeps this module
+importable — and `agentgod --help` fast — without the pipeline or rich.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+PHASES = ("plan", "build", "run", "merge", "council", "judge", "archive")
+"""The phases of a run in order; the names events.PHASES uses (a test keeps the two equal)."""
+
+_TAG_WIDTH = 11
+_MIN_NAME_WIDTH = 10
+# C0 and C1 control characters except tab and newline: model output reaches a terminal through
+# here, and an escape sequence in an answer must not be able to repaint or retitle it.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(text: str) -> str:
+    """Text safe to put on a terminal: control characters (ESC included) removed."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n"))
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """The most telling line of a message (the last non-empty one, like a traceback's), capped."""
+    lines = [line.strip() for line in clean(text).splitlines() if line.strip()]
+    line = lines[-1] if lines else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def duration(value: float) -> str:
+    return f"{value:.1f}s"
+
+
+def dollars(usd: float, estimate: bool = False) -> str:
+    """Cents hide most runs' cost, so small amounts keep four decimals; "~" marks an estimate."""
+    amount = f"${usd:.4f}" if usd < 0.1 else f"${usd:.2f}"
+    return f"~{amount}" if estimate else amount
+
+
+def tokens_text(input_tokens: int, output_tokens: int, cache_write: int, cache_read: int) -> str:
+    """Input, output and both cache directions apart: they are priced differently."""
+    return (
+        f"tokens {input_tokens:,} in / {output_tokens:,} out / "
+        f"{cache_write:,} cache-write / {cache_read:,} cache-read"
+    )
+
+
+def cost_text(summary: dict[str, Any], duration_seconds: float | None = None) -> str:
+    """One line from a config.Usage.cost_summary() dict (and the run's duration when known)."""
+    calls = int(summary.get("llm_calls", 0))
+    parts = [
+        f"{calls} call{'' if calls == 1 else 's'}",
+        tokens_text(
+            int(summary.get("input_tokens", 0)),
+            int(summary.get("output_tokens", 0)),
+            int(summary.get("cache_write_tokens", 0)),
+            int(summary.get("cache_read_tokens", 0)),
+        ),
+        dollars(float(summary.get("usd", 0.0)), bool(summary.get("estimate", False))),
+    ]
+    if duration_seconds is not None:
+        parts.append(duration(duration_seconds))
+    return " | ".join(parts)
+
+
+def parse_keep(reply: str, names: Sequence[str]) -> list[str]:
+    """Which of `names` a reply keeps: "all"/"yes", "none"/"no"/blank, or names and 1-based
+    numbers separated by commas or spaces. Unknown words are ignored; the plan's order is kept."""
+    words = reply.replace(",", " ").lower().split()
+    if any(word in ("all", "yes", "y") for word in words):
+        return list(names)
+    chosen: set[str] = set()
+    for word in words:
+        if word.isdigit() and 1 <= int(word) <= len(names):
+            chosen.add(names[int(word) - 1])
+        elif word in names:
+            chosen.add(word)
+    return [name for name in names if name in chosen]
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _plain_requested() -> bool:
+    value = os.environ.get("AGENTGOD_PLAIN", "").strip().lower()
+    return value not in ("", "0", "false")
+
+
+def _count(value: Any) -> int:
+    return len(value) if isinstance(value, list | tuple) else int(value or 0)
+
+
+class PlainUI:
+    """The whole surface as aligned, colourless lines; never an escape code."""
+
+    def __init__(
+        self,
+        *,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        narrate_to: TextIO | None = None,
+        quiet: bool = False,
+        interactive: bool = False,
+        input_stream: TextIO | None = None,
+    ) -> None:
+        """`interactive`: a person can answer questions. Answers are read from `input_stream`
+        when given (tests, embedding), else with input(), which brings readline's line editing."""
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.narrate_to = narrate_to or (self.out if _isatty(self.out) else self.err)
+        self.quiet = quiet
+        self.interactive = interactive
+        self.input_stream = input_stream
+        self._lock = threading.RLock()
+        self._name_width = _MIN_NAME_WIDTH
+
+    # ---- writing -------------------------------------------------------------------------------
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        """Every byte PlainUI emits passes here: cleaned, locked, flushed, never an encode crash."""
+        text = clean(text)
+        with self._lock:
+            try:
+                stream.write(text)
+            except UnicodeEncodeError:
+                encoding = getattr(stream, "encoding", None) or "ascii"
+                stream.write(text.encode(encoding, "replace").decode(encoding))
+            stream.flush()
+
+    def _narrate(self, text: str) -> None:
+        """Put one narration line on screen; RichUI routes it through its console instead."""
+        self._write(self.narrate_to, text + "\n")
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            self._narrate(text)
+
+    def _line(self, tag: str, text: str) -> None:
+        self._say(f"[{tag}]".ljust(_TAG_WIDTH) + text)
+
+    def _prompt(self, text: str) -> None:
+        """Part of a question, not narration: shown where the person looks, even when quiet."""
+        self._write(self.narrate_to, text)
+
+    def _result(self, text: str) -> None:
+        """What a command was asked to show: its answer, so stdout and never quieted."""
+        self._write(self.out, text + "\n")
+
+    def _agent_line(self, name: str, state: str, detail: str = "") -> None:
+        self._name_width = max(self._name_width, len(name))
+        self._line("agent", f"{name:<{self._name_width}}  {state:<9}  {detail}".rstrip())
+
+    # ---- session and conversation --------------------------------------------------------------
+
+    def banner(self, version: str, model: str, home: str) -> None:
+        self._line("agentgod", f"AgentGOD {version} - model {model} - home {home}")
+
+    def task_started(self, task: str) -> None:
+        self._name_width = _MIN_NAME_WIDTH
+        self._line("task", one_line(task.strip().splitlines()[0] if task.strip() else "", 100))
+
+    def task_finished(self) -> None:
+        """Nothing to take down: plain lines are already in the scrollback."""
+
+    def answer(self, text: str) -> None:
+        text = text.rstrip("\n")
+        self._write(self.out, text + "\n")
+
+    def cost(self, summary: dict[str, Any], duration_seconds: float) -> None:
+        self._line("cost", cost_text(summary, duration_seconds))
+
+    def transcript(
+        self,
+        agents: list[dict[str, Any]],
+        failures: list[dict[str, Any]],
+        revisions: int,
+        council_improved: bool,
+        run_file: str | None,
+        sandbox: list[str],
+    ) -> None:
+        width = max([self._name_width, *(len(a["name"]) for a in agents)])
+        for agent in agents:
+            attempts = int(agent.get("attempts", 0))
+            status = "done" if agent.get("ok") else "failed"
+            kind = "" if agent.get("ok") else str(agent.get("kind") or "")
+            tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
+            self._line(
+                "run",
+                f"{agent['name']:<{width}}  {status:<6}  {tries:<11}"
+                f"{duration(float(agent.get('seconds', 0.0))):>7}  "
+                f"{'reused' if agent.get('reused') else 'new':<6}  {kind}".rstrip(),
+            )
+        for failure in failures:
+            self._line("failed", f"{failure['name']:<{width}}  {one_line(failure['reason'])}")
+        notes = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
+        if council_improved:
+            notes.append("council improved the answer")
+        notes.append(f"sandbox: {', '.join(sandbox) if sandbox else 'none reported'}")
+        notes.append(f"saved to {run_file}" if run_file else "not archived")
+        self._line("run", " - ".join(notes))
+
+    def problem(self, headline: str, advice: str, technical: str) -> None:
+        lines = ["[error]".ljust(_TAG_WIDTH) + one_line(headline, 400)]
+        lines += [" " * _TAG_WIDTH + line for line in clean(advice).strip().splitlines()]
+        lines += [" " * _TAG_WIDTH + "detail: " + line for line in technical.strip().splitlines()]
+        self._write(self.err, "\n".join(lines) + "\n")
+
+    def info(self, text: str) -> None:
+        self._line("info", text)
+
+    def warn(self, text: str) -> None:
+        """A warning is narration: it explains, it does not report a failure (that is problem)."""
+        self._line("warn", text)
+
+    # ---- questions -----------------------------------------------------------------------------
+
+    def _read(self, prompt: str) -> str | None:
+        """One line from the person, or None at end of input."""
+        self._prompt(prompt)
+        if self.input_stream is not None:
+            line = self.input_stream.readline()
+            return line.rstrip("\r\n") if line else None
+        try:
+            return input()
+        except EOFError:
+            return None
+
+    def ask(self, question: str) -> str | None:
+        if not self.interactive:
+            return None
+        reply = self._read(f"{question.rstrip()} ")
+        return None if reply is None else reply.strip()
+
+    def ask_secret(self, question: str) -> str | None:
+        """Like ask, without echo (an API key); None if not interactive or at end of input."""
+        if not self.interactive:
+            return None
+        prompt = f"{question.rstrip()} "
+        if self.input_stream is not None:
+            reply = self._read(prompt)
+        else:
+            try:
+                reply = getpass.getpass(prompt, stream=self.narrate_to)
+            except EOFError:
+                reply = None
+        return None if reply is None else reply.strip()
+
+    def confirm(self, question: str, default: bool = False) -> bool:
+        """y/n; blank, end of input or no person present take the default."""
+        if not self.interactive:
+            return default
+        prompt = f"{question.rstrip()} {'[Y/n]' if default else '[y/N]'} "
+        while True:
+            reply = self._read(prompt)
+            if reply is None:
+                return default
+            word = reply.strip().lower()
+            if not word:
+                return default
+            if word in ("y", "yes"):
+                return True
+            if word in ("n", "no"):
+                return False
+
+    def choose_keep(self, agents: list[dict[str, Any]]) -> list[str]:
+        """Which new agents join the library; nobody present keeps none."""
+        if not self.interactive or not agents:
+            return []
+        width = max(len(a["name"]) for a in agents)
+        listing = [
+            f"  {number:>2}. {a['name']:<{width}}  {one_line(a.get('role', ''), 70)}"
+            for number, a in enumerate(agents, 1)
+        ]
+        self._prompt("New agents from this run:\n" + "\n".join(listing) + "\n")
+        reply = self._read("Keep which? all, none, or names/numbers [none] ")
+        return [] if reply is None else parse_keep(reply, [a["name"] for a in agents])
+
+    # ---- what commands show --------------------------------------------------------------------
+
+    def library(self, entries: list[dict[str, Any]]) -> None:
+        if not entries:
+            self._result("The library is empty: keep an agent after a run to start it.")
+            return
+        width = max(len(e["name"]) for e in entries)
+        for e in entries:
+            status = "reliable" if e.get("reliable") else "retired"
+            evolved = "  evolved" if e.get("evolved") else ""
+            self._result(
+                f"{e['name']:<{width}}  gen {e['generation']:<3} "
+                f"{e['wins']:>3} won {e['losses']:>3} lost {e['uses']:>4} uses  "
+                f"{status:<8}{evolved}  {one_line(e.get('role', ''), 80)}"
+            )
+
+    def history(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            self._result("No runs yet.")
+            return
+        for row in rows:
+            usd = row.get("usd")
+            self._result(
+                f"#{row['id']:<5} {str(row.get('started_at', ''))[:16].replace('T', ' '):<16}  "
+                f"{'ok' if row.get('ok') else 'failed':<6}  {row.get('complexity') or '-':<8}  "
+                f"{dollars(float(usd)) if usd is not None else '-':>9}  "
+                f"{duration(float(row.get('duration_seconds') or 0.0)):>7}  "
+                f"{_count(row.get('agents')):>2} agents  {one_line(row.get('task', ''), 60)}"
+            )
+
+    def stats(self, stats: dict[str, Any]) -> None:
+        """`success_rate` is a fraction (0..1); `mean_duration` seconds or None with no runs."""
+        tokens = stats.get("tokens", {})
+        mean = stats.get("mean_duration")
+        lines = [
+            f"runs           {stats.get('runs', 0)}",
+            f"succeeded      {stats.get('succeeded', 0)} "
+            f"({float(stats.get('success_rate') or 0.0):.0%})",
+            tokens_text(
+                int(tokens.get("input", 0)),
+                int(tokens.get("output", 0)),
+                int(tokens.get("cache_write", 0)),
+                int(tokens.get("cache_read", 0)),
+            ).replace("tokens ", "tokens         ", 1),
+            f"spent          {dollars(float(stats.get('usd') or 0.0))}",
+            f"mean duration  {duration(float(mean)) if mean is not None else '-'}",
+        ]
+        used = ", ".join(f"{name} ({uses})" for name, uses in stats.get("most_used", []))
+        reliable = ", ".join(
+            f"{name} ({ok}/{runs})" for name, ok, runs in stats.get("most_reliable", [])
+        )
+        lines.append(f"most used      {used or '-'}")
+        lines.append(f"most reliable  {reliable or '-'}")
+        for line in lines:
+            self._result(line)
+
+    def session_cost(self, summary: dict[str, Any]) -> None:
+        self._result(f"this session: {cost_text(summary)}")
+
+    def help(self, commands: list[tuple[str, str]]) -> None:
+        width = max((len(command) for command, _ in commands), default=0)
+        for command, meaning in commands:
+            self._result(f"  {command:<{width}}  {meaning}")
+
+    def clear(self) -> None:
+        """Plain output never sends escape codes, so there is no screen to clear."""
+
+    # ---- the pipeline's hooks (events.TaskEvents, by name) -------------------------------------
+
+    def phase_started(self, phase: str) -> None:
+        self._line("phase", f"{phase:<8} started")
+
+    def phase_finished(self, phase: str, seconds: float) -> None:
+        self._line("phase", f"{phase:<8} done     {seconds:.1f}s")
+
+    def plan_ready(
+        self, complexity: str, agents: list[dict[str, Any]], waves: list[list[str]]
+    ) -> None:
+        self._name_width = max([_MIN_NAME_WIDTH, *(len(a["name"]) for a in agents)])
+        count = len(agents)
+        self._line(
+            "plan",
+            f"{complexity} - {count} agent{'' if count == 1 else 's'} "
+            f"in {len(waves)} wave{'' if len(waves) == 1 else 's'}",
+        )
+        wave_of = {name: number for number, wave in enumerate(waves, 1) for name in wave}
+        for agent in agents:
+            origin = "from the library" if agent.get("reused") else "new"
+            self._agent_line(
+                agent["name"],
+                "waiting",
+                f"wave {wave_of.get(agent['name'], '?')}, {origin}: "
+                f"{one_line(agent.get('role', ''), 80)}",
+            )
+
+    def revision_started(self, revision: int, missing: str) -> None:
+        self._line("revision", f"{revision} - the judge found a gap: {one_line(missing)}")
+
+    def packages(
+        self, name: str, installed: list[str], refused: list[str], failed: list[str]
+    ) -> None:
+        parts = [
+            f"{label} {', '.join(items)}"
+            for label, items in (("installed", installed), ("refused", refused), ("failed", failed))
+            if items
+        ]
+        self._line("packages", f"{name}: {'; '.join(parts) or 'nothing to install'}")
+
+    def agent_building(self, name: str, reused: bool) -> None:
+        self._agent_line(name, "building", "from the library" if reused else "writing code")
+
+    def agent_generated(self, name: str) -> None:
+        self._agent_line(name, "built", "passed codeguard")
+
+    def agent_rejected(self, name: str, reasons: list[str]) -> None:
+        self._agent_line(name, "rejected", "codeguard: " + one_line("; ".join(reasons), 200))
+
+    def agent_running(self, name: str, attempt: int) -> None:
+        self._agent_line(name, "running", f"attempt {attempt}" if attempt > 1 else "")
+
+    def agent_repairing(self, name: str, attempt: int, error: str) -> None:
+        self._agent_line(name, "repairing", f"attempt {attempt} failed: {one_line(error)}")
+
+    def agent_finished(
+        self, name: str, ok: bool, seconds: float, kind: str, error: str, attempts: int
+    ) -> None:
+        tries = f", {attempts} attempts" if attempts > 1 else ""
+        if ok:
+            self._agent_line(name, "done", f"{seconds:>6.1f}s{tries}")
+        else:
+            reason = f"{kind}: {one_line(error)}" if error else kind
+            self._agent_line(name, "failed", f"{seconds:>6.1f}s{tries}  {reason}")
+
+    def merge_started(self, count: int) -> None:
+        self._line("merge", f"merging {count} output{'' if count == 1 else 's'}")
+
+    def council_started(self) -> None:
+        self._line("council", "reviewing the answer")
+
+    def council_finished(self, weaknesses: list[str], improved: bool) -> None:
+        found = len(weaknesses)
+        self._line(
+            "council",
+            f"{found} weakness{'' if found == 1 else 'es'} found; "
+            f"{'answer refined' if improved else 'answer kept'}",
+        )
+        for weakness in weaknesses:
+            self._line("council", f"  - {one_line(weakness)}")
+
+    def judged(self, done: bool, missing: str) -> None:
+        self._line("judge", "complete" if done else f"incomplete: {one_line(missing)}")
+
+    def budget_exhausted(self, spent_usd: float, budget_usd: float) -> None:
+        self._line(
+            "budget",
+            f"{dollars(spent_usd)} of {dollars(budget_usd)} spent - no more model work",
+        )
+
+    def archived(self, path: str | None) -> None:
+        self._line("archive", path if path else "the run could not be written")
+
+
+def make_ui(
+    *,
+    plain: bool = False,
+    quiet: bool = False,
+    json_mode: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    interactive: bool = False,
+    input_stream: TextIO | None = None,
+) -> PlainUI:
+    """Choose the renderer once per session. --plain, AGENTGOD_PLAIN, --json, a stdout that is
+    not a terminal, or a missing rich all mean PlainUI; --json also silences narration, since
+    stdout then carries nothing but main's one JSON object (problems still reach stderr)."""
+    out = out or sys.stdout
+    quiet = quiet or json_mode
+    options: dict[str, Any] = {
+        "out": out,
+        "err": err,
+        "quiet": quiet,
+        "interactive": interactive,
+        "input_stream": input_stream,
+    }
+    if plain or json_mode or _plain_requested() or not _isatty(out):
+        return PlainUI(**options)
+    try:
+        from richui import RichUI
+    except ImportError:
+        return PlainUI(**options)
+    return RichUI(**options)
