@@ -164,8 +164,7 @@ _OS_FILES = frozenset(
         "makedirs", "chmod", "fchmod", "lchmod", "chown", "fchown", "lchown", "chflags",
         "lchflags", "symlink", "link", "truncate", "ftruncate", "open", "fdopen", "write",
         "pwrite", "writev", "pwritev", "sendfile", "copy_file_range", "splice", "mkfifo",
-        "mknod", "utime", "dup", "dup2", "setxattr",
-        "removexattr", "memfd_create",
+        "mknod", "utime", "dup", "dup2", "setxattr", "removexattr", "memfd_create",
     }
 )  # fmt: skip
 _YAML_SAFE = frozenset(
@@ -207,15 +206,27 @@ _QUALIFIED_BLOCKS: dict[str, str] = {
     "sys.setdlopenflags": _INTERNALS,
     "sys.breakpointhook": _TERMINAL,
     "xml.etree.ElementTree.ElementTree.write": _FILES,
-    # Walks attribute paths written in format strings ("{0.__init__.__globals__}") and hands the
-    # objects it finds to overridable methods (get_field, format_field, convert_field).
-    "string.Formatter": _INTERNALS,
+}
+# Methods a class may not define, whatever it is named or derived from.
+_FORBIDDEN_METHODS: dict[str, str] = {
+    "__del__": "a finaliser runs at an unpredictable moment (collection, exit); it is the"
+    " published smolagents escape - use a context manager instead",
+    # string.Formatter walks attribute paths written in a format string ("{0.__init__.__globals__}")
+    # and hands what it finds to these hooks. Judged by name: a base class can hide behind aliases.
+    **_group(
+        "overrides a string.Formatter hook that receives objects reached through attribute paths"
+        " written in format strings",
+        "get_field",
+        "format_field",
+        "convert_field",
+    ),
 }
 # Module names that may not be reached as an attribute of another module (`glob.os`,
 # `urllib.request.tempfile`): policies are keyed on the canonical name, so a detour would skip them.
 _DETOUR_MODULES = frozenset(
     {name.split(".")[0] for name in BLOCKED_STDLIB}
     | {"os", "sys", "types", "yaml", "xml", "dateutil", "sqlite3", "tempfile", "io", "codecs"}
+    | {"urllib", "bs4"}
 )
 
 _MAC_LOOKUP = "may shell out to ifconfig/ip to find a MAC address; use uuid.uuid4()"
@@ -281,8 +292,15 @@ _TEMPFILE_MAKERS: dict[str, int] = {
     "TemporaryDirectory": 0, "mkstemp": 0, "mkdtemp": 0,
 }  # fmt: skip
 _CALL_ONLY = frozenset(
-    {*_OPENERS, *_TEMPFILE_MAKERS, "connect", "replace", "rename", "extract", "basicConfig"}
+    {*_OPENERS, *_TEMPFILE_MAKERS, "replace", "rename", "extract", "basicConfig"}
     | {"attrgetter", "methodcaller", "getattr", "setattr", "delattr", "hasattr"}
+)
+# Judged by qualified name only: sqlite3 cannot travel as a value, so `client.connect(url)` on
+# some other object is never sqlite3's.
+_SQLITE_CONNECTORS = frozenset(
+    f"{module}.{name}"
+    for module in ("sqlite3", "sqlite3.dbapi2")
+    for name in ("connect", "Connection")
 )
 _TYPING_FACTORIES = frozenset(
     {"TypeVar", "NewType", "NamedTuple", "TypedDict", "make_dataclass", "ParamSpec"}
@@ -335,11 +353,13 @@ _PATH_METHODS = frozenset(
 )  # fmt: skip
 _PATH_ITERATORS = frozenset({"iterdir", "glob", "rglob"})
 _ETREE_MAKERS = frozenset({"xml.etree.ElementTree.parse", "xml.etree.ElementTree.ElementTree"})
-# Modules whose rules are keyed on their qualified names, so they may not travel as values.
+# Modules with rules keyed on their qualified names (an allowlist, a blocked submodule, a blocked
+# member), so they may not travel as values: a parameter holding one would escape resolution.
 _POLICED_MODULES = frozenset(
     {
         "os", "sys", "types", "yaml", "xml", "xml.etree", "xml.etree.ElementTree", "sqlite3",
-        "sqlite3.dbapi2", "dateutil", "dateutil.zoneinfo",
+        "sqlite3.dbapi2", "dateutil", "dateutil.zoneinfo", "bs4", "asyncio", "concurrent",
+        "concurrent.futures", "logging", "http", "xmlrpc", "urllib", "urllib.request",
     }
 )  # fmt: skip
 _ENVIRON_COPIERS = frozenset({"dict", "len", "sorted", "list", "set", "tuple", "str", "repr"})
@@ -786,9 +806,9 @@ class _Guard(ast.NodeVisitor):
         self.complaints = complaints
         # Expressions already explained by a complaint about the chain they belong to.
         self._covered: set[ast.AST] = set()
-        # (underscore names the enclosing class defines, name of the method's self), or None.
+        # (names the enclosing class defines itself, its methods' self parameter), or None.
         self._method: list[tuple[frozenset[str], str] | None] = [None]
-        self._note = ""
+        self._note = ""  # appended to complaints found inside a string typing evaluates
         for name, value in facts.overloaded.items():
             self.report(value, f"{name} is bound to too many different things to check; simplify")
 
@@ -985,7 +1005,8 @@ class _Guard(ast.NodeVisitor):
         if self._check_qualified(qname, node, self._show_as(node, qname, position)):
             return True
         last = qname.rsplit(".", 1)[-1]
-        if last in _CALL_ONLY and position not in ("call", "receiver"):
+        callable_only = last in _CALL_ONLY or qname in _SQLITE_CONNECTORS
+        if callable_only and position not in ("call", "receiver"):
             self.report(
                 node,
                 f"{self._show(node)} is used without being called; call it directly so"
@@ -1136,10 +1157,10 @@ class _Guard(ast.NodeVisitor):
                 node, f"{name}() with a computed attribute name can reach anything; write obj.attr"
             )
             return
-        if _is_dunder(attr) or attr.startswith("_"):
+        if _is_dunder(attr):
             self.report(node, f"{name}(..., {attr!r}): {attr} {_INTERNALS}")
             return
-        if name == "hasattr":
+        if name == "hasattr":  # only answers yes or no
             return
         ctx: ast.expr_context = ast.Store() if name == "setattr" else ast.Del()
         synthetic = ast.Attribute(value=node.args[0], attr=attr, ctx=ctx)
@@ -1187,7 +1208,7 @@ class _Guard(ast.NodeVisitor):
             return self._mode_problem(node, name, kind)
         if name in _TEMPFILE_MAKERS:
             return self._tempfile_problem(node, _TEMPFILE_MAKERS[name])
-        if name == "connect" or (name == "Connection" and kind == "static"):
+        if name in ("connect", "Connection") and self.facts.qnames(node.func) & _SQLITE_CONNECTORS:
             return self._database_problem(node)
         if name in ("replace", "rename"):
             if kind in ("path", "path-class"):
@@ -1288,12 +1309,8 @@ class _Guard(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         parent = self.facts.parents.get(node)
         if isinstance(parent, ast.ClassDef):
-            if node.name == "__del__":
-                self.report(
-                    node,
-                    "a __del__ method runs at an unpredictable moment (collection, exit);"
-                    " it is a known sandbox escape - use a context manager instead",
-                )
+            if node.name in _FORBIDDEN_METHODS:
+                self.report(node, f"def {node.name}: {_FORBIDDEN_METHODS[node.name]}")
             params = [*node.args.posonlyargs, *node.args.args]
             me = params[0].arg if params else ""
             self._method.append((self.facts.class_names.get(parent, frozenset()), me))
@@ -1311,8 +1328,9 @@ class _Guard(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for stmt in node.body:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else []
-            if any(isinstance(t, ast.Name) and t.id == "__del__" for t in targets):
-                self.report(stmt, "binding __del__ in a class installs a finaliser; refused")
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in _FORBIDDEN_METHODS:
+                    self.report(stmt, f"{target.id} = ...: {_FORBIDDEN_METHODS[target.id]}")
         self._method.append(None)
         try:
             self.generic_visit(node)

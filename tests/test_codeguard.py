@@ -20,6 +20,9 @@ RUN = "\n\ndef run(task, previous_outputs):\n    return task\n"
 COMPLAINT = re.compile(r"^line \d+: \S.*$")
 
 
+# ---- realistic agents (bodies as the generator checks them: the runtime header provides json,
+# os, sys, time, urllib, Path, call_llm and format_previous) ------------------------------------
+
 CSV_STATS = """
 import csv
 import io
@@ -1059,9 +1062,28 @@ REJECTED = [
             def format_field(self, value, spec):
                 return value
         """,
-        2,
-        "string.Formatter",
+        3,
+        "format_field",
         "formatter-subclass",
+    ),
+    _case(
+        "import string\nBase = string.Formatter\nclass Leak(Base):\n    convert_field = print",
+        4,
+        "convert_field",
+        "formatter-hook-assigned",
+    ),
+    _case(
+        "import concurrent.futures\ndef spawn(cf):\n    return cf.process.mp\n"
+        "spawn(concurrent.futures)",
+        4,
+        "concurrent.futures",
+        "module-with-blocked-child-travels",
+    ),
+    _case(
+        "import urllib.request\njar = urllib.request.http.cookiejar",
+        2,
+        "http",
+        "detour-to-cookiejar",
     ),
     _case(
         """
@@ -1186,6 +1208,53 @@ def test_every_blocked_module_is_refused_in_every_import_form(module: str) -> No
         assert any(c.startswith("line 1: ") and module in c for c in complaints), (form, complaints)
 
 
+OS_MUTATORS = (
+    "system", "popen", "execv", "execve", "execl", "execlp", "execvp", "spawnl", "spawnv",
+    "posix_spawn", "posix_spawnp", "fork", "forkpty", "kill", "killpg", "remove", "unlink",
+    "rmdir", "removedirs", "rename", "renames", "replace", "chmod", "chown", "lchown", "mkdir",
+    "makedirs", "symlink", "link", "truncate", "putenv", "unsetenv", "open", "fdopen", "write",
+    "dup2", "setuid", "setgid", "chdir", "mkfifo", "utime",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", OS_MUTATORS)
+def test_every_mutating_os_function_is_refused_called_or_not(name: str) -> None:
+    for use in (f"os.{name}('x')", f"handle = os.{name}", f"from os import {name}"):
+        complaints = codeguard.check_agent_source(f"import os\n{use}" + RUN)
+        assert any(c.startswith("line 2: ") and name in c for c in complaints), (use, complaints)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "write_text('x')", "write_bytes(b'x')", "unlink()", "rmdir()", "mkdir()", "touch()",
+        "rename('y')", "replace('y')", "chmod(0o777)", "lchmod(0o777)", "symlink_to('/etc')",
+        "hardlink_to('/etc/passwd')", "open('w')", "open('a')", "open(mode='r+')",
+    ],
+)  # fmt: skip
+def test_every_path_mutator_is_refused_on_every_kind_of_path(call: str) -> None:
+    verb = call.split("(")[0]
+    for path in ("Path('x')", "pathlib.Path.home()", "(Path('d') / 'x')", "here"):
+        source = f"import pathlib\nhere = Path('x').resolve()\n{path}.{call}" + RUN
+        complaints = codeguard.check_agent_source(source)
+        assert any(c.startswith("line 3: ") and verb in c for c in complaints), (path, complaints)
+
+
+MUST_BLOCK = (
+    "subprocess", "shutil", "ctypes", "importlib", "pickle", "marshal", "shelve",
+    "multiprocessing", "socket", "pty", "signal", "code", "codeop", "runpy", "builtins", "gc",
+    "inspect", "_posixsubprocess", "_ctypes", "posix", "nt", "mmap", "resource", "fcntl",
+    "termios", "tty", "pdb", "bdb", "trace", "zipimport", "pkgutil", "webbrowser", "ensurepip",
+    "venv", "idlelib", "tkinter", "turtle", "_winapi", "msvcrt", "winreg", "_thread", "_io",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("module", MUST_BLOCK)
+def test_the_modules_that_undo_checks_cannot_be_imported(module: str) -> None:
+    complaints = codeguard.check_agent_source(f"import {module}" + RUN)
+    assert any(c.startswith("line 1: ") and module in c for c in complaints), complaints
+
+
 # ---- what must pass ---------------------------------------------------------------------------
 
 
@@ -1240,12 +1309,15 @@ def test_str_replace_stays_legal_while_path_replace_is_refused() -> None:
         "import sys\nsys.stderr.write('progress\\n')\nsys.stdout.flush()",
         "ok = __name__ == '__main__' and __doc__ is None and __file__.endswith('.py')",
         "client.connect()",
+        "import os.path\nfolder = os.path.dirname(os.path.abspath('x'))",
+        "cached = hasattr(holder, '_cache') and getattr(holder, 'name', None)",
     ],
     ids=[
         "environ-copies", "type-as-variable", "own-extract-method", "literal-strings",
         "dict-key-with-parens", "datetime-replace", "zip-read", "tar-read", "gzip-read",
         "sqlite-memory-keyword", "tempdir-prefix", "environ-get-alias", "bs4-extract",
-        "std-streams", "module-dunders", "connect-without-database",
+        "std-streams", "module-dunders", "connect-without-database", "import-os-path",
+        "hasattr-private",
     ],
 )  # fmt: skip
 def test_ordinary_code_near_the_rules_is_accepted(body: str) -> None:
@@ -1354,9 +1426,15 @@ def test_actual_bytes_are_refused_politely() -> None:
     ids=["1000-parens", "600-term-sum", "600-attribute-chain", "100k-unary", "5000-not"],
 )
 def test_deep_nesting_is_a_complaint_not_a_crash(expression: str) -> None:
-    complaints = codeguard.check_agent_source(f"x = {expression}" + RUN)
-    assert complaints
-    assert all(COMPLAINT.match(c) for c in complaints)
+    [complaint] = codeguard.check_agent_source(f"x = {expression}" + RUN)
+    assert complaint.startswith("line 1: ")
+    assert any(word in complaint for word in ("nested", "nests", "cannot be parsed")), complaint
+
+
+def test_long_but_ordinary_expressions_are_still_checked() -> None:
+    total = " + ".join(f"len(part{i})" for i in range(200))
+    assert codeguard.check_agent_source(f"x = {total}" + RUN) == []
+    assert codeguard.check_agent_source(f"x = {total} + eval('1')" + RUN)
 
 
 def test_the_checker_never_raises_on_real_world_python() -> None:
