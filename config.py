@@ -8,6 +8,7 @@ counts tokens with `Usage`. The SDK is imported lazily: `agentgod --version` mus
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import threading
@@ -326,12 +327,45 @@ class ModelUsage:
         ) / 1_000_000
 
 
+MIN_OUTPUT_TOKENS = 1024
+"""Under a budget, a call that cannot afford this much output is not worth starting."""
+
+
+class BudgetExhaustedError(RuntimeError):
+    """The next model call would cross the budget, so it was not made."""
+
+    def __init__(self, spent_usd: float, budget_usd: float) -> None:
+        super().__init__(f"the ${budget_usd:g} budget is spent (${spent_usd:.4f} so far)")
+        self.spent_usd = spent_usd
+        self.budget_usd = budget_usd
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Money set aside for one call (or one agent run) until it has reported what it spent."""
+
+    tokens: int
+    """Output tokens the call may use: its max_tokens, lowered to what the budget can pay for."""
+    usd: float
+    """The worst case of the call, held back from everyone else meanwhile."""
+
+
 @dataclass
 class Usage:
-    """Thread-safe token totals per model, for the main agent and the agents it runs."""
+    """Thread-safe token totals per model, and the optional hard budget they are spent against.
+
+    Every call under a budget first takes a `hold` for its worst case (its input at the
+    cache-write price plus max_tokens of output); holds and spending together never exceed the
+    budget, so a run can stop short but never overspend.
+    """
 
     by_model: dict[str, ModelUsage] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    budget_usd: float | None = None
+    """Hard cap in dollars; None means no cap."""
+    _held_usd: float = field(default=0.0, repr=False, compare=False)
+    _lock: threading.Condition = field(
+        default_factory=lambda: threading.Condition(threading.RLock()), repr=False, compare=False
+    )
 
     def add(
         self,
@@ -394,6 +428,44 @@ class Usage:
 
     def cost_usd(self) -> float:
         return sum(row.cost_usd(price_of(model)[0]) for model, row in self.snapshot().items())
+
+    def hold(
+        self,
+        model: str,
+        *,
+        input_tokens: int,
+        max_tokens: int,
+        min_tokens: int = MIN_OUTPUT_TOKENS,
+    ) -> Hold:
+        """Set aside the worst case of a call; lower max_tokens to what the budget can pay for.
+
+        While other holds are in flight their money may come back, so this waits for them;
+        it raises BudgetExhaustedError only when nothing is in flight and the call still
+        cannot afford `min_tokens` of output (or its whole max_tokens, if that is smaller).
+        """
+        if self.budget_usd is None:
+            return Hold(max_tokens, 0.0)
+        price = price_of(model)[0]
+        input_usd = input_tokens * price.cache_write / 1_000_000
+        with self._lock:
+            while True:
+                room = self.budget_usd - self.cost_usd() - self._held_usd - input_usd
+                tokens = min(max_tokens, int(room * 1_000_000 / price.output)) if room > 0 else 0
+                if tokens >= min(min_tokens, max_tokens):
+                    usd = input_usd + tokens * price.output / 1_000_000
+                    self._held_usd += usd
+                    return Hold(tokens, usd)
+                if self._held_usd <= 1e-12:
+                    raise BudgetExhaustedError(self.cost_usd(), self.budget_usd)
+                self._lock.wait()
+
+    def release(self, hold: Hold) -> None:
+        """The call is over and its spending recorded: free what was held for it."""
+        if not hold.usd:
+            return
+        with self._lock:
+            self._held_usd = max(0.0, self._held_usd - hold.usd)
+            self._lock.notify_all()
 
     @property
     def is_estimate(self) -> bool:
@@ -485,10 +557,27 @@ def _request(
 
 
 def _send(send: Callable[..., Any], request: dict[str, Any], usage: Usage | None) -> Any:
-    reply = send(**request)
-    if usage is not None:
+    """Make the call within the budget (if any) and count what it spent."""
+    if usage is None:
+        return send(**request)
+    sent = json.dumps(request, default=str)
+    schema = request.get("output_format")
+    if schema is not None:
+        sent += json.dumps(schema.model_json_schema())
+    hold = usage.hold(
+        request["model"], input_tokens=estimate_tokens(sent), max_tokens=request["max_tokens"]
+    )
+    try:
+        reply = send(**{**request, "max_tokens": hold.tokens})
         usage.record(request["model"], reply.usage)
-    return reply
+        return reply
+    finally:
+        usage.release(hold)
+
+
+def estimate_tokens(text: str) -> int:
+    """A generous token count for budgeting: about three UTF-8 bytes per token."""
+    return len(text.encode("utf-8")) // 3 + 1
 
 
 def complete(

@@ -214,7 +214,7 @@ def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None) -> 
 
 
 def child_environment(
-    scratch: Path, *, model: str, effort: str | None, max_tokens: int | None
+    scratch: Path, *, model: str, effort: str | None, token_budget: int | None
 ) -> dict[str, str]:
     """Exactly what an agent needs, and nothing else of ours."""
     env = {
@@ -232,8 +232,8 @@ def child_environment(
     level = config.effort_for_model(model, effort) if effort else None
     if level:
         env["LLM_EFFORT"] = level
-    if max_tokens:
-        env["AGENT_MAX_TOKENS"] = str(max_tokens)
+    if token_budget is not None:
+        env["AGENT_TOKEN_BUDGET"] = str(token_budget)
     with contextlib.suppress(config.MissingApiKeyError):
         env["ANTHROPIC_API_KEY"] = config.api_key()
     base_url = config.settings().base_url
@@ -380,9 +380,13 @@ def execute_agent(
     timeout: float | None = None,
     model: str | None = None,
     effort: str | None = None,
-    max_tokens: int | None = None,
+    token_budget: int | None = None,
 ) -> AgentResult:
-    """Run one agent file as a contained subprocess; every outcome is an AgentResult."""
+    """Run one agent file as a contained subprocess; every outcome is an AgentResult.
+
+    `token_budget` is the run's share of a budget: the agent's calls together may use that many
+    tokens, each call's max_tokens derived from what is left.
+    """
     name = path.stem
     settings = config.settings()
     timeout = timeout or settings.agent_timeout_seconds
@@ -394,7 +398,7 @@ def execute_agent(
     if not os.access(python, os.X_OK):
         return AgentResult(name, False, error=f"cannot execute {python}", kind="unstartable")
     scratch = Path(tempfile.mkdtemp(prefix=f"agentgod-{name}-"))
-    env = child_environment(scratch, model=model, effort=effort, max_tokens=max_tokens)
+    env = child_environment(scratch, model=model, effort=effort, token_budget=token_budget)
     started = time.monotonic()
     try:
         launch = sandbox.prepare(

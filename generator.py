@@ -43,6 +43,13 @@ API_VERSION = "__API_VERSION__"
 DEFAULT_MODEL = "claude-sonnet-5-5"
 EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
 MAX_ATTEMPTS = 4
+TOKENS_USED = [0]
+USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
 
 
 def api_key():
@@ -132,9 +139,14 @@ def _post(body):
 def call_llm(prompt: str, system: str | None = None, max_tokens: int = 4096) -> str:
     """One Messages API call; returns the reply's text blocks joined."""
     model = os.environ.get("AGENT_MODEL") or DEFAULT_MODEL
-    cap = os.environ.get("AGENT_MAX_TOKENS", "")
-    if cap.isdigit() and int(cap) > 0:
-        max_tokens = min(max_tokens, int(cap))
+    budget = os.environ.get("AGENT_TOKEN_BUDGET", "")
+    if budget.isdigit():
+        # This run's share of the user's budget, in tokens: each call may use what is left.
+        asking = len((prompt + (system or "")).encode("utf-8")) // 3 + 1
+        left = int(budget) - TOKENS_USED[0] - asking
+        if left < min(256, max_tokens):
+            raise RuntimeError("this agent's share of the budget is spent; no further calls")
+        max_tokens = min(max_tokens, left)
     body = {
         "model": model,
         "max_tokens": max_tokens,
@@ -146,7 +158,9 @@ def call_llm(prompt: str, system: str | None = None, max_tokens: int = 4096) -> 
     if effort:
         body["output_config"] = {"effort": effort}
     reply = _post(body)
-    sys.stderr.write("__AGENT_USAGE__ " + json.dumps(reply.get("usage") or {}) + "\\n")
+    usage = reply.get("usage") or {}
+    TOKENS_USED[0] += sum(int(usage.get(name) or 0) for name in USAGE_FIELDS)
+    sys.stderr.write("__AGENT_USAGE__ " + json.dumps(usage) + "\\n")
     sys.stderr.flush()
     blocks = reply.get("content") or []
     return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
@@ -176,68 +190,6 @@ def _main():
 if __name__ == "__main__":
     _main()
 """
-
-GENERATOR_PROMPT = """\
-You write one agent for AgentGOD, an agent factory. An agent is a small Python program with a \
-single purpose; a team of them answers a user's task and their outputs are merged afterwards.
-
-You write ONLY the function `run(task, previous_outputs)` plus any small helpers it needs. A \
-trusted runtime is prepended to your code and a footer appended; they already provide:
-- `call_llm(prompt: str, system: str | None = None, max_tokens: int = 4096) -> str` — one call \
-to Claude; returns the reply text. Use it for anything that needs language understanding, \
-knowledge or judgement. It retries by itself; never wrap it in your own retry loop.
-- `format_previous(previous_outputs) -> str` — upstream outputs as labelled sections.
-- `json`, `os`, `sys`, `time`, `Path` are already imported.
-The footer reads the input, calls `run(task, previous_outputs)` and prints what it returns.
-
-Rules:
-1. `def run(task, previous_outputs):` at top level, exactly those two parameters, not async. \
-`task` is the user's whole request as a string. `previous_outputs` is a dict of upstream agent \
-name -> output text, with exactly the keys you are given below (it may be empty).
-2. Return the agent's result as a non-empty string. Do not print it; do not read stdin.
-3. Standard library only, unless extra packages are listed below. Never import subprocess, \
-socket, ctypes, importlib, pickle, shutil, multiprocessing, signal or inspect. No eval, exec, \
-compile, __import__, getattr/setattr with computed names, or dunder attributes.
-4. Never write, delete, rename or chmod files; never start processes; never change the \
-environment. Reading files is allowed only if your instructions require it.
-5. Be generic and reusable: the task arrives at runtime in `task`. Never hard-code the user's \
-subject, names, numbers or wording in your code or prompts; write prompts that work for any \
-task of this kind. A good agent is one that can be kept in a library and reused.
-6. Do not define names the runtime already defines: call_llm, format_previous, api_key, \
-AGENT_NAME, AGENT_ROLE, API_VERSION, DEFAULT_MODEL, EFFORT_LEVELS, MAX_ATTEMPTS, and any name \
-starting with an underscore that the runtime uses (_main, _post, _effort, _retry_wait). Do not \
-write `if __name__ == "__main__":`.
-7. Handle missing or empty upstream outputs gracefully (fall back to working from `task`).
-8. Prefer one or two well-written call_llm prompts with a clear system prompt over many calls.
-
-Reply with the Python code only — no prose, no explanation. A single ```python fenced block is \
-acceptable.\
-"""
-
-
-@dataclass(frozen=True)
-class Repair:
-    """What a repair attempt needs: the source that failed and what it printed."""
-
-    source: str
-    stderr: str
-
-
-class AssemblyError(ValueError):
-    """The model's code cannot be spliced into the runtime."""
-
-    def __init__(self, reasons: list[str]) -> None:
-        super().__init__("; ".join(reasons))
-        self.reasons = reasons
-
-
-class GenerationError(RuntimeError):
-    """No attempt produced code that codeguard accepts."""
-
-    def __init__(self, name: str, reasons: list[str]) -> None:
-        super().__init__(f"could not write acceptable code for {name}: " + "; ".join(reasons))
-        self.name = name
-        self.reasons = reasons
 
 
 def _import_bindings(tree: ast.Module) -> dict[str, str]:
@@ -271,6 +223,69 @@ _RUNTIME_TREE = ast.parse(AGENT_HEADER + AGENT_FOOTER)
 RESERVED_NAMES = frozenset(_bound_names(_RUNTIME_TREE))
 """Every top-level name the trusted header and footer bind."""
 _RUNTIME_IMPORTS = _import_bindings(_RUNTIME_TREE)
+
+_DEFINED_BY_RUNTIME = ", ".join(sorted(RESERVED_NAMES - set(_RUNTIME_IMPORTS)))
+
+GENERATOR_PROMPT = f"""\
+You write one agent for AgentGOD, an agent factory. An agent is a small Python program with a \
+single purpose; a team of them answers a user's task and their outputs are merged afterwards.
+
+You write ONLY the function `run(task, previous_outputs)` plus any small helpers it needs. A \
+trusted runtime is prepended to your code and a footer appended; they already provide:
+- `call_llm(prompt: str, system: str | None = None, max_tokens: int = 4096) -> str` — one call \
+to Claude; returns the reply text. Use it for anything that needs language understanding, \
+knowledge or judgement. It retries by itself; never wrap it in your own retry loop.
+- `format_previous(previous_outputs) -> str` — upstream outputs as labelled sections.
+- `json`, `os`, `sys`, `time`, `Path` are already imported.
+The footer reads the input, calls `run(task, previous_outputs)` and prints what it returns.
+
+Rules:
+1. `def run(task, previous_outputs):` at top level, exactly those two parameters, not async. \
+`task` is the user's whole request as a string. `previous_outputs` is a dict of upstream agent \
+name -> output text, with exactly the keys you are given below (it may be empty).
+2. Return the agent's result as a non-empty string. Do not print it; do not read stdin.
+3. Standard library only, unless extra packages are listed below. Never import subprocess, \
+socket, ctypes, importlib, pickle, shutil, multiprocessing, signal or inspect. No eval, exec, \
+compile, __import__, getattr/setattr with computed names, or dunder attributes.
+4. Never write, delete, rename or chmod files; never start processes; never change the \
+environment. Reading files is allowed only if your instructions require it.
+5. Be generic and reusable: the task arrives at runtime in `task`. Never hard-code the user's \
+subject, names, numbers or wording in your code or prompts; write prompts that work for any \
+task of this kind. A good agent is one that can be kept in a library and reused.
+6. Do not define names the runtime already defines: {_DEFINED_BY_RUNTIME}. Do not write \
+`if __name__ == "__main__":`.
+7. Handle missing or empty upstream outputs gracefully (fall back to working from `task`).
+8. Prefer one or two well-written call_llm prompts with a clear system prompt over many calls.
+
+Reply with the Python code only — no prose, no explanation. A single ```python fenced block is \
+acceptable.\
+"""
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What a repair attempt needs: the source that failed and what it printed."""
+
+    source: str
+    stderr: str
+
+
+class AssemblyError(ValueError):
+    """The model's code cannot be spliced into the runtime."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
+
+
+class GenerationError(RuntimeError):
+    """No attempt produced code that codeguard accepts."""
+
+    def __init__(self, name: str, reasons: list[str]) -> None:
+        super().__init__(f"could not write acceptable code for {name}: " + "; ".join(reasons))
+        self.name = name
+        self.reasons = reasons
+
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 

@@ -455,6 +455,8 @@ def _result_json(task: str, result: Any, kept: list[str]) -> dict[str, Any]:
         "duration_seconds": round(result.duration_seconds, 3),
         "run_file": str(result.run_file) if result.run_file else None,
         "sandbox": result.sandbox,
+        "budget_usd": result.budget_usd,
+        "budget_exhausted": result.budget_exhausted,
     }
 
 

@@ -34,8 +34,11 @@ import taskgraph
 from events import SerialisedEvents, TaskEvents
 
 # Failures a rewrite cannot fix: a hang would just hang again (and cost another full timeout),
-# and an unstartable interpreter is the machine's problem, not the code's.
-_NOT_REPAIRABLE = frozenset({"timeout", "unstartable"})
+# an unstartable interpreter is the machine's problem, not the code's, and a spent budget stays
+# spent.
+_NOT_REPAIRABLE = frozenset({"timeout", "unstartable", "budget"})
+AGENT_SHARE_TOKENS = 16_384
+"""Under a budget, the most tokens one agent run may use (all its calls together)."""
 
 
 @dataclass
@@ -96,6 +99,9 @@ class TaskResult:
     waves: list[list[str]] = field(default_factory=list)
     sandbox: list[str] = field(default_factory=list)
     """Confinement layers active for the agents."""
+    budget_usd: float | None = None
+    budget_exhausted: bool = False
+    """The budget stopped model work early; the answer is built from what was done by then."""
 
     def cost_summary(self) -> dict[str, Any]:
         return self.usage.cost_summary()
@@ -121,6 +127,8 @@ class _Built:
     source: str = ""
     reused: bool = False
     reasons: list[str] = field(default_factory=list)
+    kind: str = "rejected"
+    """Why there is no path: codeguard rejected every attempt, or the budget ran out."""
 
 
 @dataclass
@@ -133,8 +141,6 @@ class _Ran:
     source: str
     repaired: bool
     """A repair replaced the code it started with."""
-    usage: config.Usage
-    """What the agent's own model calls spent, over all attempts."""
 
 
 @dataclass
@@ -166,6 +172,9 @@ class _Conductor:
         self.evolved: dict[str, tuple[str, str]] = {}
         self.layers: set[str] = set()
         self.council_improved = False
+        if self.usage.budget_usd is None:
+            self.usage.budget_usd = self.settings.budget_usd
+        self.budget_hit = threading.Event()
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -174,13 +183,16 @@ class _Conductor:
         answer = self.round(self.task)
         for revision in range(1, self.settings.task_revisions + 1):
             verdict = self.judge(answer)
-            if verdict.done:
+            if verdict is None or verdict.done:
                 break
             self.events.revision_started(revision, verdict.missing)
             try:
                 answer = self.round(judgment.revision_task(self.task, verdict.missing))
             except AllAgentsFailedError:
                 break  # keep the answer we have rather than lose it to a failed retry
+            except config.BudgetExhaustedError:
+                self.note_budget()
+                break
         self.bookkeep_library()
         result = self.result(answer)
         result.run_file = self.archive(result)
@@ -216,12 +228,20 @@ class _Conductor:
         this_round = _Round(plan.complexity, "", [], [], waves)
         self.rounds.append(this_round)
         outputs = self.build_and_run(ordered, kept, task_text, effort, this_round)
+        if not outputs and self.budget_hit.is_set():
+            raise config.BudgetExhaustedError(self.usage.cost_usd(), self.usage.budget_usd or 0.0)
         if not outputs:
             raise AllAgentsFailedError(this_round.failures, self.settings.agent_timeout_seconds)
         this_round.answer = self.merge(task_text, outputs, ordered, this_round, effort)
-        if council.should_convene(plan.complexity):
+        if council.should_convene(plan.complexity) and not self.budget_hit.is_set():
             this_round.answer = self.convene_council(task_text, this_round.answer, effort)
         return this_round.answer
+
+    def note_budget(self) -> None:
+        """The budget stopped model work: say so once, and launch nothing more."""
+        if not self.budget_hit.is_set():
+            self.budget_hit.set()
+            self.events.budget_exhausted(self.usage.cost_usd(), self.usage.budget_usd or 0.0)
 
     # ---- build and run -------------------------------------------------------------------------
 
@@ -256,6 +276,10 @@ class _Conductor:
                 )
                 building[future] = spec
             while len(finished) < len(agents):
+                if self.budget_hit.is_set():
+                    self.skip_unstarted(agents, records, started, finished, this_round)
+                    if len(finished) == len(agents):
+                        break
                 for spec in agents:
                     ready = spec.name in code and spec.name not in started
                     if ready and all(dep in finished for dep in spec.depends_on):
@@ -277,11 +301,13 @@ class _Conductor:
                         spec = building.pop(future)
                         built = future.result()
                         records[spec.name].reused = built.reused
-                        if built.path is not None:
+                        if spec.name in finished:
+                            pass  # skipped for the budget while it was being written
+                        elif built.path is not None:
                             code[spec.name] = built.path
                             self.paths[spec.name] = built.path
                         else:
-                            self.reject(records[spec.name], built.reasons, this_round)
+                            self.reject(records[spec.name], built, this_round)
                             finished.add(spec.name)
                         if not building:
                             self.events.phase_finished("build", time.monotonic() - phase)
@@ -292,6 +318,10 @@ class _Conductor:
         except BaseException:
             self.stop(builders, runners)
             raise
+        for future, spec in building.items():  # still being written when the budget ran out
+            late = future.result()
+            if late.path is not None:
+                self.paths[spec.name] = late.path
         builders.shutdown()
         runners.shutdown()
         self.events.phase_finished("run", time.monotonic() - phase)
@@ -322,6 +352,11 @@ class _Conductor:
                 )
             except generator.GenerationError as error:
                 return _Built(None, reasons=error.reasons)
+            except config.BudgetExhaustedError:
+                self.note_budget()
+                return _Built(
+                    None, reasons=["the budget ran out before it was written"], kind="budget"
+                )
             self.events.agent_generated(spec.name)
             built = _Built(None, source)
         else:
@@ -341,26 +376,18 @@ class _Conductor:
     ) -> _Ran:
         """Worker: run the agent; a failure is rewritten from its own source and stderr."""
         original = source = path.read_text(encoding="utf-8")
-        spent = config.Usage()
         seconds = 0.0
         attempt = 0
         while True:
             attempt += 1
-            self.events.agent_running(spec.name, attempt)
-            result = executor.execute_agent(
-                path,
-                task_text,
-                upstream,
-                timeout=self.settings.agent_timeout_seconds,
-                model=self.settings.model,
-                effort=effort,
+            result = self.execute_within_budget(
+                spec.name, path, task_text, upstream, effort, attempt
             )
             seconds += result.seconds
-            spent.merge(result.usage)
             out_of_tries = attempt > self.settings.agent_repair_attempts
             if result.ok or out_of_tries or result.kind in _NOT_REPAIRABLE:
                 break
-            if self.stopped.is_set():
+            if self.stopped.is_set() or self.budget_hit.is_set():
                 break
             self.events.agent_repairing(spec.name, attempt, result.error)
             try:
@@ -373,17 +400,54 @@ class _Conductor:
                 )
             except generator.GenerationError:
                 break
+            except config.BudgetExhaustedError:
+                self.note_budget()
+                break
             if self.stopped.is_set():
                 break
             path = executor.save_agent_file(spec.name, source)
-        return _Ran(result, attempt, seconds, source, source != original, spent)
+        return _Ran(result, attempt, seconds, source, source != original)
+
+    def execute_within_budget(
+        self,
+        name: str,
+        path: Path,
+        task_text: str,
+        upstream: dict[str, str],
+        effort: str,
+        attempt: int,
+    ) -> executor.AgentResult:
+        """Hold the run's share of the budget, run the agent, count what it spent, let go."""
+        model = self.settings.model
+        asking = config.estimate_tokens(task_text + "".join(upstream.values()))
+        try:
+            hold = self.usage.hold(model, input_tokens=asking, max_tokens=AGENT_SHARE_TOKENS)
+        except config.BudgetExhaustedError:
+            self.note_budget()
+            return executor.AgentResult(
+                name, False, error="the budget ran out before it could run", kind="budget"
+            )
+        try:
+            self.events.agent_running(name, attempt)
+            result = executor.execute_agent(
+                path,
+                task_text,
+                upstream,
+                timeout=self.settings.agent_timeout_seconds,
+                model=model,
+                effort=effort,
+                token_budget=hold.tokens if self.usage.budget_usd is not None else None,
+            )
+            self.usage.merge(result.usage)
+        finally:
+            self.usage.release(hold)
+        return result
 
     def absorb(
         self, record: AgentRun, ran: _Ran, outputs: dict[str, str], this_round: _Round
     ) -> None:
         """Caller's thread: fold one finished agent into the round."""
         result = ran.result
-        self.usage.merge(ran.usage)
         self.layers.update(result.layers)
         record.ok, record.kind, record.attempts, record.seconds = (
             result.ok,
@@ -407,12 +471,28 @@ class _Conductor:
             record.name, result.ok, ran.seconds, result.kind, record.error, ran.attempts
         )
 
-    def reject(self, record: AgentRun, reasons: list[str], this_round: _Round) -> None:
-        record.kind = "rejected"
-        record.error = "; ".join(reasons)
-        this_round.failures.append(Failure(record.name, _one_line(record.error), "rejected"))
-        self.events.agent_rejected(record.name, reasons)
-        self.events.agent_finished(record.name, False, 0.0, "rejected", record.error, 0)
+    def reject(self, record: AgentRun, built: _Built, this_round: _Round) -> None:
+        record.kind = built.kind
+        record.error = "; ".join(built.reasons)
+        this_round.failures.append(Failure(record.name, _one_line(record.error), built.kind))
+        if built.kind == "rejected":
+            self.events.agent_rejected(record.name, built.reasons)
+        self.events.agent_finished(record.name, False, 0.0, built.kind, record.error, 0)
+
+    def skip_unstarted(
+        self,
+        agents: list[planner.AgentSpec],
+        records: dict[str, AgentRun],
+        started: set[str],
+        finished: set[str],
+        this_round: _Round,
+    ) -> None:
+        """The budget is spent: agents that have not started never will."""
+        for spec in agents:
+            if spec.name not in started and spec.name not in finished:
+                built = _Built(None, reasons=["skipped: the budget ran out"], kind="budget")
+                self.reject(records[spec.name], built, this_round)
+                finished.add(spec.name)
 
     def stop(self, *pools: ThreadPoolExecutor) -> None:
         """Interrupt or failure: kill agent processes and stop scheduling new work."""
@@ -435,14 +515,18 @@ class _Conductor:
         phase = time.monotonic()
         self.events.merge_started(len(outputs))
         ordered = {a.name: outputs[a.name] for a in agents if a.name in outputs}
-        answer = merger.merge_outputs(
-            task_text,
-            ordered,
-            roles={a.name: a.role for a in agents},
-            failed=[f.name for f in this_round.failures],
-            usage=self.usage,
-            effort=effort,
-        )
+        try:
+            answer = merger.merge_outputs(
+                task_text,
+                ordered,
+                roles={a.name: a.role for a in agents},
+                failed=[f.name for f in this_round.failures],
+                usage=self.usage,
+                effort=effort,
+            )
+        except config.BudgetExhaustedError:
+            self.note_budget()
+            answer = merger.fallback_answer(ordered)  # what the agents found, unmerged
         self.events.phase_finished("merge", time.monotonic() - phase)
         return answer
 
@@ -450,18 +534,31 @@ class _Conductor:
         self.events.phase_started("council")
         phase = time.monotonic()
         self.events.council_started()
-        verdict = council.review(task_text, answer, usage=self.usage, effort=effort)
+        try:
+            verdict = council.review(task_text, answer, usage=self.usage, effort=effort)
+        except config.BudgetExhaustedError:
+            self.note_budget()
+            verdict = council.CouncilVerdict(answer, improved=False)
         self.council_improved = self.council_improved or verdict.improved
         self.events.council_finished(verdict.weaknesses, verdict.improved)
         self.events.phase_finished("council", time.monotonic() - phase)
         return verdict.answer
 
-    def judge(self, answer: str) -> judgment.Verdict:
-        """Always against the user's own wording, never against a revised task."""
+    def judge(self, answer: str) -> judgment.Verdict | None:
+        """Always against the user's own wording, never against a revised task.
+
+        None when the budget leaves no room for the judge (or for the round it could order).
+        """
+        if self.budget_hit.is_set():
+            return None
         self.events.phase_started("judge")
         phase = time.monotonic()
         effort = config.effort_for(self.rounds[-1].complexity)
-        verdict = judgment.judge(self.task, answer, usage=self.usage, effort=effort)
+        try:
+            verdict = judgment.judge(self.task, answer, usage=self.usage, effort=effort)
+        except config.BudgetExhaustedError:
+            self.note_budget()
+            return None
         self.events.judged(verdict.done, verdict.missing)
         self.events.phase_finished("judge", time.monotonic() - phase)
         return verdict
@@ -494,6 +591,8 @@ class _Conductor:
             run_file=None,
             waves=last.waves,
             sandbox=sorted(self.layers),
+            budget_usd=self.usage.budget_usd,
+            budget_exhausted=self.budget_hit.is_set(),
         )
 
     # ---- archive -------------------------------------------------------------------------------
@@ -523,6 +622,7 @@ class _Conductor:
             duration_seconds=time.monotonic() - self.started,
             started_at=self.started_at,
             sandbox=sorted(self.layers),
+            budget_exhausted=self.budget_hit.is_set(),
         )
         path = runlog.archive(record)
         self.events.archived(str(path) if path else None)

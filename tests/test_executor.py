@@ -215,7 +215,7 @@ def test_the_child_environment_is_minimal(
     allowed = {
         "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONIOENCODING",
         "PYTHONDONTWRITEBYTECODE", "MALLOC_ARENA_MAX", "AGENT_MODEL", "LLM_EFFORT",
-        "AGENT_MAX_TOKENS", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+        "AGENT_TOKEN_BUDGET", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
         "PWD",  # bubblewrap sets it to the scratch directory
     }  # fmt: skip
     assert set(env) <= allowed
@@ -272,12 +272,21 @@ def test_effort_reaches_the_agent_only_when_the_model_takes_it(
     assert body.get("output_config") == sent
 
 
-def test_a_token_cap_limits_every_call(fake_api: FakeMessagesAPI) -> None:
+def test_a_token_budget_caps_each_call_and_stops_the_agent(fake_api: FakeMessagesAPI) -> None:
+    fake_api.queue(Reply("first", usage={"input_tokens": 100, "output_tokens": 150}))
     path = write_agent(
-        "def run(task, previous_outputs):\n    return call_llm(task, max_tokens=9000)\n"
+        """
+        def run(task, previous_outputs):
+            first = call_llm(task, max_tokens=9000)
+            return first + call_llm(task, max_tokens=9000)
+        """
     )
-    executor.execute_agent(path, "t", {}, timeout=30, max_tokens=300)
-    assert fake_api.messages()[0].body["max_tokens"] == 300
+    result = executor.execute_agent(path, "t", {}, timeout=30, token_budget=300)
+    [request] = fake_api.messages()
+    assert request.body["max_tokens"] == 299, "the share minus the prompt's estimate"
+    assert not result.ok
+    assert "share of the budget is spent" in result.error
+    assert result.usage.totals().output_tokens == 150
 
 
 def test_secrets_in_stderr_are_redacted(fake_api: FakeMessagesAPI) -> None:

@@ -248,3 +248,8 @@ def test_feedback_is_included(fake_api: FakeMessagesAPI) -> None:
 def test_the_generator_prompt_forbids_baking_in_the_subject() -> None:
     assert "Never hard-code the user's" in generator.GENERATOR_PROMPT
     assert "subject" in generator.GENERATOR_PROMPT
+
+
+def test_codeguard_knows_exactly_what_the_runtime_imports() -> None:
+    """codeguard checks the model's part alone, so it must know what the header already bound."""
+    assert codeguard._RUNTIME_NAMES == generator._RUNTIME_IMPORTS

@@ -10,6 +10,7 @@ import select
 import shutil
 import signal
 import subprocess
+import termios
 import time
 from pathlib import Path
 
@@ -93,6 +94,7 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
     assert set(data) == {
         "ok", "task", "answer", "complexity", "agents", "failures", "revisions",
         "council_improved", "kept", "cost", "duration_seconds", "run_file", "sandbox",
+        "budget_usd", "budget_exhausted",
     }  # fmt: skip
     assert data["ok"] is True and data["task"] == "a json task"
     assert data["answer"] == "MERGED: fact_finder"
@@ -114,6 +116,7 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
     assert isinstance(data["cost"]["usd"], float)
     assert Path(data["run_file"]).exists()
     assert isinstance(data["sandbox"], list)
+    assert (data["budget_usd"], data["budget_exhausted"]) == (None, False)
     assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
 
 
@@ -147,6 +150,15 @@ def test_usage_errors_exit_2(isolated_home: Path, args: list[str], stdin: str) -
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.startswith("agentgod: ")
+
+
+def test_a_budget_too_small_for_anything_fails_before_any_call(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    done = agentgod(isolated_home, fake_api, "--json", "--budget", "0.001", "a task")
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["error"]["type"] == "budget"
+    assert fake_api.messages() == []
 
 
 def test_missing_key_without_a_terminal_exits_1_with_advice(isolated_home: Path) -> None:
@@ -254,6 +266,10 @@ class Terminal:
         raise AssertionError(f"never saw {pattern!r}; screen was:\n{ANSI.sub('', self.screen)}")
 
     def type(self, text: str) -> None:
+        """Type once the line editor holds the terminal: it flushes input typed before that."""
+        deadline = time.monotonic() + 30
+        while termios.tcgetattr(self.fd)[3] & termios.ICANON and time.monotonic() < deadline:
+            time.sleep(0.01)
         self.screen = ""
         os.write(self.fd, text.encode())
 

@@ -9,6 +9,7 @@ import pytest
 from fakeapi import FakeMessagesAPI, Reply
 from scripted import ECHO_BODY, Factory, agent_keys, agent_spec, plan, runtime_requests
 
+import config
 import library
 import orchestrator
 import problems
@@ -323,3 +324,58 @@ def test_a_planner_failure_raises_a_translatable_error(fake_api: FakeMessagesAPI
     with pytest.raises(Exception) as caught:
         orchestrator.handle_task("t")
     assert problems.explain(caught.value).kind == "authentication"
+
+
+# ---- the budget ------------------------------------------------------------------------------
+
+
+def test_a_tight_budget_stops_the_run_between_waves(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BUDGET_USD", "0.15")
+    factory.plans = [plan(agent_spec("first_wave"), agent_spec("second_wave", ["first_wave"]))]
+    factory.bodies["first_wave"] = [
+        "def run(task, previous_outputs):\n"
+        "    return call_llm('agent=first_wave keys=[]', max_tokens=16000)\n"
+    ]
+    # The first agent's model uses every token it is allowed: its whole share of the budget.
+    factory.agent_reply = lambda name, request: Reply(
+        f"result from {name}",
+        usage={"input_tokens": 5, "output_tokens": request.body["max_tokens"]},
+    )
+    events = Recorder()
+    result = orchestrator.handle_task("t", events=events)
+    assert result.budget_exhausted
+    assert result.budget_usd == 0.15
+    assert result.usage.cost_usd() <= 0.15
+    assert set(runtime_requests(factory)) == {"first_wave"}, "wave two never ran"
+    assert factory.of("merge") == factory.of("judge") == [], "no call after the cap"
+    assert "result from first_wave" in result.answer, "what was done is still the answer"
+    assert [(f.name, f.kind) for f in result.failures] == [("second_wave", "budget")]
+    assert "budget_exhausted" in events.names()
+
+
+def test_a_budget_too_small_for_the_plan_makes_no_call(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BUDGET_USD", "0.001")
+    with pytest.raises(config.BudgetExhaustedError) as caught:
+        orchestrator.handle_task("t")
+    assert fake_api.messages() == []
+    problem = problems.explain(caught.value)
+    assert problem.kind == "budget"
+    assert "--budget" in problem.advice
+
+
+def test_parallel_calls_share_a_budget_without_overspending(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Holds queue instead of failing while other calls may still give money back."""
+    monkeypatch.setenv("BUDGET_USD", "0.5")
+    factory.plans = [
+        plan(*(agent_spec(f"part_{n}") for n in "abcd"), agent_spec("end", ["part_a"]))
+    ]
+    result = orchestrator.handle_task("t")
+    assert not result.budget_exhausted
+    assert all(a.ok for a in result.agents)
+    assert result.usage.cost_usd() <= 0.5
