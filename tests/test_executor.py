@@ -317,3 +317,27 @@ def test_refused_packages_are_reported_and_never_installed(isolated_home: Path) 
     assert report.refused == ["definitely-not-allowed-pkg", "os-sys"]
     assert report.installed == report.failed == []
     assert not (isolated_home / ".agent_venv").exists()
+
+
+def test_allowed_packages_install_into_the_agent_venv_and_agents_can_use_them(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    report = executor.install_dependencies(["Tabulate", "numpy", "tabulate"])
+    assert report.installed == ["tabulate"], report.detail
+    assert report.refused == ["numpy"]
+    assert report.failed == []
+    venv_python = isolated_home / ".agent_venv" / "bin" / "python"
+    assert executor.agent_python() == str(venv_python)
+    again = executor.install_dependencies(["tabulate"])
+    assert again.installed == ["tabulate"], "already present: probed, not reinstalled"
+    path = write_agent(
+        """
+        import tabulate
+
+        def run(task, previous_outputs):
+            return tabulate.tabulate([[task, len(task)]], headers=["task", "length"])
+        """
+    )
+    result = executor.execute_agent(path, "hello", {}, timeout=60)
+    assert result.ok, result.error
+    assert "hello" in result.output and "length" in result.output
