@@ -199,14 +199,24 @@ def _limits(timeout: float, *, dropped_uid: bool) -> list[tuple[int, int]]:
 
 
 def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None) -> None:
-    """Runs in the child between fork and exec: lower the limits, then the sandbox's hook."""
-    import resource
+    """Runs in the child between fork and exec: lower the limits, then the sandbox's hook.
 
+    Hard limits are lowered too (CPU's one second above the soft one, so SIGXCPU comes first):
+    a soft limit alone is a suggestion the agent could lift with one setrlimit call.
+    """
+    import resource
+    import signal as signals
+
+    # Our worker threads block Ctrl-C so the main thread gets it; the agent must not inherit that.
+    signals.pthread_sigmask(signals.SIG_SETMASK, set())
     for which, wanted in limits:
         try:
             _, hard = resource.getrlimit(which)
             soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-            resource.setrlimit(which, (soft, soft if which == resource.RLIMIT_CORE else hard))
+            ceiling = soft + 1 if which == resource.RLIMIT_CPU else soft
+            resource.setrlimit(
+                which, (soft, ceiling if hard == resource.RLIM_INFINITY else min(ceiling, hard))
+            )
         except (ValueError, OSError):
             pass
     if then is not None:

@@ -323,7 +323,10 @@ def _seccomp_rules(pid: int) -> list[_Rule]:
         "move_pages",
     ):
         rules.append((name, eperm, ((0, _CMP_NE, 0, 0),)))  # pid 0 means itself
-    rules.append(("prlimit64", eperm, ((0, _CMP_NE, 0, 0), (2, _CMP_NE, 0, 0))))
+    # Reading limits is fine; setting any, even its own, is not: the executor's hard limits
+    # hold only while nothing can raise them (root with CAP_SYS_RESOURCE could).
+    rules.append(("prlimit64", eperm, ((2, _CMP_NE, 0, 0),)))
+    rules.append(("setrlimit", eperm, ()))
     rules += [("setpriority", eperm, ((arg, _CMP_NE, 0, 0),)) for arg in (0, 1)]
     socket_conditions = [
         *one_of(0, {_AF_INET, _AF_INET6}, _AF_INET6),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import escapes
 import pytest
 
 import sandbox
@@ -67,6 +69,11 @@ class World:
     def outside(self) -> Path:
         return self.base / "outside"
 
+    @property
+    def outside_file(self) -> Path:
+        """What write_outside_scratch tries to create."""
+        return self.outside / "pwned"
+
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
@@ -98,7 +105,6 @@ class Run:
     stdout: str
     stderr: str
     scratch: Path
-    seconds: float
 
 
 def _python_for(layer_set: str, world: World) -> str:
@@ -178,17 +184,16 @@ def run_agent(
         "MALLOC_ARENA_MAX": "2",
         "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{world.api_port}",
     }
-    payload = {
-        "parent": os.getpid(),
-        "victim": world.victim.pid,
+    params = {
+        "target": world.victim.pid,
         "secret": str(world.secret),
-        "outside": str(world.outside),
+        "outside": str(world.outside_file),
         "api_port": world.api_port,
         "other_port": world.other_port,
     }
+    payload = {"task": json.dumps(params), "previous_outputs": {}}  # as the executor sends it
     # Files, not pipes: fork-bomb children keep pipes open, and the executor kills them anyway.
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        start = time.monotonic()
         child = subprocess.Popen(
             launch.argv,
             cwd=scratch,
@@ -206,146 +211,43 @@ def run_agent(
         try:
             child.communicate(json.dumps(payload), timeout=60)
         finally:
-            seconds = time.monotonic() - start
             _kill_group(child.pid)  # as the executor does after every run
             child.wait()
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
-    return Run(launch, child.returncode, stdout, stderr, scratch, seconds)
+    return Run(launch, child.returncode, stdout, stderr, scratch)
 
 
 # ----------------------------------------------------------------------------------------------
-# The escape corpus. Each script prints ESCAPED when its attempt worked; `contained_by` lists the
-# layers that stop it on their own, and `left` is what must be absent on the host afterwards.
+# The escape corpus (tests/escapes.py, shared with test_escapes.py), one layer at a time. Each
+# escape prints ESCAPED when its attempt worked; here are the layers that stop it on their own.
 
-
-@dataclass(frozen=True)
-class Escape:
-    source: str
-    contained_by: frozenset[str]
-    left: str = ""  # a path under scratch or world, relative, that must not exist afterwards
-
-
-ESCAPES = {
-    "write_outside_scratch": Escape(
-        """
-        import json, sys
-        p = json.load(sys.stdin)
-        open("inside.txt", "w").write("fine")  # scratch stays writable
-        try:
-            open(p["outside"] + "/pwned", "w").write("x")
-            print("ESCAPED")
-        except OSError as exc:
-            print("CONTAINED", exc)
-        """,
-        frozenset({"landlock", "uid", "bwrap"}),
-        left="world:outside/pwned",
-    ),
-    "read_planted_secret": Escape(
-        """
-        import json, sys
-        p = json.load(sys.stdin)
-        try:
-            print("ESCAPED", open(p["secret"]).read())
-        except OSError as exc:
-            print("CONTAINED", exc)
-        """,
-        frozenset({"landlock", "uid", "bwrap"}),
-    ),
-    "read_parent_environ": Escape(
-        """
-        import json, os, sys
-        p = json.load(sys.stdin)
-        for pid in {p["parent"], os.getppid()}:
-            try:
-                data = open(f"/proc/{pid}/environ", "rb").read()
-                print("ESCAPED" if data else "EMPTY", pid)
-            except OSError as exc:
-                print("CONTAINED", exc)
-        """,
-        frozenset({"landlock", "uid", "bwrap"}),
-    ),
-    "run_a_shell": Escape(
-        """
-        import os, subprocess
-        def check(how):
-            print("ESCAPED" if os.path.exists("marker") else "CONTAINED", how)
-        try:
-            os.system("echo x > marker")
-        except OSError as exc:
-            print("CONTAINED", exc)
-        check("os.system")
-        try:
-            subprocess.run(["/bin/sh", "-c", "echo x > marker"])
-        except OSError as exc:
-            print("CONTAINED", exc)
-        check("subprocess")
-        try:
-            os.execv("/bin/sh", ["sh", "-c", "echo x > marker"])
-        except OSError as exc:
-            print("CONTAINED", exc)
-        """,
-        frozenset({"landlock", "seccomp"}),
-        left="scratch:marker",
-    ),
-    "fork_a_thousand_times": Escape(
-        """
-        import os, time
-        forked = 0
-        try:
-            for forked in range(1000):
-                if os.fork() == 0:
-                    time.sleep(30)
-                    os._exit(0)
-            print("ESCAPED", forked + 1)
-        except OSError as exc:
-            print("CONTAINED after", forked, "forks:", exc)
-        """,
-        frozenset({"seccomp", "uid"}),  # uid: RLIMIT_NPROC binds once the child is not root
-    ),
-    "kill_the_parent": Escape(
-        """
-        import json, os, signal, sys
-        p = json.load(sys.stdin)
-        for pid, sig in ((p["victim"], signal.SIGKILL), (p["parent"], 0)):
-            try:
-                os.kill(pid, sig)
-                print("ESCAPED", pid)
-            except OSError as exc:
-                print("CONTAINED", exc)
-        """,
-        frozenset({"landlock", "seccomp", "uid", "bwrap"}),
-    ),
-    "connect_to_another_port": Escape(
-        """
-        import json, socket, sys
-        p = json.load(sys.stdin)
-        try:
-            socket.create_connection(("127.0.0.1", p["other_port"]), timeout=5).close()
-            print("ESCAPED")
-        except OSError as exc:
-            print("CONTAINED", exc)
-        """,
-        frozenset({"landlock"}),
-    ),
-    "ctypes_libc_system": Escape(
-        """
-        import ctypes, os
-        status = ctypes.CDLL(None).system(b"echo x > marker")
-        print("ESCAPED" if os.path.exists("marker") else "CONTAINED", status)
-        """,
-        frozenset({"landlock", "seccomp"}),
-        left="scratch:marker",
-    ),
+CONTAINED_BY = {
+    "write_outside_scratch": {"landlock", "uid", "bwrap"},
+    "read_planted_secret": {"landlock", "uid", "bwrap"},
+    "read_parent_environ": {"landlock", "uid", "bwrap"},
+    "shell_by_os_system": {"landlock", "seccomp"},
+    "shell_by_subprocess": {"landlock", "seccomp"},
+    "shell_by_execv": {"landlock", "seccomp"},
+    "shell_by_ctypes_libc": {"landlock", "seccomp"},
+    "fork_a_thousand_times": {"seccomp", "uid"},  # uid: RLIMIT_NPROC binds once not root
+    "kill_the_parent": {"landlock", "seccomp", "uid", "bwrap"},
+    "connect_to_another_port": {"landlock"},
 }
 
 CASES = [
     pytest.param(layer_set, name, id=f"{layer_set}-{name}")
     for layer_set in SETS
-    for name, escape in ESCAPES.items()
-    if layer_set == ALL or layer_set in escape.contained_by
+    for name, layers in CONTAINED_BY.items()
+    if layer_set == ALL or layer_set in layers
 ]
+
+
+def _refused(run: Run) -> bool:
+    """The attempt failed visibly: an OSError ended the agent, or its shell could not start."""
+    raised = run.returncode == 1 and re.search(r"^\w+Error: \[Errno \d+\]", run.stderr, re.M)
+    return bool(raised or re.fullmatch(r"status [1-9]\d*\n", run.stdout))
 
 
 @pytest.mark.parametrize(("layer_set", "name"), CASES)
@@ -355,21 +257,17 @@ def test_escape_is_contained(layer_set: str, name: str, world: World) -> None:
         pytest.skip(f"landlock ABI {abi} on this kernel has no network rules")
     if layer_set == "landlock" and name == "kill_the_parent" and abi < 6:
         pytest.skip(f"landlock ABI {abi} on this kernel cannot scope signals")
-    escape = ESCAPES[name]
-    run = run_agent(escape.source, layer_set, world)
+    run = run_agent(escapes.SOURCES[name], layer_set, world)
     assert "ESCAPED" not in run.stdout, (run.launch.layers, run.stdout, run.stderr)
-    assert "CONTAINED" in run.stdout, (run.launch.layers, run.stdout, run.stderr)
+    assert _refused(run), (run.launch.layers, run.returncode, run.stdout, run.stderr)
     assert world.victim.poll() is None, "the victim was killed"
-    if escape.left:
-        where, _, relative = escape.left.partition(":")
-        assert not ((run.scratch if where == "scratch" else world.base) / relative).exists()
-    assert run.seconds < 20, f"took {run.seconds:.1f} s"
+    assert not world.outside_file.exists()
 
 
 LEGITIMATE = """
     import json, os, ssl, sys, tempfile, threading, urllib.request
 
-    p = json.load(sys.stdin)
+    p = json.loads(json.load(sys.stdin)["task"])
     answers = []
 
     def post(host, i):
@@ -412,6 +310,24 @@ def test_all_layers_are_active_on_this_machine(world: World) -> None:
     for layer in sandbox.LAYERS:
         explained = any(note.startswith(f"{layer}:") for note in run.launch.skipped)
         assert layer in run.launch.layers or explained, run.launch.skipped
+
+
+def test_seccomp_refuses_setting_any_limit_but_not_reading_them(world: World) -> None:
+    """Hard limits only hold if nothing can raise them: not even the agent's own, not even down."""
+    run = run_agent(
+        """
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        print("read", soft > 0)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        """,
+        "seccomp",
+        world,
+    )
+    assert run.stdout == "read True\n"
+    # Setting a limit to exactly its current value is refused: only seccomp does that (Python
+    # reports the EPERM as a ValueError).
+    assert run.stderr.splitlines()[-1] == "ValueError: not allowed to raise maximum limit"
 
 
 def test_agent_runs_as_main_and_refusals_name_the_layer(world: World) -> None:

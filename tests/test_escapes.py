@@ -1,0 +1,330 @@
+"""The escape corpus of issue 6 end to end: through the executor, under the default SANDBOX=auto.
+
+test_sandbox.py proves each layer on its own. Here every escape in tests/escapes.py is saved as a
+raw agent (codeguard bypassed) and run by `executor.execute_agent`, exactly as the pipeline runs
+agents, against the fake API. Each test asserts what the escape would have changed on the host, and
+what the result says stopped it. Every escape runs twice: as this machine is configured, and with
+bubblewrap hidden from PATH, as on a machine without it, where Landlock and seccomp must hold alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import escapes
+import pytest
+from agents import write_agent, write_raw
+from conftest import ROOT, TEST_KEY
+from fakeapi import FakeMessagesAPI, Reply
+
+import config
+import executor
+import sandbox
+
+WITHOUT_BWRAP = "auto-without-bwrap"
+SECCOMP_REFUSED = "sandbox: refused by seccomp ("
+LANDLOCK_REFUSED = "sandbox: refused by landlock ("
+SHELL_NOT_STARTED = "status 32512"  # glibc's system() answers 127 << 8 when sh cannot be spawned
+
+
+@pytest.fixture(params=["auto", WITHOUT_BWRAP])
+def configuration(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[str]:
+    """SANDBOX=auto as probed here, or with bwrap out of reach (probe() caches per process)."""
+    caps = sandbox.probe()
+    missing = [caps.why_not[layer] for layer in ("landlock", "seccomp") if layer in caps.why_not]
+    if missing:
+        pytest.skip("; ".join(missing))
+    if request.param != WITHOUT_BWRAP:
+        yield request.param
+        return
+    empty = tmp_path / "bin-without-bwrap"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    sandbox.probe.cache_clear()
+    yield request.param
+    sandbox.probe.cache_clear()  # the next test probes the real PATH again
+
+
+@pytest.fixture(autouse=True)
+def no_survivors(isolated_home: Path) -> Iterator[None]:
+    """Whatever a test asserts, no process started from its agents outlives it.
+
+    isolated_home first: the agents' folder, unique to the test, is the marker to look for.
+    """
+    marker = str(config.settings().agents_dir)
+    yield
+    deadline = time.monotonic() + 10
+    while (survivors := agent_processes(marker)) and time.monotonic() < deadline:
+        for pid in survivors:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def run_escape(
+    name: str, configuration: str, task: dict[str, object] | None = None, timeout: float = 30
+) -> executor.AgentResult:
+    """Run one escape as a raw agent and check the layers that were up."""
+    path = write_raw(escapes.SOURCES[name], name=name)
+    result = executor.execute_agent(path, json.dumps(task or {}), {}, timeout=timeout)
+    check_layers(result, configuration)
+    assert "ESCAPED" not in result.output, result.output
+    return result
+
+
+def check_layers(result: executor.AgentResult, configuration: str) -> None:
+    assert {"rlimits", "landlock", "seccomp"} <= set(result.layers), result.layers
+    bwrap_expected = configuration != WITHOUT_BWRAP and sandbox.probe().bwrap is not None
+    assert ("bwrap" in result.layers) == bwrap_expected, result.layers
+
+
+def last_line(result: executor.AgentResult) -> str:
+    return result.error.splitlines()[-1]
+
+
+def stopped_by(result: executor.AgentResult, refusal: str) -> None:
+    """The agent failed, and the bootstrap's last word names the layer that refused it."""
+    assert not result.ok
+    assert result.kind == "sandbox", (result.kind, result.error)
+    assert last_line(result).startswith(refusal), result.error
+
+
+def agent_processes(marker: str) -> list[int]:
+    """Pids whose command line mentions `marker` (the agent's path: bwrap's and python's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:  # gone meanwhile
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def wait_until_some_left(marker: str, seconds: float = 10) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while not (found := agent_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
+def wait_until_none_left(marker: str, seconds: float = 10) -> list[int]:
+    """A killed sandbox dies asynchronously (bwrap's pid namespace): wait, then report."""
+    deadline = time.monotonic() + seconds
+    while (left := agent_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
+
+
+# ---- the filesystem --------------------------------------------------------------------------
+
+
+def test_write_outside_scratch(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    """The target is the agents' folder: overwriting saved agents would outlive the run."""
+    outside = config.settings().agents_dir / "planted.py"
+    result = run_escape("write_outside_scratch", configuration, {"outside": str(outside)})
+    stopped_by(result, LANDLOCK_REFUSED)
+    assert f"PermissionError: [Errno 13] Permission denied: '{outside}'" in result.error
+    assert not outside.exists()
+
+
+def test_read_a_planted_secret(
+    fake_api: FakeMessagesAPI, configuration: str, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("planted-secret-7f3a", encoding="utf-8")
+    secret.chmod(0o644)  # anyone may read it: only the sandbox stands in the way
+    result = run_escape("read_planted_secret", configuration, {"secret": str(secret)})
+    assert "planted-secret-7f3a" not in result.output + result.error
+    if "bwrap" in result.layers:  # the path does not exist inside; the result cannot name bwrap
+        assert result.kind == "crash"
+        assert last_line(result) == (
+            f"FileNotFoundError: [Errno 2] No such file or directory: '{secret}'"
+        )
+    else:
+        stopped_by(result, LANDLOCK_REFUSED)
+        assert f"PermissionError: [Errno 13] Permission denied: '{secret}'" in result.error
+
+
+_DRIVER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+import executor
+result = executor.execute_agent(Path(sys.argv[2]), "{}", {}, timeout=30)
+print(json.dumps({"ok": result.ok, "kind": result.kind, "output": result.output,
+                  "error": result.error, "layers": result.layers}))
+"""
+
+
+def run_as_child(path: Path) -> executor.AgentResult:
+    """Run the agent from a fresh executor process, whose environment block holds the secret.
+
+    /proc/<pid>/environ shows a process's environment as it started: a variable set in this
+    process afterwards (monkeypatch.setenv) never appears there, so the parent must be a new one.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _DRIVER, str(ROOT), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    fields = json.loads(done.stdout)
+    fields["layers"] = tuple(fields["layers"])
+    return executor.AgentResult(path.stem, **fields)
+
+
+def test_read_the_parents_environ(
+    fake_api: FakeMessagesAPI, configuration: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARENT_ONLY_SECRET", "environ-secret-51c9")
+    path = write_raw(escapes.SOURCES["read_parent_environ"], name="read_parent_environ")
+    monkeypatch.setenv("SANDBOX", "off")
+    unconfined = run_as_child(path)
+    assert "environ-secret-51c9" in unconfined.output, "the secret must be there to be stolen"
+    monkeypatch.delenv("SANDBOX")  # back to the default, auto
+    result = run_as_child(path)
+    check_layers(result, configuration)
+    assert "environ-secret-51c9" not in result.output + result.error
+    if "bwrap" in result.layers:  # no /proc is mounted inside, and the parent there is pid 1
+        assert result.kind == "crash"
+        assert last_line(result) == (
+            "FileNotFoundError: [Errno 2] No such file or directory: '/proc/1/environ'"
+        )
+    else:
+        stopped_by(result, LANDLOCK_REFUSED)
+        assert "PermissionError: [Errno 13] Permission denied: '/proc/" in result.error
+
+
+# ---- programs and processes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["shell_by_os_system", "shell_by_ctypes_libc"])
+def test_system_cannot_start_a_shell(
+    fake_api: FakeMessagesAPI, configuration: str, name: str
+) -> None:
+    """system() swallows the errno, so the agent carries on: no layer can be named here."""
+    result = run_escape(name, configuration)
+    assert result.ok, result.error
+    assert result.output == SHELL_NOT_STARTED  # and the shell's echo never reached stdout
+
+
+@pytest.mark.parametrize("name", ["shell_by_subprocess", "shell_by_execv"])
+def test_no_program_can_be_executed(
+    fake_api: FakeMessagesAPI, configuration: str, name: str
+) -> None:
+    result = run_escape(name, configuration)
+    stopped_by(result, SECCOMP_REFUSED)
+    assert "PermissionError: [Errno 1] Operation not permitted" in result.error
+    assert result.output == ""
+
+
+def test_fork_a_thousand_times(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    result = run_escape("fork_a_thousand_times", configuration)
+    stopped_by(result, SECCOMP_REFUSED)
+    assert result.output == "forked 0\n"  # failed results keep stdout as printed
+    assert wait_until_none_left(str(config.settings().agents_dir)) == []
+
+
+def test_kill_the_parent(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    """The target is this test process: if the signal went through, nothing would be left."""
+    result = run_escape("kill_the_parent", configuration, {"target": os.getpid()})
+    stopped_by(result, SECCOMP_REFUSED)
+
+
+def test_daemonise(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    result = run_escape("daemonise", configuration)
+    stopped_by(result, SECCOMP_REFUSED)
+    assert wait_until_none_left(str(config.settings().agents_dir)) == []
+
+
+def test_without_the_sandbox_a_daemon_would_survive(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control for the process scan: SANDBOX=off lets a setsid grandchild outlive the run
+    (no_survivors kills it afterwards)."""
+    monkeypatch.setenv("SANDBOX", "off")
+    path = write_raw(escapes.SOURCES["daemonise"], name="daemonise")
+    result = executor.execute_agent(path, "{}", {}, timeout=30)
+    assert result.ok and result.output == "ESCAPED: a daemon outlives me"
+    assert wait_until_some_left(str(path)), "the scan must see the daemon that escaped"
+
+
+def test_linger_past_the_timeout(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    result = run_escape("linger_in_a_thread", configuration, timeout=2)
+    assert result.kind == "timeout" and result.timed_out
+    assert result.output == "answered, yet still here\n"
+    assert wait_until_none_left(str(config.settings().agents_dir)) == []
+
+
+# ---- the network -----------------------------------------------------------------------------
+
+
+def test_connect_to_another_loopback_port(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    abi = sandbox.probe().landlock_abi
+    if abi < 4:
+        pytest.skip(f"landlock ABI {abi} on this kernel has no network rules")
+    with socket.create_server(("127.0.0.1", 0)) as other:
+        port = other.getsockname()[1]
+        result = run_escape("connect_to_another_port", configuration, {"other_port": port})
+        stopped_by(result, LANDLOCK_REFUSED)
+        other.settimeout(1)  # a completed handshake would be queued by now, accepted or not
+        with pytest.raises(TimeoutError):
+            other.accept()
+
+
+# ---- resources -------------------------------------------------------------------------------
+
+
+def test_allocate_4_gib(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    result = run_escape("allocate_4_gib", configuration)
+    assert result.kind == "crash"
+    assert last_line(result) == "MemoryError"
+
+
+def test_lifting_the_limits_does_not_help(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    result = run_escape("lift_the_limits", configuration)
+    assert result.kind == "crash"
+    assert last_line(result) == "MemoryError"
+    assert "ESCAPED" not in result.output
+
+
+def test_fill_the_disk(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    result = run_escape("fill_the_disk", configuration)
+    assert result.kind == "crash"
+    assert last_line(result) == "OSError: [Errno 27] File too large"
+    assert result.output == f"size {64 * 1024 * 1024}\n"  # not a byte past RLIMIT_FSIZE
+
+
+# ---- and real work still gets done -----------------------------------------------------------
+
+
+def test_a_legitimate_agent_reaches_the_api(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    fake_api.queue(Reply("a confined answer"))
+    path = write_agent(
+        """
+        def run(task, previous_outputs):
+            return call_llm("Summarise: " + task)
+        """
+    )
+    result = executor.execute_agent(path, "the escape corpus", {}, timeout=30)
+    assert result.ok, result.error
+    assert result.output == "a confined answer"
+    check_layers(result, configuration)
+    [request] = fake_api.messages()
+    assert request.prompt == "Summarise: the escape corpus"
+    assert request.api_key == TEST_KEY
