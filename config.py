@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -494,6 +495,16 @@ _clients: dict[tuple[str, str | None], anthropic.Anthropic] = {}
 _clients_lock = threading.Lock()
 
 
+def shield_from_signals() -> None:
+    """Run first in every background thread: Ctrl-C must reach the main thread.
+
+    The kernel hands a process's SIGINT to any thread that does not block it; Python only acts on
+    it in the main thread, so one delivered to a busy worker would leave the main thread asleep
+    in a wait or at the prompt, and Ctrl-C would seem to do nothing.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def preload_sdk() -> threading.Thread:
     """Import the SDK on a background thread while start-up (or a person typing) goes on.
 
@@ -502,6 +513,7 @@ def preload_sdk() -> threading.Thread:
     """
 
     def load() -> None:
+        shield_from_signals()
         with contextlib.suppress(Exception):
             import anthropic  # noqa: F401
 

@@ -258,8 +258,12 @@ class _Conductor:
         records = {a.name: AgentRun(a.name, a.role, reused=False) for a in agents}
         this_round.agents = list(records.values())
         width = self.settings.max_parallel_agents
-        builders = ThreadPoolExecutor(width, thread_name_prefix="agentgod-build")
-        runners = ThreadPoolExecutor(width, thread_name_prefix="agentgod-run")
+        builders = ThreadPoolExecutor(
+            width, thread_name_prefix="agentgod-build", initializer=config.shield_from_signals
+        )
+        runners = ThreadPoolExecutor(
+            width, thread_name_prefix="agentgod-run", initializer=config.shield_from_signals
+        )
         building: dict[Future[_Built], planner.AgentSpec] = {}
         running: dict[Future[_Ran], planner.AgentSpec] = {}
         code: dict[str, Path] = {}

@@ -266,12 +266,26 @@ class Terminal:
         raise AssertionError(f"never saw {pattern!r}; screen was:\n{ANSI.sub('', self.screen)}")
 
     def type(self, text: str) -> None:
-        """Type once the line editor holds the terminal: it flushes input typed before that."""
+        """Type once agentgod is blocked reading the terminal, as a person's keys would arrive.
+
+        Earlier is a race a person never hits: readline and getpass flush input that arrives
+        before they set the terminal up, and CPython's readline loses a Ctrl-C that lands between
+        drawing the prompt and starting to wait.
+        """
         deadline = time.monotonic() + 30
-        while termios.tcgetattr(self.fd)[3] & termios.ICANON and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._reading():
             time.sleep(0.01)
         self.screen = ""
         os.write(self.fd, text.encode())
+
+    def _reading(self) -> bool:
+        flags = termios.tcgetattr(self.fd)[3]
+        set_up = not flags & termios.ICANON or not flags & termios.ECHO  # readline, getpass
+        try:
+            waiting = Path(f"/proc/{self.pid}/wchan").read_text()
+        except OSError:
+            return True
+        return set_up and any(word in waiting for word in ("poll", "select", "tty", "wait_woken"))
 
     def close(self) -> int:
         _, status = os.waitpid(self.pid, 0)
@@ -309,3 +323,23 @@ def test_ctrl_c_at_an_empty_prompt_exits_130(factory: Factory, isolated_home: Pa
     terminal.expect("agentgod> ")
     terminal.type("\x03")
     assert terminal.close() == 130
+
+
+def test_the_repl_asks_for_a_missing_key_tests_it_and_saves_it_privately(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    env = _env(isolated_home, None, TERM="xterm", ANTHROPIC_BASE_URL=fake_api.base_url)
+    terminal = Terminal(env)
+    terminal.expect(r"Anthropic API key \(input hidden\):")
+    typed_key = "sk-ant-typed-at-the-prompt-0123456789"
+    terminal.type(typed_key + "\n")
+    screen = terminal.expect(r"Save it to\s+\S+\.env")
+    assert typed_key not in screen, "the key is never echoed"
+    assert fake_api.messages()[0].api_key == typed_key, "the key was tested with one call"
+    terminal.type("y\n")
+    terminal.expect("agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    env_file = isolated_home / ".env"
+    assert f"ANTHROPIC_API_KEY={typed_key}" in env_file.read_text()
+    assert env_file.stat().st_mode & 0o777 == 0o600
