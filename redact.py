@@ -20,7 +20,7 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     # key=value or key: value pairs whose name says secret.
     re.compile(
         r"(?i)\b([A-Z0-9_]*(?:api[_-]?key|secret|token|password|passwd)[A-Z0-9_]*)"
-        r"(\s*[=:]\s*[\"']?)([^\s\"',;]{6,})"
+        r"([ \t]*[=:][ \t]*[\"']?)([^\s\"',;]{6,})"
     ),
     # PEM private keys, whole block.
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL),

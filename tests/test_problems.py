@@ -207,3 +207,10 @@ def test_a_key_read_from_dotenv_is_redacted_too(monkeypatch: pytest.MonkeyPatch)
     redact.register(secret)
     problem = problems.explain(RuntimeError(f"echo {secret}"))
     assert secret not in problem.technical
+
+
+def test_redaction_of_key_value_pairs_stays_on_one_line() -> None:
+    traceback = "    except KeyError as secret:\n               ^^^^^^^^^^^^^^^\napi_key = abcdef123456"
+    assert redact.redact(traceback) == (
+        "    except KeyError as secret:\n               ^^^^^^^^^^^^^^^\napi_key = [redacted]"
+    )
