@@ -61,6 +61,7 @@ def start_once(launch: sandbox.Launch, scratch: Path) -> float:
         check=True,
         start_new_session=True,
         stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
         preexec_fn=launch.preexec,
         user=launch.user,
         group=launch.group,

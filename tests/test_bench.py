@@ -1,0 +1,94 @@
+"""The benchmark suite's pure parts. The benchmarks themselves never run here: they take minutes
+and measure the machine, so they would make the suite slow and flaky; `python -m bench` runs them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import planner
+import taskgraph
+from bench import calls, cli_start, harness, overhead
+from bench.__main__ import BENCHMARKS, parse
+
+
+def test_every_benchmark_is_registered_and_callable() -> None:
+    assert list(BENCHMARKS) == ["overhead", "coldstart", "cli", "first_request", "calls", "memory"]
+    assert all(callable(run) for run in BENCHMARKS.values())
+
+
+def test_the_ideal_is_the_critical_path_of_model_calls() -> None:
+    # plan + one generation round + one call per wave + merge + judge
+    assert overhead.critical_path_calls(1) == 5
+    assert overhead.critical_path_calls(3) == 7
+    assert overhead.ideal_seconds(3, 0.5) == pytest.approx(3.5)
+    assert overhead.ideal_seconds(4, 0.25) == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        overhead.critical_path_calls(0)
+
+
+def test_the_ideal_ignores_plan_width() -> None:
+    """Pipelining makes the ideal depend on waves only, never on how many agents share one."""
+    narrow, wide = overhead.Shape("narrow", (1, 1, 1)), overhead.Shape("wide", (4, 4, 4))
+    assert overhead.ideal_seconds(narrow.waves, 1.0) == overhead.ideal_seconds(wide.waves, 1.0)
+
+
+@pytest.mark.parametrize("shape", overhead.SHAPES, ids=lambda shape: shape.label)
+def test_every_benchmark_plan_has_exactly_its_waves(
+    shape: overhead.Shape, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the planner's own validation, so the chain fallback is applied as in a real run."""
+    monkeypatch.setenv("MAX_AGENTS", "12")
+    validated = planner.Plan.model_validate(overhead.plan_for(shape, prefix="x_"))
+    ordered = taskgraph.topological_order(validated.agents)
+    widths = tuple(len(wave) for wave in taskgraph.waves(ordered))
+    assert widths == shape.widths
+    assert [[a.name for a in wave] for wave in taskgraph.waves(ordered)] == overhead.wave_names(
+        shape, "x_"
+    )
+
+
+def test_the_call_formula() -> None:
+    assert [calls.formula(n) for n in (1, 4, 8)] == [5, 11, 19]
+    assert [calls.formula(n, reused=True) for n in (1, 4, 8)] == [4, 7, 11]
+
+
+def test_heaviest_imports_sums_own_time_by_package() -> None:
+    log = "\n".join(
+        [
+            "import time: self [us] | cumulative | imported package",
+            "import time:       100 |        100 |   pydantic.fields",
+            "import time:      2000 |       2600 | anthropic",
+            "import time:       500 |        500 |     anthropic.types",
+            "import time:       400 |       1000 | pydantic",
+            "[phase] plan started",
+            "import time:        50 |         50 | json",
+        ]
+    )
+    assert cli_start.heaviest_imports(log) == [
+        ("anthropic", 2.5, 2),
+        ("pydantic", 0.5, 2),
+        ("json", 0.05, 1),
+    ]
+    assert cli_start.heaviest_imports(log, top=1) == [("anthropic", 2.5, 2)]
+
+
+def test_a_figure_passes_at_its_bound_and_misses_above_it() -> None:
+    assert harness.Figure("x", 60.0, "ms", 60.0).verdict == "PASS"
+    assert harness.Figure("x", 60.1, "ms", 60.0).verdict == "MISS"
+    assert harness.Figure("x", None, "ms", 60.0).verdict == "MISS"
+    assert harness.Figure("x", 11, "", 11, exact=True).verdict == "PASS"
+    assert harness.Figure("x", 10, "", 11, exact=True).verdict == "MISS"
+    assert harness.Figure("x", 10, "").verdict == ""
+
+
+def test_the_command_line() -> None:
+    options, selected, as_json = parse(["--quick", "--json", "--only", "calls,memory"])
+    assert options.quick and as_json
+    assert selected == ("calls", "memory")
+    assert options.repetitions(full=5, quick=1) == 1
+    assert parse(["--runs", "4"])[0].repetitions(full=5, quick=1) == 4
+    with pytest.raises(SystemExit):
+        parse(["--only", "nonsense"])
+    with pytest.raises(SystemExit):
+        parse(["--sandbox", "sometimes"])
