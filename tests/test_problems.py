@@ -210,7 +210,7 @@ def test_a_key_read_from_dotenv_is_redacted_too(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_redaction_of_key_value_pairs_stays_on_one_line() -> None:
-    traceback = "    except KeyError as secret:\n               ^^^^^^^^^^^^^^^\napi_key = abcdef123456"
-    assert redact.redact(traceback) == (
-        "    except KeyError as secret:\n               ^^^^^^^^^^^^^^^\napi_key = [redacted]"
+    caret_line = "    except KeyError as secret:\n               ^^^^^^^^^^^^^^^\n"
+    assert redact.redact(caret_line + "api_key = abcdef123456") == (
+        caret_line + "api_key = [redacted]"
     )
