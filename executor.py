@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import venv
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,9 +109,18 @@ def venv_python() -> Path:
 
 
 def agent_python() -> str:
-    """The interpreter agents run with: the agent venv's when it exists, else ours."""
-    candidate = venv_python()
-    return str(candidate) if candidate.exists() else sys.executable
+    """The agents' interpreter: the agent venv's, created (without pip) on first use.
+
+    An empty venv of our own interpreter starts faster than ours (none of our site-packages'
+    .pth files run) and keeps our packages out of agents' reach. If it cannot be made, agents
+    run with our interpreter.
+    """
+    python = venv_python()
+    if not python.exists():
+        # Another agentgod may be creating it at the same moment; the check below decides.
+        with _venv_lock, contextlib.suppress(OSError):
+            venv.EnvBuilder(with_pip=False, symlinks=True).create(python.parent.parent)
+    return str(python) if python.exists() else sys.executable
 
 
 _PROBE = (
@@ -137,11 +147,18 @@ def install_dependencies(packages: list[str]) -> InstallReport:
     if not wanted:
         return report
     python = venv_python()
+    if agent_python() != str(python):
+        report.failed = wanted
+        report.detail = f"the agent venv {python.parent.parent} could not be created"
+        return report
     with _venv_lock:
         try:
-            if not python.exists():
+            has_pip = subprocess.run(
+                [str(python), "-I", "-m", "pip", "--version"], capture_output=True, timeout=60
+            )
+            if has_pip.returncode != 0:
                 subprocess.run(
-                    [sys.executable, "-m", "venv", str(python.parent.parent)],
+                    [str(python), "-I", "-m", "ensurepip", "--default-pip"],
                     check=True,
                     capture_output=True,
                     timeout=300,
@@ -382,17 +399,54 @@ def check_confinement() -> None:
         sandbox.require_strict()
 
 
-def execute_agent(
+@dataclass
+class AgentProcess:
+    """An agent whose interpreter and sandbox are already up, blocked reading its input.
+
+    Started while its upstream agents still run, it takes interpreter start-up, the sandbox's
+    walls and the runtime's imports off the critical path: when the input arrives, the agent is
+    already at its first line of work. Exactly one of `run` and `discard` must follow.
+    """
+
+    name: str
+    process: subprocess.Popen[bytes]
+    scratch: Path
+    model: str
+    timeout: float
+    layers: tuple[str, ...]
+    """Confinement layers active for this process."""
+
+    def run(self, task: str, previous_outputs: dict[str, str]) -> AgentResult:
+        """Hand the agent its input and collect the outcome; the timeout starts now."""
+        payload = json.dumps(
+            {"task": task, "previous_outputs": previous_outputs}, ensure_ascii=True
+        ).encode("ascii")
+        started = time.monotonic()
+        try:
+            streams = _pump(self.process, payload, started + self.timeout)
+        finally:
+            exit_code = self.discard()
+        return _result(self, streams, exit_code, time.monotonic() - started)
+
+    def discard(self) -> int:
+        """Kill the agent's whole process group and remove its scratch; returns its exit status."""
+        _kill_group(self.process)
+        exit_code = self.process.wait()
+        with _live_lock:
+            _live.discard(self.process)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        return exit_code
+
+
+def start_agent(
     path: Path,
-    task: str,
-    previous_outputs: dict[str, str],
     *,
     timeout: float | None = None,
     model: str | None = None,
     effort: str | None = None,
     token_budget: int | None = None,
-) -> AgentResult:
-    """Run one agent file as a contained subprocess; every outcome is an AgentResult.
+) -> AgentProcess | AgentResult:
+    """Start an agent up to the point where it reads its input; an AgentResult if it cannot.
 
     `token_budget` is the run's share of a budget: the agent's calls together may use that many
     tokens, each call's max_tokens derived from what is left.
@@ -401,15 +455,10 @@ def execute_agent(
     settings = config.settings()
     timeout = timeout or settings.agent_timeout_seconds
     model = model or settings.model
-    payload = json.dumps(
-        {"task": task, "previous_outputs": previous_outputs}, ensure_ascii=True
-    ).encode("ascii")
     python = agent_python()
     if not os.access(python, os.X_OK):
         return AgentResult(name, False, error=f"cannot execute {python}", kind="unstartable")
     scratch = Path(tempfile.mkdtemp(prefix=f"agentgod-{name}-"))
-    env = child_environment(scratch, model=model, effort=effort, token_budget=token_budget)
-    started = time.monotonic()
     try:
         launch = sandbox.prepare(
             path,
@@ -420,59 +469,82 @@ def execute_agent(
         )
         limits = _limits(timeout, dropped_uid=launch.user is not None)
         layers = ("rlimits", *launch.layers)
-        try:
-            process = subprocess.Popen(
-                launch.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=scratch,
-                env=env,
-                start_new_session=True,
-                preexec_fn=lambda: _preexec(limits, launch.preexec),
-                user=launch.user,
-                group=launch.group,
-                extra_groups=[] if launch.group is not None else None,
-            )
-        except OSError as error:
-            return AgentResult(
-                name, False, error=f"could not start: {error}", kind="unstartable", layers=layers
-            )
-        with _live_lock:
-            _live.add(process)
-        try:
-            streams = _pump(process, payload, started + timeout)
-        finally:
-            _kill_group(process)
-            exit_code = process.wait()
-            with _live_lock:
-                _live.discard(process)
-        seconds = time.monotonic() - started
-        output = streams.stdout.decode("utf-8", errors="replace")
-        raw_stderr = streams.stderr.decode("utf-8", errors="replace")
-        stderr, usage = _split_usage(raw_stderr, model)
-        stderr = redact.redact(stderr[-MAX_STDERR_CHARS:])
-        result = AgentResult(
-            name, False, output, stderr, exit_code, streams.timed_out, seconds, usage, layers=layers
+        process = subprocess.Popen(
+            launch.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=scratch,
+            env=child_environment(scratch, model=model, effort=effort, token_budget=token_budget),
+            start_new_session=True,
+            preexec_fn=lambda: _preexec(limits, launch.preexec),
+            user=launch.user,
+            group=launch.group,
+            extra_groups=[] if launch.group is not None else None,
         )
-        if streams.timed_out:
-            result.kind = "timeout"
-            result.error = f"timed out after {timeout:g} s" + (f"\n{stderr}" if stderr else "")
-        elif streams.overflow:
-            result.kind = "output_limit"
-            result.output = ""
-            result.error = f"printed more than {MAX_OUTPUT_BYTES // (1024 * 1024)} MB on stdout"
-        elif exit_code != 0:
-            result.kind = "sandbox" if _stopped_by_sandbox(stderr, exit_code) else "crash"
-            result.error = stderr or _describe_exit(exit_code)
-            if stderr and exit_code < 0:
-                result.error += f"\n({_describe_exit(exit_code)})"
-        elif not output.strip():
-            result.kind = "silent"
-            result.error = stderr or "exited successfully but printed nothing"
-        else:
-            result.ok = True
-            result.output = output.strip()
-        return result
-    finally:
+    except OSError as error:
         shutil.rmtree(scratch, ignore_errors=True)
+        return AgentResult(name, False, error=f"could not start: {error}", kind="unstartable")
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    with _live_lock:
+        _live.add(process)
+    return AgentProcess(name, process, scratch, model, timeout, layers)
+
+
+def execute_agent(
+    path: Path,
+    task: str,
+    previous_outputs: dict[str, str],
+    *,
+    timeout: float | None = None,
+    model: str | None = None,
+    effort: str | None = None,
+    token_budget: int | None = None,
+) -> AgentResult:
+    """Run one agent file as a contained subprocess; every outcome is an AgentResult."""
+    agent = start_agent(
+        path, timeout=timeout, model=model, effort=effort, token_budget=token_budget
+    )
+    if isinstance(agent, AgentResult):
+        return agent
+    return agent.run(task, previous_outputs)
+
+
+def _result(agent: AgentProcess, streams: _Streams, exit_code: int, seconds: float) -> AgentResult:
+    """Classify what the process did into one AgentResult."""
+    output = streams.stdout.decode("utf-8", errors="replace")
+    raw_stderr = streams.stderr.decode("utf-8", errors="replace")
+    stderr, usage = _split_usage(raw_stderr, agent.model)
+    stderr = redact.redact(stderr[-MAX_STDERR_CHARS:])
+    result = AgentResult(
+        agent.name,
+        False,
+        output,
+        stderr,
+        exit_code,
+        streams.timed_out,
+        seconds,
+        usage,
+        layers=agent.layers,
+    )
+    if streams.timed_out:
+        result.kind = "timeout"
+        result.error = f"timed out after {agent.timeout:g} s" + (f"\n{stderr}" if stderr else "")
+    elif streams.overflow:
+        result.kind = "output_limit"
+        result.output = ""
+        result.error = f"printed more than {MAX_OUTPUT_BYTES // (1024 * 1024)} MB on stdout"
+    elif exit_code != 0:
+        result.kind = "sandbox" if _stopped_by_sandbox(stderr, exit_code) else "crash"
+        result.error = stderr or _describe_exit(exit_code)
+        if stderr and exit_code < 0:
+            result.error += f"\n({_describe_exit(exit_code)})"
+    elif not output.strip():
+        result.kind = "silent"
+        result.error = stderr or "exited successfully but printed nothing"
+    else:
+        result.ok = True
+        result.output = output.strip()
+    return result

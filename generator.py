@@ -176,7 +176,11 @@ def format_previous(previous_outputs) -> str:
 
 AGENT_FOOTER = """
 def _main():
-    payload = json.loads(sys.stdin.read() or "{}")
+    raw = sys.stdin.read()
+    if not raw.strip():
+        sys.stderr.write(f"{AGENT_NAME}: no input arrived on stdin\\n")
+        sys.exit(2)
+    payload = json.loads(raw)
     previous = payload.get("previous_outputs")
     result = run(str(payload.get("task", "")), previous if isinstance(previous, dict) else {})
     text = "" if result is None else str(result)

@@ -127,6 +127,8 @@ class _Built:
     source: str = ""
     reused: bool = False
     reasons: list[str] = field(default_factory=list)
+    warm: executor.AgentProcess | None = None
+    """The agent already started and waiting for its input, when it could be."""
     kind: str = "rejected"
     """Why there is no path: codeguard rejected every attempt, or the budget ran out."""
 
@@ -175,6 +177,7 @@ class _Conductor:
         if self.usage.budget_usd is None:
             self.usage.budget_usd = self.settings.budget_usd
         self.budget_hit = threading.Event()
+        self.warm: dict[str, executor.AgentProcess] = {}
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -297,6 +300,7 @@ class _Conductor:
                             upstream,
                             closures[spec.name],
                             effort,
+                            self.warm.pop(spec.name, None),
                         )
                         running[future] = spec
                 done, _ = wait([*building, *running], return_when=FIRST_COMPLETED)
@@ -310,6 +314,8 @@ class _Conductor:
                         elif built.path is not None:
                             code[spec.name] = built.path
                             self.paths[spec.name] = built.path
+                            if built.warm is not None:
+                                self.warm[spec.name] = built.warm
                         else:
                             self.reject(records[spec.name], built, this_round)
                             finished.add(spec.name)
@@ -326,6 +332,9 @@ class _Conductor:
             late = future.result()
             if late.path is not None:
                 self.paths[spec.name] = late.path
+            if late.warm is not None:
+                late.warm.discard()
+        self.discard_warm()
         builders.shutdown()
         runners.shutdown()
         self.events.phase_finished("run", time.monotonic() - phase)
@@ -367,7 +376,29 @@ class _Conductor:
             built = _Built(None, source, reused=True)
         if not self.stopped.is_set():
             built.path = executor.save_agent_file(spec.name, source)
+            built.warm = self.warm_start(built.path, effort)
         return built
+
+    def warm_start(self, path: Path, effort: str) -> executor.AgentProcess | None:
+        """Start the agent now, to wait for its inputs with start-up already paid.
+
+        Not under a budget: an agent's share of the budget is fixed when it starts, and it
+        should be measured against what is left when it runs, not before.
+        """
+        if self.usage.budget_usd is not None:
+            return None
+        started = executor.start_agent(
+            path,
+            timeout=self.settings.agent_timeout_seconds,
+            model=self.settings.model,
+            effort=effort,
+        )
+        if not isinstance(started, executor.AgentProcess):
+            return None  # it will be started again, and fail properly, when its turn comes
+        if self.stopped.is_set():
+            started.discard()
+            return None
+        return started
 
     def run_with_repair(
         self,
@@ -377,6 +408,7 @@ class _Conductor:
         upstream: dict[str, str],
         upstream_names: list[str],
         effort: str,
+        warm: executor.AgentProcess | None,
     ) -> _Ran:
         """Worker: run the agent; a failure is rewritten from its own source and stderr."""
         original = source = path.read_text(encoding="utf-8")
@@ -384,9 +416,15 @@ class _Conductor:
         attempt = 0
         while True:
             attempt += 1
-            result = self.execute_within_budget(
-                spec.name, path, task_text, upstream, effort, attempt
-            )
+            if warm is not None:
+                self.events.agent_running(spec.name, attempt)
+                result = warm.run(task_text, upstream)
+                self.usage.merge(result.usage)
+                warm = None
+            else:
+                result = self.execute_within_budget(
+                    spec.name, path, task_text, upstream, effort, attempt
+                )
             seconds += result.seconds
             out_of_tries = attempt > self.settings.agent_repair_attempts
             if result.ok or out_of_tries or result.kind in _NOT_REPAIRABLE:
@@ -504,6 +542,13 @@ class _Conductor:
         executor.stop_all()
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
+        self.discard_warm()
+
+    def discard_warm(self) -> None:
+        """Agents started ahead that will never get their input (skipped, or the run stopped)."""
+        while self.warm:
+            _, agent = self.warm.popitem()
+            agent.discard()
 
     # ---- after the agents ----------------------------------------------------------------------
 
