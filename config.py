@@ -517,6 +517,8 @@ def preload_sdk() -> threading.Thread:
         with contextlib.suppress(Exception):
             import anthropic  # noqa: F401
 
+            get_client()  # the HTTP stack loads with the client; needs the key, so may not yet
+
     thread = threading.Thread(target=load, name="agentgod-preload", daemon=True)
     thread.start()
     return thread

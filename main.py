@@ -14,6 +14,7 @@ import json
 import os
 import select
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,7 @@ class Session:
     def repl(self) -> int:
         self.ui.banner(cli.__version__, config.settings().model, str(config.home()))
         self.ensure_key()
+        _warm_up()
         prompt = Prompt(config.home() / ".history")
         while True:
             try:
@@ -365,7 +367,28 @@ class Prompt:
         return not self.readline.get_line_buffer().strip()
 
 
-def _more_input_waiting(seconds: float = 0.05) -> bool:
+def _warm_up() -> threading.Thread:
+    """While the person types, load what the first run needs, so its first request leaves at once.
+
+    The SDK client (and its HTTP stack) and the pipeline's modules together take well over a
+    second to import; a person typing a task gives them that time for free.
+    """
+
+    def load() -> None:
+        config.shield_from_signals()
+        with contextlib.suppress(Exception):
+            import inventory  # noqa: F401
+            import judgment  # noqa: F401
+            import orchestrator  # noqa: F401
+
+            config.get_client()
+
+    thread = threading.Thread(target=load, name="agentgod-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def _more_input_waiting(seconds: float = 0.01) -> bool:
     """A paste delivers its lines at once; typed lines arrive one Enter at a time."""
     try:
         ready, _, _ = select.select([sys.stdin], [], [], seconds)
