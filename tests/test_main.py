@@ -238,7 +238,8 @@ def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130
     assert "Stopped." in stderr
-    assert _wait_for(lambda: not _agent_processes(marker), 10)
+    # Neither the running agent nor the one already started and waiting for its input is left.
+    assert _wait_for(lambda: not _agent_processes(str(isolated_home / "generated_agents")), 10)
     assert not list((isolated_home / "generated_agents").glob("*.py")), "files cleaned up"
 
 

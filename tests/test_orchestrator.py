@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,40 @@ def test_four_independent_agents_overlap(factory: Factory) -> None:
     synthesis = runtime_requests(factory)["synthesis"]
     assert synthesis.arrived > max(r.replied for r in first_wave)
     assert result.waves == [["angle_a", "angle_b", "angle_c", "angle_d"], ["synthesis"]]
+
+
+def _running(agent_file: Path) -> bool:
+    """Whether some process has this agent file on its command line."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(agent_file) in (entry / "cmdline").read_text():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_an_agent_is_started_before_its_inputs_are_ready(
+    factory: Factory, isolated_home: Path
+) -> None:
+    """Warm start: the downstream agent's process is up while its upstream agent still works."""
+    factory.plans = [plan(agent_spec("upstream"), agent_spec("downstream", ["upstream"]))]
+    downstream = isolated_home / "generated_agents" / "downstream.py"
+    seen: list[bool] = []
+
+    def upstream_reply(name: str, request: object) -> str:
+        if name == "upstream":
+            deadline = time.monotonic() + 10
+            while not _running(downstream) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            seen.append(_running(downstream))
+        return f"result from {name}"
+
+    factory.agent_reply = upstream_reply
+    result = orchestrator.handle_task("t")
+    assert all(a.ok for a in result.agents)
+    assert seen == [True]
+    assert agent_keys(runtime_requests(factory)["downstream"]) == ["upstream"]
 
 
 def test_each_agent_receives_exactly_its_closure_diamond(factory: Factory) -> None:
