@@ -33,6 +33,27 @@ COUNCIL_MODES = ("auto", "always", "off")
 SANDBOX_MODES = ("auto", "strict", "off")
 COMPLEXITIES = ("simple", "standard", "deep")
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+SETTING_NAMES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "MODEL",
+    "FAST_MODEL",
+    "DEEP_MODEL",
+    "LLM_EFFORT",
+    "MAX_AGENTS",
+    "MAX_PARALLEL_AGENTS",
+    "AGENT_TIMEOUT_SECONDS",
+    "AGENT_REPAIR_ATTEMPTS",
+    "GENERATION_ATTEMPTS",
+    "TASK_REVISIONS",
+    "COUNCIL",
+    "SANDBOX",
+    "BUDGET_USD",
+    "AGENTGOD_HOME",
+    "AGENTGOD_PLAIN",
+)
+"""Every environment variable that changes what AgentGOD does (tests and benchmarks clear them)."""
 
 
 class ConfigError(ValueError):

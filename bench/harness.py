@@ -24,30 +24,10 @@ from typing import Any
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory
 
+import config
 from bench import ROOT
 
 FAKE_KEY = "sk-ant-bench-0123456789abcdefghijklmnop"
-# Everything a developer's shell could carry into a run and skew it; each run sets what it needs.
-_SETTINGS = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "MODEL",
-    "FAST_MODEL",
-    "DEEP_MODEL",
-    "LLM_EFFORT",
-    "MAX_AGENTS",
-    "MAX_PARALLEL_AGENTS",
-    "AGENT_TIMEOUT_SECONDS",
-    "AGENT_REPAIR_ATTEMPTS",
-    "GENERATION_ATTEMPTS",
-    "TASK_REVISIONS",
-    "COUNCIL",
-    "SANDBOX",
-    "BUDGET_USD",
-    "AGENTGOD_PLAIN",
-    "AGENTGOD_HOME",
-)
 # A whole task: no council (its calls are not on the formula's path), one judge call, no repairs.
 TASK_SETTINGS = {
     "COUNCIL": "off",
@@ -187,7 +167,7 @@ def environment(**settings: str) -> Iterator[Path]:
     saved = dict(os.environ)
     home = Path(tempfile.mkdtemp(prefix="agentgod-bench-"))
     home.chmod(0o755)
-    for name in _SETTINGS:
+    for name in config.SETTING_NAMES:
         os.environ.pop(name, None)
     os.environ.update({"AGENTGOD_HOME": str(home), "ANTHROPIC_API_KEY": FAKE_KEY, **settings})
     try:

@@ -14,34 +14,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fakeapi import FakeMessagesAPI  # noqa: E402
 
-TEST_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
+import config  # noqa: E402
 
-# Settings a developer's shell or .env might carry into a test run.
-_SETTINGS = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "MODEL",
-    "FAST_MODEL",
-    "DEEP_MODEL",
-    "LLM_EFFORT",
-    "MAX_AGENTS",
-    "MAX_PARALLEL_AGENTS",
-    "AGENT_TIMEOUT_SECONDS",
-    "AGENT_REPAIR_ATTEMPTS",
-    "GENERATION_ATTEMPTS",
-    "TASK_REVISIONS",
-    "COUNCIL",
-    "SANDBOX",
-    "BUDGET_USD",
-    "AGENTGOD_PLAIN",
-)
+TEST_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point AGENTGOD_HOME at a fresh directory and remove any real key or setting."""
-    for name in _SETTINGS:
+    for name in config.SETTING_NAMES:
         monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
     home.mkdir()
