@@ -75,6 +75,9 @@ class TaskEvents:
     def archived(self, path: str | None) -> None:
         """The run was written to runs/ (None when the write failed)."""
 
+    def warn(self, text: str) -> None:
+        """Something went wrong that the run survives (a review that could not be had)."""
+
 
 class SerialisedEvents(TaskEvents):
     """Forwards every hook under one lock, so two workers never interleave inside a renderer."""

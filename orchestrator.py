@@ -580,6 +580,7 @@ class _Conductor:
         return answer
 
     def convene_council(self, task_text: str, answer: str, effort: str) -> str:
+        """The adversarial review; if it cannot be had, the answer stands as merged."""
         self.events.phase_started("council")
         phase = time.monotonic()
         self.events.council_started()
@@ -587,6 +588,9 @@ class _Conductor:
             verdict = council.review(task_text, answer, usage=self.usage, effort=effort)
         except config.BudgetExhaustedError:
             self.note_budget()
+            verdict = council.CouncilVerdict(answer, improved=False)
+        except Exception as error:  # the answer is paid for; a failed review must not lose it
+            self.events.warn(f"the council could not sit: {problems.explain(error).headline}")
             verdict = council.CouncilVerdict(answer, improved=False)
         self.council_improved = self.council_improved or verdict.improved
         self.events.council_finished(verdict.weaknesses, verdict.improved)
@@ -596,7 +600,8 @@ class _Conductor:
     def judge(self, answer: str) -> judgment.Verdict | None:
         """Always against the user's own wording, never against a revised task.
 
-        None when the budget leaves no room for the judge (or for the round it could order).
+        None when no verdict can be had — the budget leaves no room, or the judge's call failed
+        — and the answer then stands: it is already paid for.
         """
         if self.budget_hit.is_set():
             return None
@@ -608,8 +613,12 @@ class _Conductor:
         except config.BudgetExhaustedError:
             self.note_budget()
             return None
+        except Exception as error:
+            self.events.warn(f"the judge could not rule: {problems.explain(error).headline}")
+            return None
+        finally:
+            self.events.phase_finished("judge", time.monotonic() - phase)
         self.events.judged(verdict.done, verdict.missing)
-        self.events.phase_finished("judge", time.monotonic() - phase)
         return verdict
 
     def bookkeep_library(self) -> None:

@@ -369,10 +369,15 @@ def test_a_tight_budget_stops_the_run_between_waves(
 ) -> None:
     monkeypatch.setenv("BUDGET_USD", "0.15")
     factory.plans = [plan(agent_spec("first_wave"), agent_spec("second_wave", ["first_wave"]))]
-    factory.bodies["first_wave"] = [
+    greedy = (
         "def run(task, previous_outputs):\n"
-        "    return call_llm('agent=first_wave keys=[]', max_tokens=16000)\n"
-    ]
+        "    return call_llm('agent=first_wave', max_tokens=16000)\n"
+    )
+    # Its code arrives last, so no other call holds money when it takes its share of the budget.
+    factory.api.route(
+        lambda request: "Agent name: first_wave\n" in request.prompt,
+        Reply(greedy, latency=0.5),
+    )
     # The first agent's model uses every token it is allowed: its whole share of the budget.
     factory.agent_reply = lambda name, request: Reply(
         f"result from {name}",
@@ -414,3 +419,22 @@ def test_parallel_calls_share_a_budget_without_overspending(
     assert not result.budget_exhausted
     assert all(a.ok for a in result.agents)
     assert result.usage.cost_usd() <= 0.5
+
+
+def test_a_judge_that_cannot_answer_does_not_cost_the_answer(factory: Factory) -> None:
+    factory.plans = [plan(agent_spec("drafter"), complexity="simple")]
+    factory.api.route(lambda request: factory.kind(request) == "judge", Reply.error(400, "no"))
+    events = Recorder()
+    result = orchestrator.handle_task("t", events=events)
+    assert result.answer == "MERGED: drafter"
+    assert result.revisions == 0
+    warnings = [args[0] for name, args in events.seen if name == "warn"]
+    assert warnings == ["the judge could not rule: The Anthropic API refused the request."]
+
+
+def test_a_council_that_cannot_sit_leaves_the_merged_answer(factory: Factory) -> None:
+    factory.plans = [plan(agent_spec("analyst"), complexity="deep")]
+    factory.api.route(lambda request: factory.kind(request) == "critic", Reply.error(400, "no"))
+    result = orchestrator.handle_task("t")
+    assert result.answer == "MERGED: analyst"
+    assert not result.council_improved

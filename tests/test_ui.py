@@ -79,6 +79,7 @@ HOOK_ARGS: dict[str, tuple[Any, ...]] = {
     "judged": (False, "no sources cited"),
     "budget_exhausted": (0.51, 0.5),
     "archived": ("runs/2026/run.json",),
+    "warn": ("the judge could not rule",),
 }
 
 
