@@ -143,6 +143,8 @@ class Session:
             reply = self.ui.ask(question) if question else None
             if question and reply:
                 task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
+        if config.settings().sandbox == "off":
+            self.ui.warn("SANDBOX=off: agents run without OS confinement, only with limits")
         written: list[Path] = []
         spent = config.Usage()
         self.ui.task_started(task)

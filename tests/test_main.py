@@ -63,6 +63,7 @@ def test_one_shot_prints_the_answer_on_stdout(factory: Factory, isolated_home: P
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "MERGED: fact_finder"
     assert "fact_finder" in done.stderr, "narration goes to stderr when nobody watches stdout"
+    assert "SANDBOX=off: agents run without OS confinement" in done.stderr
     assert "what is two plus two" in factory.of("plan")[0].prompt
     assert not list((isolated_home / "generated_agents").glob("*.py")), "scratch is cleaned up"
 
@@ -317,6 +318,19 @@ def test_the_repl_on_a_pseudo_terminal(factory: Factory, isolated_home: Path) ->
     assert terminal.close() == 0
     assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
     assert (isolated_home / ".history").exists(), "the prompt history persists"
+
+
+def test_a_pasted_burst_of_lines_is_one_task(factory: Factory, isolated_home: Path) -> None:
+    terminal = Terminal(_env(isolated_home, factory.api, TERM="xterm"))
+    terminal.expect("agentgod> ")
+    terminal.type("Summarise these notes:\n- otters hold hands\n- otters use tools\n")
+    terminal.expect("MERGED: fact_finder")
+    terminal.type("none\n")
+    terminal.expect("agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    [planned] = factory.of("plan")
+    assert "Summarise these notes:\n- otters hold hands\n- otters use tools" in planned.prompt
 
 
 def test_ctrl_c_at_an_empty_prompt_exits_130(factory: Factory, isolated_home: Path) -> None:
