@@ -309,11 +309,13 @@ class _Conductor:
                         spec = building.pop(future)
                         built = future.result()
                         records[spec.name].reused = built.reused
-                        if spec.name in finished:
-                            pass  # skipped for the budget while it was being written
+                        if built.path is not None:
+                            self.paths[spec.name] = built.path
+                        if spec.name in finished:  # skipped for the budget while being written
+                            if built.warm is not None:
+                                built.warm.discard()
                         elif built.path is not None:
                             code[spec.name] = built.path
-                            self.paths[spec.name] = built.path
                             if built.warm is not None:
                                 self.warm[spec.name] = built.warm
                         else:
