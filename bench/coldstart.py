@@ -8,9 +8,10 @@ and that agent through execute_agent (scratch directory, environment, rlimits, t
 preexec hook, the pipe pump). The executor's layers are narrowed the way sandbox_coldstart does
 it, through sandbox.prepare's `layers` argument.
 
-Two interpreters: the one the executor picks in a fresh home (ours), and a system python3 in a
-world-readable agent venv, when the machine has one. The uid layer needs the second: the dropped
-uid cannot read an interpreter kept under a private home such as /root/.pyenv.
+Two interpreters: the one the executor picks in a fresh home (ours: the empty agent venv it
+creates from our interpreter), and a system python3 in a world-readable agent venv, when the
+machine has one. The uid layer needs the second: the dropped uid cannot read an interpreter kept
+under a private home such as /root/.pyenv.
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ def run(options: harness.Options) -> harness.Report:
     notes = [
         "bare = `pass` launched as sandbox_coldstart does; agent = the runtime agent launched the "
         "same way; execute_agent = that agent through the executor (what a run pays)",
-        f"'ours' is {sys.executable} (what the executor uses without an agent venv)",
+        f"'ours' is the agent venv the executor creates from {sys.executable}",
     ]
     if not found:
         notes.append("no world-readable system python3: the uid layer could not be measured")

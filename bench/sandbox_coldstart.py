@@ -60,7 +60,7 @@ def start_once(launch: sandbox.Launch, scratch: Path) -> float:
         env=env,
         check=True,
         start_new_session=True,
-        stdin=subprocess.DEVNULL,
+        input=b'{"task": "", "previous_outputs": {}}',  # what the executor writes
         stdout=subprocess.DEVNULL,
         preexec_fn=launch.preexec,
         user=launch.user,

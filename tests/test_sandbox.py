@@ -1,4 +1,5 @@
-"""sandbox: real children under each layer. Escapes are contained; a legitimate agent still works.
+"""sandbox and sandbox_boot: real children under each layer. Escapes are contained; a legitimate
+agent still works; the bootstrap stays lean.
 
 Every run goes through `sandbox.prepare` and is started the way the executor starts agents
 (scratch cwd, minimal environment, own session, rlimits in preexec). A layer is skipped only
@@ -28,8 +29,11 @@ from pathlib import Path
 
 import escapes
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import sandbox
+import sandbox_boot
 
 SECRET = "the-planted-secret"
 ALL = "all"  # the layer set `prepare` picks by itself
@@ -489,6 +493,12 @@ def test_the_bootstrap_fails_closed(world: World) -> None:
     assert done.stderr.startswith("sandbox: landlock could not be applied: [Errno 2]")
 
 
+def _walls(launch: sandbox.Launch) -> tuple[sandbox_boot.Walls, list[str]]:
+    """What the bootstrap will read from the launch's command line."""
+    boot = launch.argv.index(str(Path(sandbox_boot.__file__).resolve()))
+    return sandbox_boot.Walls.parse(launch.argv[boot + 1 :])
+
+
 @pytest.mark.parametrize(
     ("url", "port"),
     [("https://api.anthropic.com", 443), ("http://127.0.0.1:8123", 8123), ("http://h/v1", 80)],
@@ -499,7 +509,9 @@ def test_the_api_port_is_the_only_tcp_port(url: str, port: int, tmp_path: Path) 
     )
     if "landlock" not in launch.layers:
         pytest.skip("; ".join(launch.skipped))
-    assert json.loads(launch.argv[-2])["tcp_ports"] == [port]
+    walls, agent = _walls(launch)
+    assert walls.tcp_ports == (port,)
+    assert agent == [str((tmp_path / "a.py").resolve())]
 
 
 @pytest.mark.parametrize(
@@ -520,3 +532,78 @@ def test_nonsense_is_refused(bad: dict[str, object], tmp_path: Path) -> None:
     }
     with pytest.raises(ValueError):
         sandbox.prepare(tmp_path / "a.py", **where)  # type: ignore[arg-type]
+
+
+_ANY_ARG = st.text(st.characters(blacklist_characters="\x00"))  # argv strings cannot hold NUL
+
+
+@given(
+    layers=st.lists(st.sampled_from(sandbox.LAYERS), unique=True).map(tuple),
+    abi=st.integers(0, 99),
+    read_only=st.lists(st.sampled_from(["--", "--read-only", "a,b", ""]) | _ANY_ARG).map(tuple),
+    read_write=st.lists(_ANY_ARG).map(tuple),
+    ports=st.lists(st.integers(0, 65535)).map(tuple),
+    agent=st.lists(_ANY_ARG, min_size=1),
+)
+def test_walls_survive_the_command_line(
+    layers: tuple[str, ...],
+    abi: int,
+    read_only: tuple[str, ...],
+    read_write: tuple[str, ...],
+    ports: tuple[int, ...],
+    agent: list[str],
+) -> None:
+    """Any path, even one spelled like a flag or like the end marker, arrives as it was sent."""
+    sent = sandbox_boot.Walls(
+        layers, landlock_abi=abi, read_only=read_only, read_write=read_write, tcp_ports=ports
+    )
+    walls, rest = sandbox_boot.Walls.parse([*sent.to_argv(), *agent])
+    assert (walls.layers, walls.landlock_abi, walls.tcp_ports) == (layers, abi, ports)
+    assert (walls.read_only, walls.read_write, rest) == (read_only, read_write, agent)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param([], id="empty"),
+        pytest.param(["--layers", "landlock"], id="no-end-marker"),
+        pytest.param(["--layers", "landlock", "--landlock-abi", "7", "--"], id="no-agent"),
+        pytest.param(["--layers", "", "--landlock-abi", "0", "--off", "1", "--", "a"], id="flag"),
+        pytest.param(["--layers", "landlock", "--landlock-abi", "x", "--", "a"], id="abi"),
+        pytest.param(["--landlock-abi", "0", "--", "a"], id="no-layers"),
+    ],
+)
+def test_a_garbled_command_line_fails_closed(argv: list[str], tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("print('ran')\n", encoding="utf-8")  # the agent, were it run
+    boot = [sys.executable, "-X", "utf8", "-I", "-S", sandbox_boot.__file__]
+    done = subprocess.run([*boot, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == sandbox.BOOT_FAILURE_EXIT
+    assert done.stdout == ""
+    assert done.stderr.startswith("sandbox: the bootstrap's command line is not understood: ")
+
+
+# Everything the bootstrap imports is paid by every agent, before its first line. The os family
+# comes with `site` anyway; ctypes is the one binding Landlock and libseccomp need. A new import
+# belongs here only with a measurement (python -X importtime) that says it is worth its cost.
+BOOTSTRAP_IMPORTS = {
+    *("ctypes", "ctypes._endian", "_ctypes", "struct", "_struct", "types", "errno"),
+    *("os", "os.path", "posixpath", "genericpath", "stat", "_stat", "_collections_abc"),
+}
+
+
+def test_the_bootstrap_imports_only_what_it_needs() -> None:
+    script = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        f"sys.path.insert(0, {str(Path(sandbox_boot.__file__).parent)!r})\n"
+        "import sandbox_boot\n"
+        "print(' '.join(sorted(set(sys.modules) - before - {'sandbox_boot'})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "utf8", "-I", "-S", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert set(done.stdout.split()) <= BOOTSTRAP_IMPORTS
