@@ -66,6 +66,8 @@ class Factory:
         "Hello! Give me a task." if text.strip().lower() in ("hi", "hello") else None
     )
     """Small talk: the reply for conversational input, None for a task."""
+    clarifying_question: str = ""
+    """The question asked before a run at a terminal; empty means none is worth asking."""
     agent_latency: float = 0.0
     calls: dict[str, list[Request]] = field(default_factory=dict)
 
@@ -106,7 +108,8 @@ class Factory:
         if kind == "refine":
             return self.refinement
         if kind == "clarify":
-            return Reply.json({"reason": "clear enough", "ask": False, "question": ""})
+            question = self.clarifying_question
+            return Reply.json({"reason": "scripted", "ask": bool(question), "question": question})
         if kind == "triage":
             said = re.search(r"<input>\n(.*)\n</input>", request.prompt, re.DOTALL)
             chat = self.chat_reply(said.group(1) if said else request.prompt)

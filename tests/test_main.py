@@ -247,10 +247,10 @@ def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
 class Terminal:
     """agentgod on a pseudo-terminal, read and typed like a person would."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], *args: str) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child becomes agentgod
-            os.execve(AGENTGOD or "agentgod", ["agentgod"], env)
+            os.execve(AGENTGOD or "agentgod", ["agentgod", *args], env)
         self.screen = ""
 
     def expect(self, pattern: str, seconds: float = 60) -> str:
@@ -318,6 +318,35 @@ def test_the_repl_on_a_pseudo_terminal(factory: Factory, isolated_home: Path) ->
     assert terminal.close() == 0
     assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
     assert (isolated_home / ".history").exists(), "the prompt history persists"
+
+
+def test_at_a_terminal_the_clarifying_question_is_asked_and_its_answer_used(
+    factory: Factory, isolated_home: Path
+) -> None:
+    factory.clarifying_question = "Which language should the summary be in?"
+    terminal = Terminal(_env(isolated_home, factory.api, TERM="xterm"))
+    terminal.expect("agentgod> ")
+    terminal.type("summarise the otter report for the team\n")
+    terminal.expect("Which language should the summary be in?")
+    terminal.type("German\n")
+    terminal.expect("MERGED: fact_finder")
+    terminal.type("none\n")
+    terminal.expect("agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    [planned] = factory.of("plan")
+    assert "Which language should the summary be in?" in planned.prompt
+    assert "Answer: German" in planned.prompt
+
+
+def test_no_input_at_a_terminal_asks_nothing(factory: Factory, isolated_home: Path) -> None:
+    factory.clarifying_question = "Which language?"
+    env = _env(isolated_home, factory.api, TERM="xterm")
+    terminal = Terminal(env, "--no-input", "--plain", "a task")
+    terminal.expect("MERGED: fact_finder")
+    assert terminal.close() == 0, "it never waited for an answer"
+    assert factory.of("clarify") == []
+    assert "Keep which" not in terminal.screen
 
 
 def test_a_pasted_burst_of_lines_is_one_task(factory: Factory, isolated_home: Path) -> None:
