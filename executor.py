@@ -415,12 +415,31 @@ class AgentProcess:
     timeout: float
     layers: tuple[str, ...]
     """Confinement layers active for this process."""
+    awaiting_code: bool = False
+    """Started before its code existed: `run` must say which file in generated_agents/ it is."""
 
-    def run(self, task: str, previous_outputs: dict[str, str]) -> AgentResult:
-        """Hand the agent its input and collect the outcome; the timeout starts now."""
+    def run(
+        self,
+        task: str,
+        previous_outputs: dict[str, str],
+        *,
+        path: Path | None = None,
+        effort: str | None = None,
+    ) -> AgentResult:
+        """Hand the agent its input and collect the outcome; the timeout starts now.
+
+        An agent started ahead of its code is also told its file (in generated_agents/) and the
+        effort of its model calls, which the plan decided after the process started.
+        """
         payload = json.dumps(
             {"task": task, "previous_outputs": previous_outputs}, ensure_ascii=True
         ).encode("ascii")
+        if self.awaiting_code:
+            if path is None:
+                raise ValueError("an agent started ahead of its code needs the code's path")
+            self.name = path.stem
+            level = config.effort_for_model(self.model, effort) if effort else None
+            payload = f"{path.name} {level or ''}".strip().encode("ascii") + b"\n" + payload
         started = time.monotonic()
         try:
             streams = _pump(self.process, payload, started + self.timeout)
@@ -439,20 +458,29 @@ class AgentProcess:
 
 
 def start_agent(
-    path: Path,
+    path: Path | None,
     *,
+    name: str | None = None,
     timeout: float | None = None,
     model: str | None = None,
     effort: str | None = None,
     token_budget: int | None = None,
+    preload: tuple[str, ...] = (),
 ) -> AgentProcess | AgentResult:
     """Start an agent up to the point where it reads its input; an AgentResult if it cannot.
 
+    With `path` None the agent's code does not exist yet: the process starts anyway, imports
+    `preload` (the runtime's modules) and waits in generated_agents/ for `run` to name its file,
+    so even start-up that would coincide with writing the code is off the critical path.
+    Start it from a thread that lives until it is used: under bubblewrap the agent dies with the
+    thread that started it (--die-with-parent follows the thread, not the process).
     `token_budget` is the run's share of a budget: the agent's calls together may use that many
     tokens, each call's max_tokens derived from what is left.
     """
-    name = path.stem
     settings = config.settings()
+    name = name or (path.stem if path is not None else "agent")
+    if path is None:
+        settings.agents_dir.mkdir(parents=True, exist_ok=True)
     timeout = timeout or settings.agent_timeout_seconds
     model = model or settings.model
     python = agent_python()
@@ -461,11 +489,12 @@ def start_agent(
     scratch = Path(tempfile.mkdtemp(prefix=f"agentgod-{name}-"))
     try:
         launch = sandbox.prepare(
-            path,
+            path or settings.agents_dir,
             python=python,
             scratch=scratch,
             api_url=settings.base_url or config.DEFAULT_BASE_URL,
             mode=settings.sandbox,
+            preload=preload,
         )
         limits = _limits(timeout, dropped_uid=launch.user is not None)
         layers = ("rlimits", *launch.layers)
@@ -490,7 +519,7 @@ def start_agent(
         raise
     with _live_lock:
         _live.add(process)
-    return AgentProcess(name, process, scratch, model, timeout, layers)
+    return AgentProcess(name, process, scratch, model, timeout, layers, path is None)
 
 
 def execute_agent(

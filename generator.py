@@ -227,6 +227,15 @@ _RUNTIME_TREE = ast.parse(AGENT_HEADER + AGENT_FOOTER)
 RESERVED_NAMES = frozenset(_bound_names(_RUNTIME_TREE))
 """Every top-level name the trusted header and footer bind."""
 _RUNTIME_IMPORTS = _import_bindings(_RUNTIME_TREE)
+RUNTIME_MODULES = tuple(
+    sorted(
+        {alias.name for node in _RUNTIME_TREE.body if isinstance(node, ast.Import)
+         for alias in node.names}
+        | {node.module for node in _RUNTIME_TREE.body
+           if isinstance(node, ast.ImportFrom) and node.module}
+    )
+)  # fmt: skip
+"""The modules the runtime imports: an agent started ahead of its code imports them early."""
 
 _DEFINED_BY_RUNTIME = ", ".join(sorted(RESERVED_NAMES - set(_RUNTIME_IMPORTS)))
 

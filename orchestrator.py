@@ -178,6 +178,8 @@ class _Conductor:
             self.usage.budget_usd = self.settings.budget_usd
         self.budget_hit = threading.Event()
         self.warm: dict[str, executor.AgentProcess] = {}
+        self.standby: list[executor.AgentProcess] = []
+        self.standby_lock = threading.Lock()
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -202,6 +204,7 @@ class _Conductor:
         return result
 
     def round(self, task_text: str) -> str:
+        self.start_standby()
         self.events.phase_started("plan")
         phase = time.monotonic()
         plan = planner.plan_agents(
@@ -354,7 +357,27 @@ class _Conductor:
     def build(
         self, spec: planner.AgentSpec, kept: str | None, upstream: list[str], effort: str
     ) -> _Built:
-        """Worker: take the library's copy, or write the agent; then save the scratch copy."""
+        """Worker: take the library's copy, or write the agent; then save the scratch copy.
+
+        The agent's process is started first, so its start-up overlaps the writing of its code.
+        """
+        warm = self.take_standby() or self.warm_start(spec.name, effort)
+        try:
+            built = self.write(spec, kept, upstream, effort)
+        except BaseException:
+            if warm is not None:
+                warm.discard()
+            raise
+        if built.path is not None and not self.stopped.is_set():
+            built.warm = warm
+        elif warm is not None:
+            warm.discard()
+        return built
+
+    def write(
+        self, spec: planner.AgentSpec, kept: str | None, upstream: list[str], effort: str
+    ) -> _Built:
+        """The agent's source, from the library or the generator, saved as a scratch copy."""
         source = kept
         self.events.agent_building(spec.name, source is not None)
         if spec.dependencies:
@@ -378,22 +401,23 @@ class _Conductor:
             built = _Built(None, source, reused=True)
         if not self.stopped.is_set():
             built.path = executor.save_agent_file(spec.name, source)
-            built.warm = self.warm_start(built.path, effort)
         return built
 
-    def warm_start(self, path: Path, effort: str) -> executor.AgentProcess | None:
-        """Start the agent now, to wait for its inputs with start-up already paid.
+    def warm_start(self, name: str, effort: str) -> executor.AgentProcess | None:
+        """Start an agent's process ahead of its code and its inputs, to have start-up paid.
 
         Not under a budget: an agent's share of the budget is fixed when it starts, and it
         should be measured against what is left when it runs, not before.
         """
-        if self.usage.budget_usd is not None:
+        if self.usage.budget_usd is not None or self.stopped.is_set():
             return None
         started = executor.start_agent(
-            path,
+            None,
+            name=name,
             timeout=self.settings.agent_timeout_seconds,
             model=self.settings.model,
             effort=effort,
+            preload=generator.RUNTIME_MODULES,
         )
         if not isinstance(started, executor.AgentProcess):
             return None  # it will be started again, and fail properly, when its turn comes
@@ -401,6 +425,54 @@ class _Conductor:
             started.discard()
             return None
         return started
+
+    def start_standby(self) -> None:
+        """While the planner thinks, start the processes the first agents will run in.
+
+        Neither their names nor their effort is known yet; both arrive with their input. A
+        background thread starts them, one after another, so the planning call itself is not
+        kept waiting; whatever is left over when the run ends is discarded. The thread then
+        waits for the run to end: under bubblewrap an agent dies with the thread that started
+        it (--die-with-parent follows the thread, not the process).
+        """
+        if self.usage.budget_usd is not None:
+            return
+        count = min(self.settings.max_parallel_agents, self.settings.max_agents)
+
+        def spawn() -> None:
+            config.shield_from_signals()
+            for _ in range(count):
+                if self.stopped.is_set():
+                    break
+                started = executor.start_agent(
+                    None,
+                    timeout=self.settings.agent_timeout_seconds,
+                    model=self.settings.model,
+                    preload=generator.RUNTIME_MODULES,
+                )
+                if not isinstance(started, executor.AgentProcess):
+                    break
+                with self.standby_lock:
+                    if self.stopped.is_set():
+                        started.discard()
+                        break
+                    self.standby.append(started)
+            self.stopped.wait()
+
+        threading.Thread(target=spawn, name="agentgod-standby", daemon=True).start()
+
+    def take_standby(self) -> executor.AgentProcess | None:
+        with self.standby_lock:
+            return self.standby.pop() if self.standby else None
+
+    def close(self) -> None:
+        """The run is over: no process started ahead of need may outlive it."""
+        with self.standby_lock:
+            self.stopped.set()
+            leftovers, self.standby = self.standby, []
+        for agent in leftovers:
+            agent.discard()
+        self.discard_warm()
 
     def run_with_repair(
         self,
@@ -420,7 +492,7 @@ class _Conductor:
             attempt += 1
             if warm is not None:
                 self.events.agent_running(spec.name, attempt)
-                result = warm.run(task_text, upstream)
+                result = warm.run(task_text, upstream, path=path, effort=effort)
                 self.usage.merge(result.usage)
                 warm = None
             else:
@@ -721,3 +793,5 @@ def handle_task(
             conductor.bookkeep_library()
             conductor.archive(None, error)
         raise
+    finally:
+        conductor.close()

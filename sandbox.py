@@ -212,13 +212,17 @@ def prepare(
     mode: str = "auto",
     read_only: Sequence[Path] = (),
     layers: Collection[str] | None = None,
+    preload: Sequence[str] = (),
 ) -> Launch:
     """How to launch `agent` with `python`, confined as far as this machine allows.
 
-    `scratch` must exist; with the uid layer it is chowned to DROP_UID. `read_only` adds paths
-    the agent may read (the venv is found from `python` already). `layers` narrows the choice
-    to some of LAYERS (for tests and benchmarks); strict mode still insists that Landlock and
-    seccomp exist on the machine. Raises SandboxUnavailable in strict mode when they do not.
+    `agent` may be a folder instead of a file: the agent's code is not written yet, so the child
+    raises its walls, imports `preload`, and then waits for the file's name on the first line of
+    stdin; it may read only that folder's files, not any one of them alone. `scratch` must exist;
+    with the uid layer it is chowned to DROP_UID. `read_only` adds paths the agent may read (the
+    venv is found from `python` already). `layers` narrows the choice to some of LAYERS (for tests
+    and benchmarks); strict mode still insists that Landlock and seccomp exist on the machine.
+    Raises SandboxUnavailable in strict mode when they do not.
     """
     if mode not in MODES:
         raise ValueError(f"sandbox mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -229,7 +233,9 @@ def prepare(
         raise ValueError(f"the interpreter must be an absolute path, not {python!r}")
     api_port = _api_port(api_url)
     agent = Path(agent).resolve()
-    plain = [python, "-X", "utf8", "-I", str(agent)]
+    boot = [python, "-X", "utf8", "-I", "-S", str(_BOOTSTRAP)]  # -S: site runs confined
+    waiting = sandbox_boot.Walls((), preload=tuple(preload))  # no walls, only the wait for code
+    plain = [*boot, *waiting.to_argv(), str(agent)] if agent.is_dir() else [*boot[:4], str(agent)]
     if mode == "off":
         return Launch(
             plain, None, None, None, (), ("sandbox is off: only the executor's limits apply",)
@@ -270,8 +276,8 @@ def prepare(
             read_only=(*read_paths, "/dev/urandom"),
             read_write=(str(scratch), "/dev/null"),
             tcp_ports=(api_port,),
+            preload=tuple(preload),
         )
-        boot = [python, "-X", "utf8", "-I", "-S", str(_BOOTSTRAP)]  # -S: site runs confined
         argv = [*boot, *walls.to_argv(), str(agent)]
     if "bwrap" in active:
         argv = _bwrap_argv(caps.bwrap or "bwrap", read_paths, str(scratch), argv)

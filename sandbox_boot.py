@@ -43,7 +43,14 @@ class Walls:
     the bootstrap raises the two it owns, landlock and seccomp, when they are listed.
     """
 
-    _FLAGS = ("--layers", "--landlock-abi", "--read-only", "--read-write", "--tcp-port")
+    _FLAGS = (
+        "--layers",
+        "--landlock-abi",
+        "--read-only",
+        "--read-write",
+        "--tcp-port",
+        "--preload",
+    )
 
     def __init__(
         self,
@@ -53,12 +60,15 @@ class Walls:
         read_only: tuple[str, ...] = (),
         read_write: tuple[str, ...] = (),
         tcp_ports: tuple[int, ...] = (),
+        preload: tuple[str, ...] = (),
     ) -> None:
         self.layers = layers
         self.landlock_abi = landlock_abi
         self.read_only = read_only
         self.read_write = read_write
         self.tcp_ports = tcp_ports
+        self.preload = preload
+        """Not a wall: modules to import, confined, while the agent's code is being written."""
 
     def to_argv(self) -> list[str]:
         """Flag-value pairs ended by `--`: any path survives, as a value is never read as a flag."""
@@ -67,6 +77,7 @@ class Walls:
             ("--read-only", self.read_only),
             ("--read-write", self.read_write),
             ("--tcp-port", self.tcp_ports),
+            ("--preload", self.preload),
         ):
             for value in values:
                 argv += [flag, str(value)]
@@ -91,6 +102,7 @@ class Walls:
             read_only=tuple(values["--read-only"]),
             read_write=tuple(values["--read-write"]),
             tcp_ports=tuple(map(int, values["--tcp-port"])),
+            preload=tuple(values["--preload"]),
         )
         return walls, argv[index + 1 :]
 
@@ -492,16 +504,38 @@ def main(argv: list[str]) -> None:
     except OSError as exc:
         raise _failure(f"{layer} could not be applied: {exc}") from None
     _explain_refusals(walls.layers)
-    sys.argv = [agent, *args]
     import site  # now, so that .pth files in the venv run confined
 
     site.main()
+    if os.path.isdir(agent):
+        agent = _await_code(agent, walls.preload)
+    sys.argv = [agent, *args]
     with open(agent, "rb") as source:
         code = compile(source.read(), agent, "exec")
     module = type(sys)("__main__")
     module.__file__ = agent
     sys.modules["__main__"] = module
     exec(code, module.__dict__)
+
+
+def _await_code(folder: str, preload: tuple[str, ...]) -> str:
+    """Started before the agent's code was written: import what it will, then learn its name.
+
+    The first line of stdin names the file inside `folder` — a bare name, so it cannot point
+    anywhere else — and, after a space, the effort its model calls should use (the plan decides
+    it, and the process may be older than the plan). The rest of stdin is the agent's own input.
+    """
+    for name in preload:
+        try:  # noqa: SIM105 - contextlib would be one more import at every agent start
+            __import__(name)
+        except ImportError:
+            pass  # the agent will import it again and see the error where it belongs
+    name, _, effort = sys.stdin.readline().strip().partition(" ")
+    if not name or "/" in name or name.startswith("."):
+        raise _failure(f"no agent file name arrived on stdin (got {name!r})")
+    if effort:
+        os.environ["LLM_EFFORT"] = effort
+    return os.path.join(folder, name)
 
 
 if __name__ == "__main__":

@@ -135,7 +135,11 @@ def measure(factory: Factory, shape: Shape) -> tuple[float, dict[str, float], li
     started = time.monotonic()
     result = orchestrator.handle_task(f"benchmark task: {shape.label}")
     finished = time.monotonic()
-    failed = [a.name for a in result.agents if not a.ok]
+    failed = [
+        f"{a.name} ({a.kind}: {a.error.strip().splitlines()[-1:]})"
+        for a in result.agents
+        if not a.ok
+    ]
     if failed or result.waves != wave_names(shape):
         raise harness.BenchError(f"{shape.label}: failed {failed}, waves {result.waves}")
     return finished - started, breakdown(factory, shape, started, finished), result.sandbox

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import escapes
@@ -28,19 +28,22 @@ from fakeapi import FakeMessagesAPI, Reply
 
 import config
 import executor
+import generator
 import sandbox
 
 WITHOUT_BWRAP = "auto-without-bwrap"
+AWAITING_CODE = "auto-started-before-its-code"
 SECCOMP_REFUSED = "sandbox: refused by seccomp ("
 LANDLOCK_REFUSED = "sandbox: refused by landlock ("
 SHELL_NOT_STARTED = "status 32512"  # glibc's system() answers 127 << 8 when sh cannot be spawned
 
 
-@pytest.fixture(params=["auto", WITHOUT_BWRAP])
+@pytest.fixture(params=["auto", WITHOUT_BWRAP, AWAITING_CODE])
 def configuration(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> Iterator[str]:
-    """SANDBOX=auto as probed here, or with bwrap out of reach (probe() caches per process)."""
+    """SANDBOX=auto as probed here; with bwrap out of reach (probe() caches per process); or
+    with the agent's process started before its code was written, as the pipeline does."""
     caps = sandbox.probe()
     missing = [caps.why_not[layer] for layer in ("landlock", "seccomp") if layer in caps.why_not]
     if missing:
@@ -72,12 +75,25 @@ def no_survivors(isolated_home: Path) -> Iterator[None]:
         time.sleep(0.02)
 
 
+def run(
+    write: Callable[[], Path], task: str, configuration: str, timeout: float = 30
+) -> executor.AgentResult:
+    """Run an agent the way `configuration` says: started with its code, or before it exists."""
+    if configuration != AWAITING_CODE:
+        return executor.execute_agent(write(), task, {}, timeout=timeout)
+    agent = executor.start_agent(None, timeout=timeout, preload=generator.RUNTIME_MODULES)
+    assert isinstance(agent, executor.AgentProcess), agent
+    return agent.run(task, {}, path=write())
+
+
 def run_escape(
     name: str, configuration: str, task: dict[str, object] | None = None, timeout: float = 30
 ) -> executor.AgentResult:
     """Run one escape as a raw agent and check the layers that were up."""
-    path = write_raw(escapes.SOURCES[name], name=name)
-    result = executor.execute_agent(path, json.dumps(task or {}), {}, timeout=timeout)
+    source = escapes.SOURCES[name]
+    result = run(
+        lambda: write_raw(source, name=name), json.dumps(task or {}), configuration, timeout
+    )
     check_layers(result, configuration)
     assert "ESCAPED" not in result.output, result.output
     return result
@@ -136,8 +152,14 @@ def test_write_outside_scratch(fake_api: FakeMessagesAPI, configuration: str) ->
     """The target is the agents' folder: overwriting saved agents would outlive the run."""
     outside = config.settings().agents_dir / "planted.py"
     result = run_escape("write_outside_scratch", configuration, {"outside": str(outside)})
-    stopped_by(result, LANDLOCK_REFUSED)
-    assert f"PermissionError: [Errno 13] Permission denied: '{outside}'" in result.error
+    if configuration == AWAITING_CODE and "bwrap" in result.layers:
+        # Started before its code, the agent may read the whole folder: bwrap mounts it
+        # read-only, and that wall is met before Landlock's.
+        stopped_by(result, "sandbox: refused by bwrap (read-only mount)")
+        assert f"OSError: [Errno 30] Read-only file system: '{outside}'" in result.error
+    else:
+        stopped_by(result, LANDLOCK_REFUSED)
+        assert f"PermissionError: [Errno 13] Permission denied: '{outside}'" in result.error
     assert not outside.exists()
 
 
@@ -315,13 +337,11 @@ def test_fill_the_disk(fake_api: FakeMessagesAPI, configuration: str) -> None:
 
 def test_a_legitimate_agent_reaches_the_api(fake_api: FakeMessagesAPI, configuration: str) -> None:
     fake_api.queue(Reply("a confined answer"))
-    path = write_agent(
-        """
+    source = """
         def run(task, previous_outputs):
             return call_llm("Summarise: " + task)
         """
-    )
-    result = executor.execute_agent(path, "the escape corpus", {}, timeout=30)
+    result = run(lambda: write_agent(source), "the escape corpus", configuration)
     assert result.ok, result.error
     assert result.output == "a confined answer"
     check_layers(result, configuration)

@@ -224,7 +224,11 @@ def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
     factory: Factory, isolated_home: Path
 ) -> None:
     factory.plans = [plan(agent_spec("sleeper_one"), agent_spec("sleeper_two", ["sleeper_one"]))]
-    factory.bodies["sleeper_one"] = ["def run(task, previous_outputs):\n    time.sleep(120)\n"]
+    factory.bodies["sleeper_one"] = [
+        "def run(task, previous_outputs):\n"
+        "    call_llm('agent=sleeper_one keys=[]')\n"  # the fake API sees it start working
+        "    time.sleep(120)\n"
+    ]
     process = subprocess.Popen(
         [AGENTGOD or "agentgod", "a long task"],
         stdin=subprocess.DEVNULL,
@@ -233,8 +237,7 @@ def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
         text=True,
         env=_env(isolated_home, factory.api),
     )
-    marker = str(isolated_home / "generated_agents" / "sleeper_one.py")
-    _wait_for(lambda: _agent_processes(marker))
+    _wait_for(lambda: factory.of("agent"))
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130

@@ -75,31 +75,34 @@ def test_four_independent_agents_overlap(factory: Factory) -> None:
     assert result.waves == [["angle_a", "angle_b", "angle_c", "angle_d"], ["synthesis"]]
 
 
-def _running(agent_file: Path) -> bool:
-    """Whether some process has this agent file on its command line."""
+def _agent_processes() -> int:
+    """Agent processes of this test: their command line names this test's generated_agents/."""
+    marker = str(config.settings().agents_dir)
+    count = 0
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and str(agent_file) in (entry / "cmdline").read_text():
-                return True
+            if entry.name.isdigit() and marker in (entry / "cmdline").read_text():
+                count += 1
         except OSError:
             continue
-    return False
+    return count
 
 
-def test_an_agent_is_started_before_its_inputs_are_ready(
-    factory: Factory, isolated_home: Path
-) -> None:
+def _wait_for_agent_processes(count: int) -> bool:
+    deadline = time.monotonic() + 10
+    while _agent_processes() < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _agent_processes() >= count
+
+
+def test_an_agent_is_started_before_its_inputs_are_ready(factory: Factory) -> None:
     """Warm start: the downstream agent's process is up while its upstream agent still works."""
     factory.plans = [plan(agent_spec("upstream"), agent_spec("downstream", ["upstream"]))]
-    downstream = isolated_home / "generated_agents" / "downstream.py"
     seen: list[bool] = []
 
     def upstream_reply(name: str, request: object) -> str:
         if name == "upstream":
-            deadline = time.monotonic() + 10
-            while not _running(downstream) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            seen.append(_running(downstream))
+            seen.append(_wait_for_agent_processes(2))  # the one working, the one waiting
         return f"result from {name}"
 
     factory.agent_reply = upstream_reply
@@ -107,6 +110,32 @@ def test_an_agent_is_started_before_its_inputs_are_ready(
     assert all(a.ok for a in result.agents)
     assert seen == [True]
     assert agent_keys(runtime_requests(factory)["downstream"]) == ["upstream"]
+
+
+def test_an_agent_process_is_started_before_its_code_is_written(factory: Factory) -> None:
+    """Its generation call finds an agent process already up, waiting for code and input."""
+    factory.plans = [plan(agent_spec("solo_agent"), complexity="simple")]
+    seen: list[bool] = []
+
+    def generation(request: object) -> str:
+        seen.append(_wait_for_agent_processes(1))
+        return ECHO_BODY
+
+    factory.api.route(lambda request: factory.kind(request) == "generate", generation)
+    result = orchestrator.handle_task("t")
+    assert result.agents[0].ok
+    assert seen == [True]
+    assert "result from solo_agent" in factory.of("merge")[0].prompt
+
+
+def test_no_process_started_ahead_outlives_the_run(factory: Factory) -> None:
+    """Standby processes the plan did not need are discarded with their scratch."""
+    factory.plans = [plan(agent_spec("only_agent"), complexity="simple")]
+    orchestrator.handle_task("t")
+    deadline = time.monotonic() + 10
+    while _agent_processes() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _agent_processes() == 0
 
 
 def test_each_agent_receives_exactly_its_closure_diamond(factory: Factory) -> None:
@@ -438,3 +467,22 @@ def test_a_council_that_cannot_sit_leaves_the_merged_answer(factory: Factory) ->
     result = orchestrator.handle_task("t")
     assert result.answer == "MERGED: analyst"
     assert not result.council_improved
+
+
+def test_agents_started_ahead_survive_in_the_full_sandbox(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under bubblewrap an agent dies with the thread that started it: standby must outlive use."""
+    monkeypatch.setenv("SANDBOX", "auto")
+    monkeypatch.setenv("AGENT_REPAIR_ATTEMPTS", "0")  # a repair would hide a killed agent
+    factory.api.latency = 0.3  # planning takes long enough for the standby processes to start
+    parts = [agent_spec(f"part_{n}") for n in "abc"]
+    factory.plans = [plan(*parts, agent_spec("joiner", ["part_a", "part_b", "part_c"]))]
+    result = orchestrator.handle_task("t")
+    assert [(a.name, a.ok, a.kind, a.attempts) for a in result.agents] == [
+        ("part_a", True, "ok", 1),
+        ("part_b", True, "ok", 1),
+        ("part_c", True, "ok", 1),
+        ("joiner", True, "ok", 1),
+    ]
+    assert {"landlock", "seccomp"} <= set(result.sandbox)

@@ -607,3 +607,49 @@ def test_the_bootstrap_imports_only_what_it_needs() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert set(done.stdout.split()) <= BOOTSTRAP_IMPORTS
+
+
+@pytest.mark.parametrize("mode", ["off", "auto"])
+@pytest.mark.parametrize("name", ["../escape.py", "/etc/passwd", ".hidden.py", ""])
+def test_an_agent_started_before_its_code_takes_only_a_file_name(
+    tmp_path: Path, mode: str, name: str
+) -> None:
+    """The first line of its stdin names its file inside the folder; nothing else is accepted."""
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (tmp_path / "escape.py").write_text("print('ESCAPED')\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    launch = sandbox.prepare(
+        folder, python=sys.executable, scratch=scratch, api_url="http://127.0.0.1:1", mode=mode
+    )
+    done = subprocess.run(
+        launch.argv, input=f"{name}\n{{}}", capture_output=True, text=True, cwd=scratch, timeout=30
+    )
+    assert done.returncode == sandbox.BOOT_FAILURE_EXIT, done.stderr
+    assert "ESCAPED" not in done.stdout
+    assert "sandbox: no agent file name arrived on stdin" in done.stderr
+
+
+def test_an_agent_started_before_its_code_runs_it_when_named(tmp_path: Path) -> None:
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    launch = sandbox.prepare(
+        folder,
+        python=sys.executable,
+        scratch=scratch,
+        api_url="http://127.0.0.1:1",
+        preload=("json",),
+    )
+    process = subprocess.Popen(
+        launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=scratch
+    )
+    (folder / "late.py").write_text(
+        "import sys\n"
+        "print(sys.argv[0].endswith('late.py'), 'json' in sys.modules, sys.stdin.read())\n"
+    )
+    out, _ = process.communicate("late.py\nthe input", timeout=30)
+    assert process.returncode == 0
+    assert out == "True True the input\n"
