@@ -514,6 +514,8 @@ class Usage:
 
 _clients: dict[tuple[str, str | None], anthropic.Anthropic] = {}
 _clients_lock = threading.Lock()
+client_ready = threading.Event()
+"""Set once an SDK client exists: the expensive import is over and requests can leave."""
 
 
 def shield_from_signals() -> None:
@@ -556,6 +558,7 @@ def get_client() -> anthropic.Anthropic:
 
             client = anthropic.Anthropic(api_key=key, base_url=base_url)
             _clients[(key, base_url)] = client
+            client_ready.set()
         return client
 
 

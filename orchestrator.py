@@ -441,6 +441,9 @@ class _Conductor:
 
         def spawn() -> None:
             config.shield_from_signals()
+            # Starting interpreters costs CPU; never compete with the SDK's import, which stands
+            # between a fresh process and its first request.
+            config.client_ready.wait(timeout=30)
             for _ in range(count):
                 if self.stopped.is_set():
                     break
