@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,19 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("AGENTGOD_HOME", str(home))
     return home
+
+
+@pytest.fixture
+def distinct_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three different model ids, so a request shows which one a module chose."""
+    monkeypatch.setenv("MODEL", "claude-sonnet-5-5")
+    monkeypatch.setenv("FAST_MODEL", "claude-haiku-5-5")
+    monkeypatch.setenv("DEEP_MODEL", "claude-opus-5-5")
+
+
+def cached_system(prompt: str) -> list[dict[str, Any]]:
+    """A system prompt as config sends it: one block marked for the prompt cache."""
+    return [{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}]
 
 
 @pytest.fixture

@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import cached_system
 from fakeapi import FakeMessagesAPI, Reply
 
 import config
 import council
 from council import Challenge
+
+pytestmark = pytest.mark.usefixtures("distinct_models")
 
 TASK = "Should a ten-person startup move from Heroku to Kubernetes? Answer in under 300 words."
 ANSWER = "Yes: Kubernetes is always cheaper, so migrate next week."
@@ -18,18 +21,6 @@ FLAWED = {
     "flawed": True,
 }
 SOUND = {"weaknesses": [], "flawed": False}
-
-
-@pytest.fixture(autouse=True)
-def distinct_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three different model ids, so a request shows which one the council chose."""
-    monkeypatch.setenv("MODEL", "claude-sonnet-5-5")
-    monkeypatch.setenv("FAST_MODEL", "claude-haiku-5-5")
-    monkeypatch.setenv("DEEP_MODEL", "claude-opus-5-5")
-
-
-def cached(prompt: str) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}]
 
 
 # --- should_convene ---------------------------------------------------------------------------
@@ -70,7 +61,7 @@ def test_the_critic_reads_task_and_answer_on_the_deep_model(fake_api: FakeMessag
     assert found == Challenge(**FLAWED)
     [request] = fake_api.messages()
     assert request.body["model"] == "claude-opus-5-5"
-    assert request.body["system"] == cached(council.CRITIC_PROMPT)
+    assert request.body["system"] == cached_system(council.CRITIC_PROMPT)
     assert request.body["output_config"]["effort"] == "high"
     assert f"<task>\n{TASK}\n</task>" in request.prompt
     assert f"<answer>\n{ANSWER}\n</answer>" in request.prompt
@@ -108,7 +99,7 @@ def test_refine_sends_the_named_faults_to_the_deep_model(fake_api: FakeMessagesA
     assert refined == "It depends on the team's ops capacity."
     [request] = fake_api.messages()
     assert request.body["model"] == "claude-opus-5-5"
-    assert request.body["system"] == cached(council.REFINE_PROMPT)
+    assert request.body["system"] == cached_system(council.REFINE_PROMPT)
     assert request.body["max_tokens"] == council.REFINE_MAX_TOKENS < 21_333
     assert f"<task>\n{TASK}\n</task>" in request.prompt
     assert f"<answer>\n{ANSWER}\n</answer>" in request.prompt
@@ -144,8 +135,8 @@ def test_a_flawed_answer_is_refined_in_a_second_call(fake_api: FakeMessagesAPI) 
         weaknesses=FLAWED["weaknesses"],
     )
     critic, refiner = fake_api.messages()
-    assert critic.body["system"] == cached(council.CRITIC_PROMPT)
-    assert refiner.body["system"] == cached(council.REFINE_PROMPT)
+    assert critic.body["system"] == cached_system(council.CRITIC_PROMPT)
+    assert refiner.body["system"] == cached_system(council.REFINE_PROMPT)
     assert all(r.body["output_config"]["effort"] == "low" for r in (critic, refiner))
     assert all(weakness in refiner.prompt for weakness in FLAWED["weaknesses"])
     assert usage.snapshot()["claude-opus-5-5"].calls == 2

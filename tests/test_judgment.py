@@ -5,26 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import cached_system
 from fakeapi import FakeMessagesAPI, Reply, Request
 
 import config
 import judgment
 from judgment import Verdict
 
+pytestmark = pytest.mark.usefixtures("distinct_models")
+
 TASK = "List exactly five uses for a paperclip, as a numbered list, in French."
 ANSWER = "1. Crochet\n2. Clé\n3. Ressort"
-
-
-@pytest.fixture(autouse=True)
-def distinct_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three different model ids, so a request shows which one was chosen."""
-    monkeypatch.setenv("MODEL", "claude-sonnet-5-5")
-    monkeypatch.setenv("FAST_MODEL", "claude-haiku-5-5")
-    monkeypatch.setenv("DEEP_MODEL", "claude-opus-5-5")
-
-
-def cached(prompt: str) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}]
 
 
 def only_request(api: FakeMessagesAPI) -> Request:
@@ -44,7 +35,7 @@ def test_judge_asks_the_fast_model_with_the_task_and_answer(fake_api: FakeMessag
     assert verdict == Verdict(missing="Give five uses; the answer gives three.", done=False)
     request = only_request(fake_api)
     assert request.body["model"] == "claude-haiku-5-5"
-    assert request.body["system"] == cached(judgment.JUDGE_PROMPT)
+    assert request.body["system"] == cached_system(judgment.JUDGE_PROMPT)
     assert request.body["output_config"]["effort"] == "high"
     assert f"<task>\n{TASK}\n</task>" in request.prompt
     assert f"<answer>\n{ANSWER}\n</answer>" in request.prompt
@@ -114,7 +105,7 @@ def test_clarifying_question_is_a_cheap_call_on_the_fast_model(
     request = only_request(fake_api)
     assert request.body["model"] == "claude-haiku-5-5"
     assert request.body["output_config"]["effort"] == "low"
-    assert request.body["system"] == cached(judgment.CLARIFY_PROMPT)
+    assert request.body["system"] == cached_system(judgment.CLARIFY_PROMPT)
     assert "<task>\ntranslate this\n</task>" in request.prompt
     assert request.schema is not None
     assert list(request.schema["properties"]) == ["reason", "ask", "question"]
@@ -159,7 +150,7 @@ def test_small_talk_gets_a_direct_reply(fake_api: FakeMessagesAPI) -> None:
     request = only_request(fake_api)
     assert request.body["model"] == "claude-haiku-5-5"
     assert request.body["output_config"]["effort"] == "low"
-    assert request.body["system"] == cached(judgment.CHAT_PROMPT)
+    assert request.body["system"] == cached_system(judgment.CHAT_PROMPT)
     assert "<input>\nhi\n</input>" in request.prompt
     assert request.schema is not None
     assert list(request.schema["properties"]) == ["reason", "is_chat", "reply"]

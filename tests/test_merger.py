@@ -8,15 +8,9 @@ from fakeapi import FakeMessagesAPI, Reply
 import config
 import merger
 
+pytestmark = pytest.mark.usefixtures("distinct_models")
+
 TASK = "Write a 50-word pitch for a bakery, in German, as one paragraph."
-
-
-@pytest.fixture(autouse=True)
-def distinct_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three different model ids, so a request shows which one the merger chose."""
-    monkeypatch.setenv("MODEL", "claude-sonnet-5-5")
-    monkeypatch.setenv("FAST_MODEL", "claude-haiku-5-5")
-    monkeypatch.setenv("DEEP_MODEL", "claude-opus-5-5")
 
 
 def test_a_single_agent_still_gets_exactly_one_merge_call(fake_api: FakeMessagesAPI) -> None:
