@@ -230,8 +230,8 @@ class Session:
             try:
                 if not self._small_talk(text):
                     self.run_task(text)
-            except KeyboardInterrupt:
-                self.ui.problem(*_fields(problems.explain(KeyboardInterrupt())))
+            except KeyboardInterrupt as error:
+                self.fail(error, cli.EXIT_INTERRUPTED)  # back to the prompt, not out
             except Exception as error:
                 self.fail(error, cli.EXIT_FAILED)
 
@@ -427,10 +427,6 @@ def _print_json(data: Any) -> None:
     """stdout carries exactly one JSON object and a newline."""
     sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
     sys.stdout.flush()
-
-
-def _fields(problem: problems.Problem) -> tuple[str, str, str]:
-    return problem.headline, problem.advice, problem.technical
 
 
 def _error_json(problem: problems.Problem) -> dict[str, str]:

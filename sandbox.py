@@ -233,9 +233,13 @@ def prepare(
         raise ValueError(f"the interpreter must be an absolute path, not {python!r}")
     api_port = _api_port(api_url)
     agent = Path(agent).resolve()
-    boot = [python, "-X", "utf8", "-I", "-S", str(_BOOTSTRAP)]  # -S: site runs confined
-    waiting = sandbox_boot.Walls((), preload=tuple(preload))  # no walls, only the wait for code
-    plain = [*boot, *waiting.to_argv(), str(agent)] if agent.is_dir() else [*boot[:4], str(agent)]
+    interpreter = [python, "-X", "utf8", "-I"]
+    boot = [*interpreter, "-S", str(_BOOTSTRAP)]  # -S: site runs confined
+    if agent.is_dir():  # no walls yet, but the bootstrap is what waits for the code
+        waiting = sandbox_boot.Walls((), preload=tuple(preload))
+        plain = [*boot, *waiting.to_argv(), str(agent)]
+    else:
+        plain = [*interpreter, str(agent)]
     if mode == "off":
         return Launch(
             plain, None, None, None, (), ("sandbox is off: only the executor's limits apply",)
