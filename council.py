@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field, model_validator
 
 import config
+import ledger
+import llm
+from kinds import Complexity, CouncilMode
 
 REFINE_MAX_TOKENS = 16000
 """The refinement rewrites the whole answer: the merger's room, under the non-streaming ceiling."""
@@ -71,10 +74,11 @@ class CouncilVerdict:
     """The faults acted on; empty when the critic acquitted the answer."""
 
 
-def should_convene(complexity: str) -> bool:
+def should_convene(complexity: str, mode: CouncilMode) -> bool:
     """COUNCIL=off never, always always, auto only for tasks the planner graded deep."""
-    mode = config.settings().council
-    return mode == "always" or (mode == "auto" and complexity == "deep")
+    return mode == CouncilMode.ALWAYS or (
+        mode == CouncilMode.AUTO and complexity == Complexity.DEEP
+    )
 
 
 CRITIC_PROMPT = """\
@@ -119,17 +123,18 @@ def challenge(
     task: str,
     answer: str,
     *,
-    usage: config.Usage | None = None,
+    usage: ledger.Usage | None = None,
     effort: str | None = None,
+    settings: config.Settings | None = None,
 ) -> Challenge:
     """The critic's structured reading of `answer`, in one call on the deep model."""
-    return config.complete_structured(
+    return llm.complete_structured(
         _task_and_answer(task, answer) + "\n\nName the material faults in this answer, if any.",
         Challenge,
         system=CRITIC_PROMPT,
         max_tokens=4096,
         effort=effort,
-        model=config.settings().deep_model,
+        model=(settings or config.settings()).deep_model,
         usage=usage,
     )
 
@@ -139,8 +144,9 @@ def refine(
     answer: str,
     weaknesses: list[str],
     *,
-    usage: config.Usage | None = None,
+    usage: ledger.Usage | None = None,
     effort: str | None = None,
+    settings: config.Settings | None = None,
 ) -> str:
     """`answer` with the named weaknesses fixed; the original when there is nothing to use.
 
@@ -152,13 +158,13 @@ def refine(
     if not named:
         return answer
     listed = "\n".join(f"{number}. {weakness}" for number, weakness in enumerate(named, 1))
-    refined = config.complete(
+    refined = llm.complete(
         f"{_task_and_answer(task, answer)}\n\n<weaknesses>\n{listed}\n</weaknesses>\n\n"
         "Rewrite the answer with these faults fixed.",
         system=REFINE_PROMPT,
         max_tokens=REFINE_MAX_TOKENS,
         effort=effort,
-        model=config.settings().deep_model,
+        model=(settings or config.settings()).deep_model,
         usage=usage,
     )
     return refined or answer
@@ -168,14 +174,15 @@ def review(
     task: str,
     answer: str,
     *,
-    usage: config.Usage | None = None,
+    usage: ledger.Usage | None = None,
     effort: str | None = None,
+    settings: config.Settings | None = None,
 ) -> CouncilVerdict:
     """Challenge the answer and, only if it is flawed, refine it: two calls at most."""
-    found = challenge(task, answer, usage=usage, effort=effort)
+    found = challenge(task, answer, usage=usage, effort=effort, settings=settings)
     if not found.flawed:
         return CouncilVerdict(answer=answer, improved=False)
-    refined = refine(task, answer, found.weaknesses, usage=usage, effort=effort)
+    refined = refine(task, answer, found.weaknesses, usage=usage, effort=effort, settings=settings)
     improved = refined.strip() != answer.strip()
     return CouncilVerdict(
         answer=refined if improved else answer,

@@ -27,8 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import config
+import ledger
+import models
 import redact
 import sandbox
+from kinds import AgentKind
 
 USAGE_MARKER = "__AGENT_USAGE__ "
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
@@ -55,9 +58,9 @@ class AgentResult:
     """The process's exit status; negative for a signal; None when it never started."""
     timed_out: bool = False
     seconds: float = 0.0
-    usage: config.Usage = field(default_factory=config.Usage)
+    usage: ledger.Usage = field(default_factory=ledger.Usage)
     """Tokens the agent reported through its __AGENT_USAGE__ lines."""
-    kind: str = "ok"
+    kind: AgentKind = AgentKind.OK
     """ok, crash, timeout, silent, unstartable, output_limit or sandbox."""
     layers: tuple[str, ...] = ()
     """Confinement layers that were active for this process."""
@@ -256,7 +259,7 @@ def child_environment(
         "MALLOC_ARENA_MAX": "2",
         "AGENT_MODEL": model,
     }
-    level = config.effort_for_model(model, effort) if effort else None
+    level = models.effort_for_model(model, effort) if effort else None
     if level:
         env["LLM_EFFORT"] = level
     if token_budget is not None:
@@ -355,9 +358,9 @@ def _pump(process: subprocess.Popen[bytes], payload: bytes, deadline: float) -> 
     return streams
 
 
-def _split_usage(stderr: str, model: str) -> tuple[str, config.Usage]:
+def _split_usage(stderr: str, model: str) -> tuple[str, ledger.Usage]:
     """Take the __AGENT_USAGE__ lines off stderr and count them."""
-    usage = config.Usage()
+    usage = ledger.Usage()
     kept: list[str] = []
     for line in stderr.splitlines():
         if line.startswith(USAGE_MARKER):
@@ -438,7 +441,7 @@ class AgentProcess:
             if path is None:
                 raise ValueError("an agent started ahead of its code needs the code's path")
             self.name = path.stem
-            level = config.effort_for_model(self.model, effort) if effort else None
+            level = models.effort_for_model(self.model, effort) if effort else None
             payload = f"{path.name} {level or ''}".strip().encode("ascii") + b"\n" + payload
         started = time.monotonic()
         try:
@@ -485,7 +488,9 @@ def start_agent(
     model = model or settings.model
     python = agent_python()
     if not os.access(python, os.X_OK):
-        return AgentResult(name, False, error=f"cannot execute {python}", kind="unstartable")
+        return AgentResult(
+            name, False, error=f"cannot execute {python}", kind=AgentKind.UNSTARTABLE
+        )
     scratch = Path(tempfile.mkdtemp(prefix=f"agentgod-{name}-"))
     try:
         launch = sandbox.prepare(
@@ -513,7 +518,9 @@ def start_agent(
         )
     except OSError as error:
         shutil.rmtree(scratch, ignore_errors=True)
-        return AgentResult(name, False, error=f"could not start: {error}", kind="unstartable")
+        return AgentResult(
+            name, False, error=f"could not start: {error}", kind=AgentKind.UNSTARTABLE
+        )
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
@@ -559,19 +566,21 @@ def _result(agent: AgentProcess, streams: _Streams, exit_code: int, seconds: flo
         layers=agent.layers,
     )
     if streams.timed_out:
-        result.kind = "timeout"
+        result.kind = AgentKind.TIMEOUT
         result.error = f"timed out after {agent.timeout:g} s" + (f"\n{stderr}" if stderr else "")
     elif streams.overflow:
-        result.kind = "output_limit"
+        result.kind = AgentKind.OUTPUT_LIMIT
         result.output = ""
         result.error = f"printed more than {MAX_OUTPUT_BYTES // (1024 * 1024)} MB on stdout"
     elif exit_code != 0:
-        result.kind = "sandbox" if _stopped_by_sandbox(stderr, exit_code) else "crash"
+        result.kind = (
+            AgentKind.SANDBOX if _stopped_by_sandbox(stderr, exit_code) else AgentKind.CRASH
+        )
         result.error = stderr or _describe_exit(exit_code)
         if stderr and exit_code < 0:
             result.error += f"\n({_describe_exit(exit_code)})"
     elif not output.strip():
-        result.kind = "silent"
+        result.kind = AgentKind.SILENT
         result.error = stderr or "exited successfully but printed nothing"
     else:
         result.ok = True

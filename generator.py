@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import codeguard
 import config
+import ledger
+import llm
 
 if TYPE_CHECKING:
     from planner import AgentSpec
@@ -392,20 +394,19 @@ def generate_agent_code(
     spec: AgentSpec,
     upstream: list[str],
     *,
-    feedback: str | None = None,
     repair: Repair | None = None,
-    usage: config.Usage | None = None,
+    usage: ledger.Usage | None = None,
     effort: str | None = None,
+    settings: config.Settings | None = None,
 ) -> str:
     """Write the agent, retrying with codeguard's complaints until it is accepted.
 
-    `upstream` is the agent's dependency closure (the exact previous_outputs keys). `feedback` is
-    extra guidance (a judge's gap); `repair` turns this into a fix of failing code. Unsafe or
-    malformed code is never returned; after the last attempt GenerationError carries the reasons.
+    `upstream` is the agent's dependency closure (the exact previous_outputs keys); `repair` turns
+    this into a fix of failing code. Unsafe or malformed code is never returned; after the last
+    attempt GenerationError carries the reasons.
     """
+    settings = settings or config.settings()
     prompt = _brief(spec, upstream)
-    if feedback:
-        prompt += f"\nAlso address this:\n{feedback}\n"
     if repair is not None:
         failing = agent_body(repair.source) or repair.source
         prompt += (
@@ -414,7 +415,7 @@ def generate_agent_code(
             f"What it printed on stderr (the end):\n```\n{repair.stderr[-4000:]}\n```\n"
         )
     reasons: list[str] = []
-    for _ in range(config.settings().generation_attempts):
+    for _ in range(settings.generation_attempts):
         attempt_prompt = prompt
         if reasons:
             attempt_prompt += (
@@ -423,8 +424,13 @@ def generate_agent_code(
                 + "\n".join(f"- {reason}" for reason in reasons)
                 + "\n"
             )
-        reply = config.complete(
-            attempt_prompt, system=GENERATOR_PROMPT, max_tokens=8192, effort=effort, usage=usage
+        reply = llm.complete(
+            attempt_prompt,
+            model=settings.model,
+            effort=effort,
+            system=GENERATOR_PROMPT,
+            max_tokens=8192,
+            usage=usage,
         )
         try:
             source = assemble_agent(reply, spec)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, model_validator
 
 import config
+import ledger
+import llm
 
 MAX_QUESTION_CHARS = 300
 """A clarifying question longer than this is cut: it has to fit on one prompt line."""
@@ -86,21 +88,22 @@ def judge(
     task: str,
     answer: str,
     *,
-    usage: config.Usage | None = None,
+    usage: ledger.Usage | None = None,
     effort: str | None = None,
+    settings: config.Settings | None = None,
 ) -> Verdict:
     """Rule on whether `answer` does what `task` asked, in one structured call."""
     prompt = (
         f"<task>\n{task}\n</task>\n\n<answer>\n{answer}\n</answer>\n\n"
         "Does this answer meet every explicit demand of the task?"
     )
-    return config.complete_structured(
+    return llm.complete_structured(
         prompt,
         Verdict,
         system=JUDGE_PROMPT,
         max_tokens=2048,
         effort=effort,
-        model=config.settings().fast_model,
+        model=(settings or config.settings()).fast_model,
         usage=usage,
     )
 
@@ -171,13 +174,13 @@ task is worse than one that never asks. When in doubt, do not ask.
 """
 
 
-def clarifying_question(task: str, *, usage: config.Usage | None = None) -> str | None:
+def clarifying_question(task: str, *, usage: ledger.Usage | None = None) -> str | None:
     """The one question worth asking before the run, or None (nearly always).
 
     Only a decided ask with a real question counts; anything else proceeds, because silence
     costs at most one weak run while a needless question costs the user's attention every time.
     """
-    result = config.complete_structured(
+    result = llm.complete_structured(
         f"<task>\n{task}\n</task>\n\nDoes this task need a question before work starts?",
         Clarification,
         system=CLARIFY_PROMPT,
@@ -243,13 +246,13 @@ files. Never promise more than that.
 """
 
 
-def triage(text: str, *, usage: config.Usage | None = None) -> str | None:
+def triage(text: str, *, usage: ledger.Usage | None = None) -> str | None:
     """A direct reply when the REPL input is small talk; None for anything that is a task.
 
     A task mistaken for chat is lost, while chat mistaken for a task only builds a small team,
     so only a decided is_chat with a non-empty reply is answered here.
     """
-    result = config.complete_structured(
+    result = llm.complete_structured(
         f"<input>\n{text}\n</input>\n\nIs this input small talk or a task?",
         Triage,
         system=CHAT_PROMPT,

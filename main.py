@@ -16,13 +16,33 @@ import select
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cli
 import config
+import ledger
+import llm
 import problems
 import redact
+import signals
+from replies import (
+    AgentReply,
+    CostReply,
+    ErrorDetail,
+    FailureReply,
+    HistoryRow,
+    KeepChoice,
+    LibraryRow,
+    RunReply,
+    StatsReply,
+    TokenTotals,
+    TranscriptAgent,
+)
 from ui import PlainUI, make_ui
+
+if TYPE_CHECKING:
+    import runlog
+    from orchestrator import AgentRun, PendingAgent, TaskResult
 
 SLASH_COMMANDS = [
     ("/help", "this list"),
@@ -54,7 +74,7 @@ def run(invocation: cli.Invocation) -> int:
     """Carry out a parsed command line; returns the exit code of the CLI contract."""
     cli.apply(invocation)
     if invocation.mode in ("task", "repl", "stdin"):
-        config.preload_sdk()
+        llm.preload_sdk()
     interactive = _stdin_is_tty() and not invocation.no_input and invocation.mode != "stdin"
     ui = make_ui(
         plain=invocation.plain,
@@ -90,7 +110,7 @@ class Session:
         self.ui = ui
         self.invocation = invocation
         self.interactive = interactive
-        self.usage = config.Usage()
+        self.usage = ledger.Usage()
         self.task = ""
 
     # ---- failures ------------------------------------------------------------------------------
@@ -119,7 +139,9 @@ class Session:
         redact.register(key)
         os.environ["ANTHROPIC_API_KEY"] = key
         try:
-            config.complete("Reply with OK.", max_tokens=16, model=config.settings().fast_model)
+            llm.complete(
+                "Reply with OK.", model=config.settings().fast_model, effort=None, max_tokens=16
+            )
         except Exception:
             del os.environ["ANTHROPIC_API_KEY"]
             raise
@@ -146,7 +168,7 @@ class Session:
         if config.settings().sandbox == "off":
             self.ui.warn("SANDBOX=off: agents run without OS confinement, only with limits")
         written: list[Path] = []
-        spent = config.Usage()
+        spent = ledger.Usage()
         self.ui.task_started(task)
         try:
             result = orchestrator.handle_task(task, events=self.ui, usage=spent, written=written)
@@ -163,8 +185,8 @@ class Session:
             self.ui.answer(result.answer)
             self.ui.cost(result.cost_summary(), result.duration_seconds)
             self.ui.transcript(
-                [_agent_json(a) | {"kind": a.kind} for a in result.agents],
-                [{"name": f.name, "reason": f.reason} for f in result.failures],
+                [_transcript_row(a) for a in result.agents],
+                [FailureReply(name=f.name, reason=f.reason) for f in result.failures],
                 result.revisions,
                 result.council_improved,
                 str(result.run_file) if result.run_file else None,
@@ -174,7 +196,7 @@ class Session:
         inventory.delete_agents(result.agent_paths)
         return cli.EXIT_OK
 
-    def _keep(self, pending: list[Any]) -> list[str]:
+    def _keep(self, pending: list[PendingAgent]) -> list[str]:
         """--keep, --discard, or ask; the chosen new agents join the library."""
         import library
 
@@ -186,7 +208,7 @@ class Session:
         elif self.invocation.keep is False or not self.interactive:
             chosen = []
         else:
-            chosen = self.ui.choose_keep([{"name": p.name, "role": p.role} for p in pending])
+            chosen = self.ui.choose_keep([KeepChoice(name=p.name, role=p.role) for p in pending])
         for agent in pending:
             if agent.name in chosen:
                 library.remember(agent.name, agent.role, agent.source)
@@ -275,23 +297,23 @@ class Session:
 
         if verb == "library":
             rows = [
-                {
-                    "name": e.name,
-                    "role": e.role,
-                    "generation": e.generation,
-                    "wins": e.wins,
-                    "losses": e.losses,
-                    "uses": e.uses,
-                    "reliable": library.reliable(e.name),
-                    "evolved": e.evolved,
-                }
+                LibraryRow(
+                    name=e.name,
+                    role=e.role,
+                    generation=e.generation,
+                    wins=e.wins,
+                    losses=e.losses,
+                    uses=e.uses,
+                    reliable=library.reliable(e.name),
+                    evolved=e.evolved,
+                )
                 for e in library.entries()
             ]
             return self._show(rows, self.ui.library, "The library is empty.")
         if verb == "history":
             limit = int(argument) if argument and argument.isdigit() else 10
-            rows = [_history_json(row) for row in runlog.history(limit)]
-            return self._show(rows, self.ui.history, "No runs yet.")
+            runs = [_history_json(row) for row in runlog.history(limit)]
+            return self._show(runs, self.ui.history, "No runs yet.")
         if verb == "stats":
             return self._show(_stats_json(runlog.stats()), self.ui.stats, "")
         if verb == "last":
@@ -377,13 +399,13 @@ def _warm_up() -> threading.Thread:
     """
 
     def load() -> None:
-        config.shield_from_signals()
+        signals.shield_from_signals()
         with contextlib.suppress(Exception):
             import inventory  # noqa: F401
             import judgment  # noqa: F401
             import orchestrator  # noqa: F401
 
-            config.get_client()
+            llm.get_client()
 
     thread = threading.Thread(target=load, name="agentgod-warm-up", daemon=True)
     thread.start()
@@ -423,99 +445,103 @@ def _stdin_is_tty() -> bool:
 # ---- the JSON contract -------------------------------------------------------------------------
 
 
-def _print_json(data: Any) -> None:
+def _print_json(data: object) -> None:
     """stdout carries exactly one JSON object and a newline."""
     sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
     sys.stdout.flush()
 
 
-def _error_json(problem: problems.Problem) -> dict[str, str]:
-    return {
-        "type": problem.kind,
-        "headline": problem.headline,
-        "advice": problem.advice,
-        "detail": problem.technical,
-    }
+def _error_json(problem: problems.Problem) -> ErrorDetail:
+    return ErrorDetail(
+        type=problem.kind,
+        headline=problem.headline,
+        advice=problem.advice,
+        detail=problem.technical,
+    )
 
 
-def _usage_json(error: cli.UsageError) -> dict[str, str]:
-    return {"type": "usage", "headline": str(error), "advice": error.hint, "detail": ""}
+def _usage_json(error: cli.UsageError) -> ErrorDetail:
+    return ErrorDetail(type="usage", headline=str(error), advice=error.hint, detail="")
 
 
-def _agent_json(agent: Any) -> dict[str, Any]:
-    return {
-        "name": agent.name,
-        "role": agent.role,
-        "reused": agent.reused,
-        "ok": agent.ok,
-        "attempts": agent.attempts,
-        "seconds": round(agent.seconds, 3),
-    }
+def _agent_json(agent: AgentRun) -> AgentReply:
+    return AgentReply(
+        name=agent.name,
+        role=agent.role,
+        reused=agent.reused,
+        ok=agent.ok,
+        attempts=agent.attempts,
+        seconds=round(agent.seconds, 3),
+    )
 
 
-def _result_json(task: str, result: Any, kept: list[str]) -> dict[str, Any]:
+def _transcript_row(agent: AgentRun) -> TranscriptAgent:
+    return TranscriptAgent(**_agent_json(agent), kind=agent.kind)
+
+
+def _result_json(task: str, result: TaskResult, kept: list[str]) -> RunReply:
     cost = result.cost_summary()
-    return {
-        "ok": True,
-        "task": task,
-        "answer": result.answer,
-        "complexity": result.complexity,
-        "agents": [_agent_json(a) for a in result.agents],
-        "failures": [{"name": f.name, "reason": f.reason} for f in result.failures],
-        "revisions": result.revisions,
-        "council_improved": result.council_improved,
-        "kept": kept,
-        "cost": {
-            "llm_calls": cost["llm_calls"],
-            "input_tokens": cost["input_tokens"],
-            "output_tokens": cost["output_tokens"],
-            "cache_write_tokens": cost["cache_write_tokens"],
-            "cache_read_tokens": cost["cache_read_tokens"],
-            "usd": cost["usd"],
-        },
-        "duration_seconds": round(result.duration_seconds, 3),
-        "run_file": str(result.run_file) if result.run_file else None,
-        "sandbox": result.sandbox,
-        "budget_usd": result.budget_usd,
-        "budget_exhausted": result.budget_exhausted,
-    }
+    return RunReply(
+        ok=True,
+        task=task,
+        answer=result.answer,
+        complexity=result.complexity,
+        agents=[_agent_json(a) for a in result.agents],
+        failures=[FailureReply(name=f.name, reason=f.reason) for f in result.failures],
+        revisions=result.revisions,
+        council_improved=result.council_improved,
+        kept=kept,
+        cost=CostReply(
+            llm_calls=cost["llm_calls"],
+            input_tokens=cost["input_tokens"],
+            output_tokens=cost["output_tokens"],
+            cache_write_tokens=cost["cache_write_tokens"],
+            cache_read_tokens=cost["cache_read_tokens"],
+            usd=cost["usd"],
+        ),
+        duration_seconds=round(result.duration_seconds, 3),
+        run_file=str(result.run_file) if result.run_file else None,
+        sandbox=result.sandbox,
+        budget_usd=result.budget_usd,
+        budget_exhausted=result.budget_exhausted,
+    )
 
 
-def _path(row: Any) -> str | None:
+def _path(row: runlog.HistoryRow | runlog.LastAnswer) -> str | None:
     return str(row.run_file) if row.run_file else None
 
 
-def _history_json(row: Any) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "started_at": row.started_at.isoformat(),
-        "task": row.task,
-        "ok": row.ok,
-        "complexity": row.complexity,
-        "usd": row.usd,
-        "duration_seconds": row.duration_seconds,
-        "agents": row.agents,
-        "run_file": _path(row),
-    }
+def _history_json(row: runlog.HistoryRow) -> HistoryRow:
+    return HistoryRow(
+        id=row.id,
+        started_at=row.started_at.isoformat(),
+        task=row.task,
+        ok=row.ok,
+        complexity=row.complexity,
+        usd=row.usd,
+        duration_seconds=row.duration_seconds,
+        agents=row.agents,
+        run_file=_path(row),
+    )
 
 
-def _stats_json(stats: Any) -> dict[str, Any]:
-    return {
-        "runs": stats.runs,
-        "succeeded": stats.succeeded,
-        "success_rate": stats.success_rate,
-        "llm_calls": stats.llm_calls,
-        "tokens": {
-            "input": stats.input_tokens,
-            "output": stats.output_tokens,
-            "cache_write": stats.cache_write_tokens,
-            "cache_read": stats.cache_read_tokens,
-        },
-        "usd": stats.usd,
-        "mean_duration": stats.mean_duration_seconds if stats.runs else None,
-        "most_used": [list(pair) for pair in stats.most_used_agents],
-        "most_reliable": [list(triple) for triple in stats.most_reliable_agents],
-    }
+def _stats_json(stats: runlog.Stats) -> StatsReply:
+    return StatsReply(
+        runs=stats.runs,
+        succeeded=stats.succeeded,
+        success_rate=stats.success_rate,
+        llm_calls=stats.llm_calls,
+        tokens=TokenTotals(
+            input=stats.input_tokens,
+            output=stats.output_tokens,
+            cache_write=stats.cache_write_tokens,
+            cache_read=stats.cache_read_tokens,
+        ),
+        usd=stats.usd,
+        mean_duration=stats.mean_duration_seconds if stats.runs else None,
+        most_used=list(stats.most_used_agents),
+        most_reliable=list(stats.most_reliable_agents),
+    )
 
 
 if __name__ == "__main__":

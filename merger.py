@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 
 import config
+import ledger
+import llm
 
 MAX_TOKENS = 16000
 """Room for a long answer while staying under the SDK's ceiling for a non-streaming request."""
@@ -99,8 +101,9 @@ def merge_outputs(
     *,
     roles: dict[str, str] | None = None,
     failed: list[str] | None = None,
-    usage: config.Usage | None = None,
+    usage: ledger.Usage | None = None,
     effort: str | None = None,
+    settings: config.Settings | None = None,
 ) -> str:
     """Write the final answer from the successful outputs in exactly one call.
 
@@ -111,12 +114,12 @@ def merge_outputs(
     """
     if not outputs:
         raise ValueError("merge_outputs needs at least one agent output")
-    answer = config.complete(
+    answer = llm.complete(
         build_prompt(task, outputs, roles=roles, failed=failed),
         system=MERGER_PROMPT,
         max_tokens=MAX_TOKENS,
         effort=effort,
-        model=config.settings().model,
+        model=(settings or config.settings()).model,
         usage=usage,
     )
     return answer or fallback_answer(outputs)

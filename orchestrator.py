@@ -18,25 +18,30 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import config
 import council
 import executor
 import generator
 import judgment
+import ledger
 import library
+import llm
 import merger
+import models
 import planner
 import problems
 import runlog
+import signals
 import taskgraph
-from events import SerialisedEvents, TaskEvents
+from events import NullEvents, SerialisedEvents, TaskEvents
+from kinds import AgentKind, Phase
+from replies import CostSummary
 
 # Failures a rewrite cannot fix: a hang would just hang again (and cost another full timeout),
 # an unstartable interpreter is the machine's problem, not the code's, and a spent budget stays
 # spent.
-_NOT_REPAIRABLE = frozenset({"timeout", "unstartable", "budget"})
+_NOT_REPAIRABLE = frozenset({AgentKind.TIMEOUT, AgentKind.UNSTARTABLE, AgentKind.BUDGET})
 AGENT_SHARE_TOKENS = 16_384
 """Under a budget, the most tokens one agent run may use (all its calls together)."""
 
@@ -54,7 +59,7 @@ class AgentRun:
     """Executions: 1, plus one per repair."""
     seconds: float = 0.0
     """Wall-clock time across all attempts."""
-    kind: str = "pending"
+    kind: AgentKind = AgentKind.PENDING
     """ok, or how it failed (crash, timeout, silent, rejected, ...)."""
     error: str = ""
 
@@ -66,7 +71,7 @@ class Failure:
     name: str
     reason: str
     """One line: the last line of its stderr, or the executor's reason."""
-    kind: str
+    kind: AgentKind
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,7 @@ class TaskResult:
     pending: list[PendingAgent]
     agent_paths: list[Path]
     """Scratch copies in generated_agents/; the caller decides whether to delete them."""
-    usage: config.Usage
+    usage: ledger.Usage
     duration_seconds: float
     run_file: Path | None
     waves: list[list[str]] = field(default_factory=list)
@@ -103,7 +108,7 @@ class TaskResult:
     budget_exhausted: bool = False
     """The budget stopped model work early; the answer is built from what was done by then."""
 
-    def cost_summary(self) -> dict[str, Any]:
+    def cost_summary(self) -> CostSummary:
         return self.usage.cost_summary()
 
 
@@ -129,7 +134,7 @@ class _Built:
     reasons: list[str] = field(default_factory=list)
     warm: executor.AgentProcess | None = None
     """The agent already started and waiting for its input, when it could be."""
-    kind: str = "rejected"
+    kind: AgentKind = AgentKind.REJECTED
     """Why there is no path: codeguard rejected every attempt, or the budget ran out."""
 
 
@@ -159,11 +164,11 @@ class _Round:
 class _Conductor:
     """The state of one handle_task call; each method is one box of the flow diagram."""
 
-    def __init__(self, task: str, events: TaskEvents | None, usage: config.Usage | None) -> None:
+    def __init__(self, task: str, events: TaskEvents | None, usage: ledger.Usage | None) -> None:
         self.task = task
         self.settings = config.settings()
-        self.usage = usage or config.Usage()
-        self.events = SerialisedEvents(events or TaskEvents())
+        self.usage = usage or ledger.Usage()
+        self.events = SerialisedEvents(events or NullEvents())
         self.started = time.monotonic()
         self.started_at = datetime.now(UTC)
         self.stopped = threading.Event()
@@ -195,7 +200,7 @@ class _Conductor:
                 answer = self.round(judgment.revision_task(self.task, verdict.missing))
             except AllAgentsFailedError:
                 break  # keep the answer we have rather than lose it to a failed retry
-            except config.BudgetExhaustedError:
+            except ledger.BudgetExhaustedError:
                 self.note_budget()
                 break
         self.bookkeep_library()
@@ -205,15 +210,16 @@ class _Conductor:
 
     def round(self, task_text: str) -> str:
         self.start_standby()
-        self.events.phase_started("plan")
+        self.events.phase_started(Phase.PLAN)
         phase = time.monotonic()
         plan = planner.plan_agents(
             task_text,
             usage=self.usage,
             library_hint=library.describe_for_planner(),
             effort=self.settings.effort,
+            settings=self.settings,
         )
-        effort = config.effort_for(plan.complexity)
+        effort = models.effort_for(plan.complexity, self.settings.effort)
         ordered = taskgraph.topological_order(plan.agents)
         waves = [[a.name for a in wave] for wave in taskgraph.waves(ordered)]
         kept = {a.name: self.reusable(a.name) for a in ordered}
@@ -230,18 +236,23 @@ class _Conductor:
             ],
             waves,
         )
-        self.events.phase_finished("plan", time.monotonic() - phase)
+        self.events.phase_finished(Phase.PLAN, time.monotonic() - phase)
         this_round = _Round(plan.complexity, "", [], [], waves)
         self.rounds.append(this_round)
         outputs = self.build_and_run(ordered, kept, task_text, effort, this_round)
         if not outputs and self.budget_hit.is_set():
-            raise config.BudgetExhaustedError(self.usage.cost_usd(), self.usage.budget_usd or 0.0)
+            raise ledger.BudgetExhaustedError(self.usage.cost_usd(), self.usage.budget_usd or 0.0)
         if not outputs:
             raise AllAgentsFailedError(this_round.failures, self.settings.agent_timeout_seconds)
         this_round.answer = self.merge(task_text, outputs, ordered, this_round, effort)
-        if council.should_convene(plan.complexity) and not self.budget_hit.is_set():
+        if self.convenes(plan.complexity):
             this_round.answer = self.convene_council(task_text, this_round.answer, effort)
         return this_round.answer
+
+    def convenes(self, complexity: str) -> bool:
+        """The council sits for this grade under COUNCIL, unless the budget is already spent."""
+        mode = self.settings.council
+        return council.should_convene(complexity, mode) and not self.budget_hit.is_set()
 
     def note_budget(self) -> None:
         """The budget stopped model work: say so once, and launch nothing more."""
@@ -265,10 +276,10 @@ class _Conductor:
         this_round.agents = list(records.values())
         width = self.settings.max_parallel_agents
         builders = ThreadPoolExecutor(
-            width, thread_name_prefix="agentgod-build", initializer=config.shield_from_signals
+            width, thread_name_prefix="agentgod-build", initializer=signals.shield_from_signals
         )
         runners = ThreadPoolExecutor(
-            width, thread_name_prefix="agentgod-run", initializer=config.shield_from_signals
+            width, thread_name_prefix="agentgod-run", initializer=signals.shield_from_signals
         )
         building: dict[Future[_Built], planner.AgentSpec] = {}
         running: dict[Future[_Ran], planner.AgentSpec] = {}
@@ -276,8 +287,8 @@ class _Conductor:
         started: set[str] = set()
         finished: set[str] = set()
         outputs: dict[str, str] = {}
-        self.events.phase_started("build")
-        self.events.phase_started("run")
+        self.events.phase_started(Phase.BUILD)
+        self.events.phase_started(Phase.RUN)
         phase = time.monotonic()
         try:
             for spec in agents:
@@ -325,7 +336,7 @@ class _Conductor:
                             self.reject(records[spec.name], built, this_round)
                             finished.add(spec.name)
                         if not building:
-                            self.events.phase_finished("build", time.monotonic() - phase)
+                            self.events.phase_finished(Phase.BUILD, time.monotonic() - phase)
                     else:
                         spec = running.pop(future)
                         self.absorb(records[spec.name], future.result(), outputs, this_round)
@@ -342,7 +353,7 @@ class _Conductor:
         self.discard_warm()
         builders.shutdown()
         runners.shutdown()
-        self.events.phase_finished("run", time.monotonic() - phase)
+        self.events.phase_finished(Phase.RUN, time.monotonic() - phase)
         return outputs
 
     def reusable(self, name: str) -> str | None:
@@ -386,14 +397,16 @@ class _Conductor:
         if source is None:
             try:
                 source = generator.generate_agent_code(
-                    spec, upstream, usage=self.usage, effort=effort
+                    spec, upstream, usage=self.usage, effort=effort, settings=self.settings
                 )
             except generator.GenerationError as error:
                 return _Built(None, reasons=error.reasons)
-            except config.BudgetExhaustedError:
+            except ledger.BudgetExhaustedError:
                 self.note_budget()
                 return _Built(
-                    None, reasons=["the budget ran out before it was written"], kind="budget"
+                    None,
+                    reasons=["the budget ran out before it was written"],
+                    kind=AgentKind.BUDGET,
                 )
             self.events.agent_generated(spec.name)
             built = _Built(None, source)
@@ -440,10 +453,10 @@ class _Conductor:
         count = min(self.settings.max_parallel_agents, self.settings.max_agents)
 
         def spawn() -> None:
-            config.shield_from_signals()
+            signals.shield_from_signals()
             # Starting interpreters costs CPU; never compete with the SDK's import, which stands
             # between a fresh process and its first request.
-            config.client_ready.wait(timeout=30)
+            llm.client_ready.wait(timeout=30)
             for _ in range(count):
                 if self.stopped.is_set():
                     break
@@ -516,10 +529,11 @@ class _Conductor:
                     repair=generator.Repair(source, result.error),
                     usage=self.usage,
                     effort=effort,
+                    settings=self.settings,
                 )
             except generator.GenerationError:
                 break
-            except config.BudgetExhaustedError:
+            except ledger.BudgetExhaustedError:
                 self.note_budget()
                 break
             if self.stopped.is_set():
@@ -538,13 +552,13 @@ class _Conductor:
     ) -> executor.AgentResult:
         """Hold the run's share of the budget, run the agent, count what it spent, let go."""
         model = self.settings.model
-        asking = config.estimate_tokens(task_text + "".join(upstream.values()))
+        asking = ledger.estimate_tokens(task_text + "".join(upstream.values()))
         try:
             hold = self.usage.hold(model, input_tokens=asking, max_tokens=AGENT_SHARE_TOKENS)
-        except config.BudgetExhaustedError:
+        except ledger.BudgetExhaustedError:
             self.note_budget()
             return executor.AgentResult(
-                name, False, error="the budget ran out before it could run", kind="budget"
+                name, False, error="the budget ran out before it could run", kind=AgentKind.BUDGET
             )
         try:
             self.events.agent_running(name, attempt)
@@ -594,7 +608,7 @@ class _Conductor:
         record.kind = built.kind
         record.error = "; ".join(built.reasons)
         this_round.failures.append(Failure(record.name, _one_line(record.error), built.kind))
-        if built.kind == "rejected":
+        if built.kind == AgentKind.REJECTED:
             self.events.agent_rejected(record.name, built.reasons)
         self.events.agent_finished(record.name, False, 0.0, built.kind, record.error, 0)
 
@@ -609,7 +623,7 @@ class _Conductor:
         """The budget is spent: agents that have not started never will."""
         for spec in agents:
             if spec.name not in started and spec.name not in finished:
-                built = _Built(None, reasons=["skipped: the budget ran out"], kind="budget")
+                built = _Built(None, reasons=["skipped: the budget ran out"], kind=AgentKind.BUDGET)
                 self.reject(records[spec.name], built, this_round)
                 finished.add(spec.name)
 
@@ -637,7 +651,7 @@ class _Conductor:
         this_round: _Round,
         effort: str,
     ) -> str:
-        self.events.phase_started("merge")
+        self.events.phase_started(Phase.MERGE)
         phase = time.monotonic()
         self.events.merge_started(len(outputs))
         ordered = {a.name: outputs[a.name] for a in agents if a.name in outputs}
@@ -649,21 +663,24 @@ class _Conductor:
                 failed=[f.name for f in this_round.failures],
                 usage=self.usage,
                 effort=effort,
+                settings=self.settings,
             )
-        except config.BudgetExhaustedError:
+        except ledger.BudgetExhaustedError:
             self.note_budget()
             answer = merger.fallback_answer(ordered)  # what the agents found, unmerged
-        self.events.phase_finished("merge", time.monotonic() - phase)
+        self.events.phase_finished(Phase.MERGE, time.monotonic() - phase)
         return answer
 
     def convene_council(self, task_text: str, answer: str, effort: str) -> str:
         """The adversarial review; if it cannot be had, the answer stands as merged."""
-        self.events.phase_started("council")
+        self.events.phase_started(Phase.COUNCIL)
         phase = time.monotonic()
         self.events.council_started()
         try:
-            verdict = council.review(task_text, answer, usage=self.usage, effort=effort)
-        except config.BudgetExhaustedError:
+            verdict = council.review(
+                task_text, answer, usage=self.usage, effort=effort, settings=self.settings
+            )
+        except ledger.BudgetExhaustedError:
             self.note_budget()
             verdict = council.CouncilVerdict(answer, improved=False)
         except Exception as error:  # the answer is paid for; a failed review must not lose it
@@ -671,7 +688,7 @@ class _Conductor:
             verdict = council.CouncilVerdict(answer, improved=False)
         self.council_improved = self.council_improved or verdict.improved
         self.events.council_finished(verdict.weaknesses, verdict.improved)
-        self.events.phase_finished("council", time.monotonic() - phase)
+        self.events.phase_finished(Phase.COUNCIL, time.monotonic() - phase)
         return verdict.answer
 
     def judge(self, answer: str) -> judgment.Verdict | None:
@@ -682,19 +699,21 @@ class _Conductor:
         """
         if self.budget_hit.is_set():
             return None
-        self.events.phase_started("judge")
+        self.events.phase_started(Phase.JUDGE)
         phase = time.monotonic()
-        effort = config.effort_for(self.rounds[-1].complexity)
+        effort = models.effort_for(self.rounds[-1].complexity, self.settings.effort)
         try:
-            verdict = judgment.judge(self.task, answer, usage=self.usage, effort=effort)
-        except config.BudgetExhaustedError:
+            verdict = judgment.judge(
+                self.task, answer, usage=self.usage, effort=effort, settings=self.settings
+            )
+        except ledger.BudgetExhaustedError:
             self.note_budget()
             return None
         except Exception as error:
             self.events.warn(f"the judge could not rule: {problems.explain(error).headline}")
             return None
         finally:
-            self.events.phase_finished("judge", time.monotonic() - phase)
+            self.events.phase_finished(Phase.JUDGE, time.monotonic() - phase)
         self.events.judged(verdict.done, verdict.missing)
         return verdict
 
@@ -734,7 +753,7 @@ class _Conductor:
 
     def archive(self, result: TaskResult | None, error: BaseException | None = None) -> Path | None:
         """Write the run to runs/ (success or failure); never raises."""
-        self.events.phase_started("archive")
+        self.events.phase_started(Phase.ARCHIVE)
         last = self.rounds[-1] if self.rounds else None
         agents = [a for r in self.rounds for a in r.agents]
         record = runlog.RunRecord(
@@ -761,7 +780,7 @@ class _Conductor:
         )
         path = runlog.archive(record)
         self.events.archived(str(path) if path else None)
-        self.events.phase_finished("archive", 0.0)
+        self.events.phase_finished(Phase.ARCHIVE, 0.0)
         return path
 
 
@@ -775,7 +794,7 @@ def handle_task(
     task: str,
     *,
     events: TaskEvents | None = None,
-    usage: config.Usage | None = None,
+    usage: ledger.Usage | None = None,
     written: list[Path] | None = None,
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.

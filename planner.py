@@ -15,6 +15,8 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
 import config
+import ledger
+import llm
 import taskgraph
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{2,39}$")
@@ -333,16 +335,19 @@ def build_prompts(task: str, *, library_hint: str = "", max_agents: int) -> tupl
 def plan_agents(
     task: str,
     *,
-    usage: config.Usage | None = None,
+    usage: ledger.Usage | None = None,
     library_hint: str = "",
     effort: str | None = None,
+    settings: config.Settings | None = None,
 ) -> Plan:
     """Grade the task and design its team in one structured call; the reply arrives validated."""
-    limit = config.settings().max_agents
+    settings = settings or config.settings()
+    limit = settings.max_agents
     system, prompt = build_prompts(task, library_hint=library_hint, max_agents=limit)
-    return config.complete_structured(
+    return llm.complete_structured(
         prompt,
         plan_model(limit),
+        model=settings.model,
         system=system,
         max_tokens=8192,
         effort=effort,

@@ -1,20 +1,24 @@
 """problems.py — turn any failure into something a person can act on.
 
 `explain(error)` returns a `Problem`: a headline (never a class name), the thing the user can
-change, and the raw detail for renderers to dim. Exceptions are matched by class name across the
-MRO instead of by imported type, so this module loads without the SDK and survives its renames.
-Every field passes through `redact`, so a key never reaches a terminal through an error.
+change, and the raw detail for renderers to dim. Exceptions are matched by type, the most
+specific class in the MRO first. The types are looked up in `sys.modules` when an error is
+explained, never imported: an error can only be an SDK (or pipeline) error if that module was
+loaded, so this module loads fast and a library's unrelated `ValidationError` is not mistaken for
+pydantic's. Every field passes through `redact`, so a key never reaches a terminal through one.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import redact
+from kinds import AgentKind
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,10 @@ def _api_message(error: BaseException) -> str:
     body = getattr(error, "body", None)
     if isinstance(body, dict):
         inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
+        if isinstance(inner, dict):
+            message = inner.get("message")
+            if isinstance(message, str):
+                return message
     return str(getattr(error, "message", "") or error)
 
 
@@ -194,26 +200,26 @@ def _budget(error: BaseException) -> Problem:
 
 
 # Verb phrases that read right after "1 agent" and "4 agents" alike.
-_FAILURE_STORIES = {
-    "timeout": "timed out after {timeout:g} s",
-    "crash": "crashed",
-    "silent": "printed nothing",
-    "unstartable": "could not start",
-    "output_limit": "printed more output than allowed",
-    "sandbox": "hit a sandbox wall",
-    "rejected": "never passed the code guard",
-    "skipped": "never ran",
+_FAILURE_STORIES: dict[str, str] = {
+    AgentKind.TIMEOUT: "timed out after {timeout:g} s",
+    AgentKind.CRASH: "crashed",
+    AgentKind.SILENT: "printed nothing",
+    AgentKind.UNSTARTABLE: "could not start",
+    AgentKind.OUTPUT_LIMIT: "printed more output than allowed",
+    AgentKind.SANDBOX: "hit a sandbox wall",
+    AgentKind.REJECTED: "never passed the code guard",
+    AgentKind.BUDGET: "never ran: the budget ran out",
 }
-_FAILURE_ADVICE = {
-    "timeout": "Raise AGENT_TIMEOUT_SECONDS, or ask for less work at once.",
-    "crash": "Retry; raise AGENT_REPAIR_ATTEMPTS to give repairs more tries.",
-    "silent": "Retry; the agents returned no output.",
-    "unstartable": "Check that Python can run programs from AGENTGOD_HOME.",
-    "output_limit": "Ask for shorter intermediate results.",
-    "sandbox": "The sandbox blocked what the agents tried (see the detail); "
+_FAILURE_ADVICE: dict[str, str] = {
+    AgentKind.TIMEOUT: "Raise AGENT_TIMEOUT_SECONDS, or ask for less work at once.",
+    AgentKind.CRASH: "Retry; raise AGENT_REPAIR_ATTEMPTS to give repairs more tries.",
+    AgentKind.SILENT: "Retry; the agents returned no output.",
+    AgentKind.UNSTARTABLE: "Check that Python can run programs from AGENTGOD_HOME.",
+    AgentKind.OUTPUT_LIMIT: "Ask for shorter intermediate results.",
+    AgentKind.SANDBOX: "The sandbox blocked what the agents tried (see the detail); "
     "SANDBOX=off disables it, at your own risk.",
-    "rejected": "Retry, or raise GENERATION_ATTEMPTS.",
-    "skipped": "Retry the task.",
+    AgentKind.REJECTED: "Retry, or raise GENERATION_ATTEMPTS.",
+    AgentKind.BUDGET: "Raise --budget or BUDGET_USD, or ask for less at once.",
 }
 
 
@@ -245,42 +251,51 @@ def _generic(error: BaseException) -> Problem:
     )
 
 
-# Class name → translator. The most specific class in the MRO wins, so OverloadedError is not
-# mistaken for its parent InternalServerError, nor APITimeoutError for APIConnectionError.
-_BY_CLASS: dict[str, Callable[[BaseException], Problem]] = {
-    "MissingApiKeyError": _missing_key,
-    "AuthenticationError": _wrong_key,
-    "PermissionDeniedError": _permission,
-    "NotFoundError": _unknown_model,
-    "RateLimitError": _rate_limited,
-    "OverloadedError": _overloaded,
-    "InternalServerError": _server_error,
-    "BadRequestError": _bad_request,
-    "APITimeoutError": _timeout,
-    "APIConnectionError": _connection,
-    "ValidationError": _invalid_reply,
-    "StructuredReplyError": _invalid_reply,
-    "ConfigError": _config,
-    "KeyboardInterrupt": _interrupted,
-    "SandboxUnavailable": _sandbox,
-    "BudgetExhaustedError": _budget,
-    "AllAgentsFailedError": _every_agent_failed,
-}
+Translator = Callable[[BaseException], Problem]
+
+# (module, class) → translator. The most specific class in the MRO wins, so OverloadedError is
+# not mistaken for its parent InternalServerError, nor APITimeoutError for APIConnectionError.
+_BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
+    ("config", "MissingApiKeyError", _missing_key),
+    ("config", "ConfigError", _config),
+    ("anthropic", "AuthenticationError", _wrong_key),
+    ("anthropic", "PermissionDeniedError", _permission),
+    ("anthropic", "NotFoundError", _unknown_model),
+    ("anthropic", "RateLimitError", _rate_limited),
+    ("anthropic", "OverloadedError", _overloaded),
+    ("anthropic", "InternalServerError", _server_error),
+    ("anthropic", "BadRequestError", _bad_request),
+    ("anthropic", "APITimeoutError", _timeout),
+    ("anthropic", "APIConnectionError", _connection),
+    ("pydantic", "ValidationError", _invalid_reply),
+    ("llm", "StructuredReplyError", _invalid_reply),
+    ("builtins", "KeyboardInterrupt", _interrupted),
+    ("sandbox", "SandboxUnavailable", _sandbox),
+    ("ledger", "BudgetExhaustedError", _budget),
+    ("orchestrator", "AllAgentsFailedError", _every_agent_failed),
+)
+
+
+def _translator(error: BaseException) -> Translator:
+    """The translator of the most specific loaded type `error` is an instance of."""
+    known: dict[type, Translator] = {}
+    for module, name, translate in _BY_TYPE:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            known.setdefault(cls, translate)
+    for cls in type(error).__mro__:
+        if cls in known:
+            return known[cls]
+    if "Could not resolve authentication method" in str(error):
+        return _missing_key  # the SDK's TypeError when no key reached the client
+    if getattr(error, "status_code", None) == 529:
+        return _overloaded
+    return _generic
 
 
 def explain(error: BaseException) -> Problem:
     """Translate `error` into a Problem with every field redacted."""
-    translate = _generic
-    for cls in type(error).__mro__:
-        if cls.__name__ in _BY_CLASS:
-            translate = _BY_CLASS[cls.__name__]
-            break
-    else:
-        if "Could not resolve authentication method" in str(error):
-            translate = _missing_key
-        elif getattr(error, "status_code", None) == 529:
-            translate = _overloaded
-    problem = translate(error)
+    problem = _translator(error)(error)
     return Problem(
         redact.redact(problem.headline),
         redact.redact(problem.advice),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -28,6 +28,17 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from kinds import Phase
+from replies import (
+    CostSummary,
+    FailureReply,
+    HistoryRow,
+    KeepChoice,
+    LibraryRow,
+    PlannedAgent,
+    StatsReply,
+    TranscriptAgent,
+)
 from ui import PHASES, PlainUI, clean, cost_text, dollars, duration, one_line, tokens_text
 
 WORDMARK = r"""
@@ -191,13 +202,13 @@ class RichUI(PlainUI):
             )
         )
 
-    def cost(self, summary: dict[str, Any], duration_seconds: float) -> None:
+    def cost(self, summary: CostSummary, duration_seconds: float) -> None:
         self._show(Text.assemble(("cost  ", "bold"), (cost_text(summary, duration_seconds), "dim")))
 
     def transcript(
         self,
-        agents: list[dict[str, Any]],
-        failures: list[dict[str, Any]],
+        agents: list[TranscriptAgent],
+        failures: list[FailureReply],
         revisions: int,
         council_improved: bool,
         run_file: str | None,
@@ -255,11 +266,11 @@ class RichUI(PlainUI):
         self._stop_live()
         return super().confirm(question, default)
 
-    def choose_keep(self, agents: list[dict[str, Any]]) -> list[str]:
+    def choose_keep(self, agents: list[KeepChoice]) -> list[str]:
         self._stop_live()
         return super().choose_keep(agents)
 
-    def library(self, entries: list[dict[str, Any]]) -> None:
+    def library(self, entries: list[LibraryRow]) -> None:
         if not entries:
             super().library(entries)
             return
@@ -283,7 +294,7 @@ class RichUI(PlainUI):
             )
         self.answer_console.print(table)
 
-    def history(self, rows: list[dict[str, Any]]) -> None:
+    def history(self, rows: list[HistoryRow]) -> None:
         if not rows:
             super().history(rows)
             return
@@ -307,7 +318,7 @@ class RichUI(PlainUI):
             )
         self.answer_console.print(table)
 
-    def stats(self, stats: dict[str, Any]) -> None:
+    def stats(self, stats: StatsReply) -> None:
         tokens = stats.get("tokens", {})
         mean = stats.get("mean_duration")
         grid = Table.grid(padding=(0, 2))
@@ -337,7 +348,7 @@ class RichUI(PlainUI):
         grid.add_row("most reliable", reliable or "-")
         self.answer_console.print(grid)
 
-    def session_cost(self, summary: dict[str, Any]) -> None:
+    def session_cost(self, summary: CostSummary) -> None:
         self.answer_console.print(
             Text.assemble(("this session  ", "bold"), (cost_text(summary), "dim"))
         )
@@ -358,7 +369,8 @@ class RichUI(PlainUI):
     def _board(self) -> RenderableType:
         """Called by Live's refresh thread: a fresh picture of the current state."""
         now = time.monotonic()
-        frame = self._spinner.render(now).plain
+        rendered = self._spinner.render(now)
+        frame = rendered.plain if isinstance(rendered, Text) else str(rendered)
         with self._state:
             header = Text(self._plan_summary, style="bold")
             if self._revision:
@@ -392,6 +404,7 @@ class RichUI(PlainUI):
 
     @staticmethod
     def _agent_cells(agent: _Agent, now: float, frame: str) -> tuple[Text, ...]:
+        elapsed: float | None
         if agent.state in _SPINNING:
             colour = _SPINNING[agent.state]
             mark, elapsed = Text(frame, style=colour), now - agent.since
@@ -418,16 +431,16 @@ class RichUI(PlainUI):
 
     # ---- the pipeline's hooks ------------------------------------------------------------------
 
-    def phase_started(self, phase: str) -> None:
+    def phase_started(self, phase: Phase) -> None:
         with self._state:
             self._phases[phase] = _Phase("active", time.monotonic())
 
-    def phase_finished(self, phase: str, seconds: float) -> None:
+    def phase_finished(self, phase: Phase, seconds: float) -> None:
         with self._state:
             self._phases[phase] = _Phase("done", seconds=seconds)
 
     def plan_ready(
-        self, complexity: str, agents: list[dict[str, Any]], waves: list[list[str]]
+        self, complexity: str, agents: list[PlannedAgent], waves: list[list[str]]
     ) -> None:
         count = len(agents)
         with self._state:

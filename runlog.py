@@ -19,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import config
 from redact import redact
+from replies import CostSummary
 
 DB_NAME = "history.db"
 SCHEMA_VERSION = 1
@@ -120,8 +121,8 @@ class RunRecord:
     """Extra rounds the judge asked for."""
     council_improved: bool
     """True when the council's refinement replaced the answer."""
-    cost: dict[str, Any]
-    """config.Usage.cost_summary(): llm_calls, the four token counts, usd, estimate."""
+    cost: CostSummary
+    """What the run spent: llm_calls, the four token counts, usd, estimate."""
     duration_seconds: float
     """Wall-clock time of the whole task."""
     started_at: datetime
@@ -316,7 +317,7 @@ def _write_new_file(folder: Path, stem: str, text: str) -> Path:
 
 @dataclass(frozen=True)
 class _Cost:
-    """cost_summary() numbers with defaults, so an incomplete dict still renders."""
+    """A run's cost summary, with the ways the archive writes it."""
 
     llm_calls: int
     input_tokens: int
@@ -327,18 +328,15 @@ class _Cost:
     estimate: bool
 
     @classmethod
-    def of(cls, cost: dict[str, Any]) -> _Cost:
-        def count(key: str) -> int:
-            return int(cost.get(key) or 0)
-
+    def of(cls, cost: CostSummary) -> _Cost:
         return cls(
-            llm_calls=count("llm_calls"),
-            input_tokens=count("input_tokens"),
-            output_tokens=count("output_tokens"),
-            cache_write_tokens=count("cache_write_tokens"),
-            cache_read_tokens=count("cache_read_tokens"),
-            usd=float(cost.get("usd") or 0.0),
-            estimate=bool(cost.get("estimate")),
+            llm_calls=cost["llm_calls"],
+            input_tokens=cost["input_tokens"],
+            output_tokens=cost["output_tokens"],
+            cache_write_tokens=cost["cache_write_tokens"],
+            cache_read_tokens=cost["cache_read_tokens"],
+            usd=cost["usd"],
+            estimate=cost["estimate"],
         )
 
     @property

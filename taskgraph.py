@@ -43,8 +43,10 @@ def _with_depends_on(agent: N, depends_on: list[str]) -> N:
     """A copy of ``agent`` with new dependencies; the caller's objects are never mutated."""
     model_copy = getattr(agent, "model_copy", None)
     if model_copy is not None:
-        return model_copy(update={"depends_on": depends_on})
-    return dataclasses.replace(agent, depends_on=depends_on)
+        copied: N = model_copy(update={"depends_on": depends_on})
+        return copied
+    replaced: N = dataclasses.replace(agent, depends_on=depends_on)  # type: ignore[type-var]
+    return replaced
 
 
 def _reaches(edges: dict[str, list[str]], start: str, target: str) -> bool:

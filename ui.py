@@ -9,9 +9,11 @@ is watching (stdout at a terminal, stderr in a pipe) and `quiet` silences it; pr
 (stderr), always, because hiding decoration must never hide why a run died. What a command was
 asked to show (library, history, stats, /cost, /help) is that command's answer, so it goes to `out`.
 
-Nothing from the project is imported: every fact arrives as a plain argument. The pipeline's
-hooks (events.TaskEvents) are implemented by name, not by inheritance, which keeps this module
-importable — and `agentgod --help` fast — without the pipeline or rich.
+Nothing of the pipeline is imported: every fact arrives as a plain argument, shaped as `replies`
+says, and the vocabularies come from `kinds` (both standard-library-only). The pipeline's hooks
+(`events.TaskEvents`, a Protocol) are implemented structurally, not by inheritance, and mypy checks
+`PlainUI` against them; so this module stays importable — and `agentgod --help` fast — without
+the pipeline or rich.
 """
 
 from __future__ import annotations
@@ -22,10 +24,25 @@ import re
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-PHASES = ("plan", "build", "run", "merge", "council", "judge", "archive")
-"""The phases of a run in order; the names events.PHASES uses (a test keeps the two equal)."""
+from kinds import Phase
+from replies import (
+    CostSummary,
+    FailureReply,
+    HistoryRow,
+    KeepChoice,
+    LibraryRow,
+    PlannedAgent,
+    StatsReply,
+    TranscriptAgent,
+)
+
+if TYPE_CHECKING:
+    from events import TaskEvents
+
+PHASES: tuple[Phase, ...] = tuple(Phase)
+"""The phases of a run, in the order the rail shows them."""
 
 _TAG_WIDTH = 11
 _MIN_NAME_WIDTH = 10
@@ -64,8 +81,8 @@ def tokens_text(input_tokens: int, output_tokens: int, cache_write: int, cache_r
     )
 
 
-def cost_text(summary: dict[str, Any], duration_seconds: float | None = None) -> str:
-    """One line from a config.Usage.cost_summary() dict (and the run's duration when known)."""
+def cost_text(summary: CostSummary, duration_seconds: float | None = None) -> str:
+    """One line from a ledger's cost summary (and the run's duration when known)."""
     calls = int(summary.get("llm_calls", 0))
     parts = [
         f"{calls} call{'' if calls == 1 else 's'}",
@@ -189,13 +206,13 @@ class PlainUI:
         text = text.rstrip("\n")
         self._write(self.out, text + "\n")
 
-    def cost(self, summary: dict[str, Any], duration_seconds: float) -> None:
+    def cost(self, summary: CostSummary, duration_seconds: float) -> None:
         self._line("cost", cost_text(summary, duration_seconds))
 
     def transcript(
         self,
-        agents: list[dict[str, Any]],
-        failures: list[dict[str, Any]],
+        agents: list[TranscriptAgent],
+        failures: list[FailureReply],
         revisions: int,
         council_improved: bool,
         run_file: str | None,
@@ -285,7 +302,7 @@ class PlainUI:
             if word in ("n", "no"):
                 return False
 
-    def choose_keep(self, agents: list[dict[str, Any]]) -> list[str]:
+    def choose_keep(self, agents: list[KeepChoice]) -> list[str]:
         """Which new agents join the library; nobody present keeps none."""
         if not self.interactive or not agents:
             return []
@@ -300,7 +317,7 @@ class PlainUI:
 
     # ---- what commands show --------------------------------------------------------------------
 
-    def library(self, entries: list[dict[str, Any]]) -> None:
+    def library(self, entries: list[LibraryRow]) -> None:
         if not entries:
             self._result("The library is empty: keep an agent after a run to start it.")
             return
@@ -314,7 +331,7 @@ class PlainUI:
                 f"{status:<8}{evolved}  {one_line(e.get('role', ''), 80)}"
             )
 
-    def history(self, rows: list[dict[str, Any]]) -> None:
+    def history(self, rows: list[HistoryRow]) -> None:
         if not rows:
             self._result("No runs yet.")
             return
@@ -328,7 +345,7 @@ class PlainUI:
                 f"{_count(row.get('agents')):>2} agents  {one_line(row.get('task', ''), 60)}"
             )
 
-    def stats(self, stats: dict[str, Any]) -> None:
+    def stats(self, stats: StatsReply) -> None:
         """`success_rate` is a fraction (0..1); `mean_duration` seconds or None with no runs."""
         tokens = stats.get("tokens", {})
         mean = stats.get("mean_duration")
@@ -354,7 +371,7 @@ class PlainUI:
         for line in lines:
             self._result(line)
 
-    def session_cost(self, summary: dict[str, Any]) -> None:
+    def session_cost(self, summary: CostSummary) -> None:
         self._result(f"this session: {cost_text(summary)}")
 
     def help(self, commands: list[tuple[str, str]]) -> None:
@@ -367,14 +384,14 @@ class PlainUI:
 
     # ---- the pipeline's hooks (events.TaskEvents, by name) -------------------------------------
 
-    def phase_started(self, phase: str) -> None:
+    def phase_started(self, phase: Phase) -> None:
         self._line("phase", f"{phase:<8} started")
 
-    def phase_finished(self, phase: str, seconds: float) -> None:
+    def phase_finished(self, phase: Phase, seconds: float) -> None:
         self._line("phase", f"{phase:<8} done     {seconds:.1f}s")
 
     def plan_ready(
-        self, complexity: str, agents: list[dict[str, Any]], waves: list[list[str]]
+        self, complexity: str, agents: list[PlannedAgent], waves: list[list[str]]
     ) -> None:
         self._name_width = max([_MIN_NAME_WIDTH, *(len(a["name"]) for a in agents)])
         count = len(agents)
@@ -489,3 +506,10 @@ def make_ui(
     except ImportError:
         return PlainUI(**options)
     return RichUI(**options)
+
+
+if TYPE_CHECKING:
+
+    def _renders_every_hook(ui: PlainUI) -> TaskEvents:
+        """mypy proves here that PlainUI (and so RichUI) implements every TaskEvents hook."""
+        return ui

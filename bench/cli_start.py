@@ -23,7 +23,7 @@ TARGETS_MS = {"--version": 80.0, "--help": 150.0}
 # waiting for the other thread, and importtime's nesting would interleave. The set of modules
 # loaded before the first request is the same; only their order changes.
 ONE_SHOT = (
-    "import sys, config; config.preload_sdk = lambda: __import__('anthropic'); "
+    "import sys, config; llm.preload_sdk = lambda: __import__('anthropic'); "
     "from main import cli_main; sys.exit(cli_main())"
 )
 
@@ -99,7 +99,7 @@ def run(options: harness.Options) -> harness.Report:
             f"all imports: {total:.0f} ms of own time; first request {seconds * 1000:.0f} ms "
             "after start under -X importtime (which slows imports down)",
             "measured with the SDK preload made synchronous, so own times exclude waiting for "
-            "the GIL; in a real run the SDK loads on a background thread (config.preload_sdk)",
+            "the GIL; in a real run the SDK loads on a background thread (llm.preload_sdk)",
         ],
     )
     data["one_shot_imports"] = {

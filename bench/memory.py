@@ -34,7 +34,8 @@ steps = {"interpreter": resident()}
 import orchestrator
 steps["+ product modules"] = resident()
 import config
-config.get_client()
+import llm
+llm.get_client()
 steps["+ SDK and client"] = resident()
 result = orchestrator.handle_task("benchmark task: peak memory")
 steps["after the run"] = resident()

@@ -10,6 +10,7 @@ from fakeapi import FakeMessagesAPI, Reply
 
 import config
 import council
+import ledger
 from council import Challenge
 
 pytestmark = pytest.mark.usefixtures("distinct_models")
@@ -44,12 +45,11 @@ def test_should_convene(
     monkeypatch: pytest.MonkeyPatch, mode: str, complexity: str, expected: bool
 ) -> None:
     monkeypatch.setenv("COUNCIL", mode)
-    assert council.should_convene(complexity) is expected
+    assert council.should_convene(complexity, config.settings().council) is expected
 
 
 def test_auto_is_the_default() -> None:
-    assert council.should_convene("deep") is True
-    assert council.should_convene("standard") is False
+    assert config.settings().council == "auto"
 
 
 # --- challenge --------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ def test_refine_with_nothing_named_makes_no_call(fake_api: FakeMessagesAPI) -> N
 
 def test_an_acquitted_answer_costs_one_call_and_is_unchanged(fake_api: FakeMessagesAPI) -> None:
     fake_api.queue(Reply.json(SOUND))
-    usage = config.Usage()
+    usage = ledger.Usage()
     verdict = council.review(TASK, ANSWER, usage=usage)
     assert verdict == council.CouncilVerdict(answer=ANSWER, improved=False, weaknesses=[])
     assert len(fake_api.messages()) == 1
@@ -127,7 +127,7 @@ def test_an_acquitted_answer_costs_one_call_and_is_unchanged(fake_api: FakeMessa
 
 def test_a_flawed_answer_is_refined_in_a_second_call(fake_api: FakeMessagesAPI) -> None:
     fake_api.queue(Reply.json(FLAWED), Reply("Probably not yet: weigh the ops cost first."))
-    usage = config.Usage()
+    usage = ledger.Usage()
     verdict = council.review(TASK, ANSWER, usage=usage, effort="low")
     assert verdict == council.CouncilVerdict(
         answer="Probably not yet: weigh the ops cost first.",

@@ -14,8 +14,10 @@ from agents import agent_source, spec
 from fakeapi import FakeMessagesAPI, Reply
 
 import codeguard
-import config
 import generator
+import kinds
+import ledger
+import models
 
 GOOD_BODY = """
 def run(task, previous_outputs):
@@ -136,8 +138,8 @@ def test_the_header_effort_rule_matches_config() -> None:
     namespace: dict[str, object] = {}
     exec(compile(agent_source(GOOD_BODY), "agent", "exec"), namespace)
     header_effort = namespace["_effort"]
-    for model, level in itertools.product(MODELS, config.EFFORT_LEVELS):
-        assert header_effort(model, level) == config.effort_for_model(model, level), (model, level)
+    for model, level in itertools.product(MODELS, kinds.EFFORT_LEVELS):
+        assert header_effort(model, level) == models.effort_for_model(model, level), (model, level)
 
 
 def test_an_archived_agent_finds_its_key_in_a_dotenv_up_the_tree(
@@ -173,7 +175,7 @@ def test_generation_sends_the_exact_upstream_keys_and_a_cached_system_prompt(
     fake_api: FakeMessagesAPI,
 ) -> None:
     fake_api.queue(Reply(f"```python\n{GOOD_BODY}```"))
-    usage = config.Usage()
+    usage = ledger.Usage()
     source = generator.generate_agent_code(
         spec("report_writer", role="Writes the report"),
         ["research_agent", "stats_agent"],
@@ -237,12 +239,6 @@ def test_repair_mode_sends_the_failing_code_and_its_stderr(fake_api: FakeMessage
     assert "return 1 / 0" in prompt
     assert "ZeroDivisionError: division by zero" in prompt
     assert "MAX_ATTEMPTS" not in prompt, "only the model's own code goes back, not the runtime"
-
-
-def test_feedback_is_included(fake_api: FakeMessagesAPI) -> None:
-    fake_api.queue(Reply(GOOD_BODY))
-    generator.generate_agent_code(spec("any_agent"), [], feedback="Cite the sources.")
-    assert "Cite the sources." in fake_api.messages()[0].prompt
 
 
 def test_the_generator_prompt_forbids_baking_in_the_subject() -> None:

@@ -8,8 +8,8 @@ import pytest
 from conftest import cached_system
 from fakeapi import FakeMessagesAPI, Reply, Request
 
-import config
 import judgment
+import ledger
 from judgment import Verdict
 
 pytestmark = pytest.mark.usefixtures("distinct_models")
@@ -30,7 +30,7 @@ def test_judge_asks_the_fast_model_with_the_task_and_answer(fake_api: FakeMessag
     fake_api.queue(
         Reply.json({"missing": "Give five uses; the answer gives three.", "done": False})
     )
-    usage = config.Usage()
+    usage = ledger.Usage()
     verdict = judgment.judge(TASK, ANSWER, usage=usage, effort="high")
     assert verdict == Verdict(missing="Give five uses; the answer gives three.", done=False)
     request = only_request(fake_api)
@@ -100,7 +100,7 @@ def test_clarifying_question_is_a_cheap_call_on_the_fast_model(
     fake_api.queue(
         Reply.json({"reason": "Nothing to translate.", "ask": True, "question": " Which text? "})
     )
-    usage = config.Usage()
+    usage = ledger.Usage()
     assert judgment.clarifying_question("translate this", usage=usage) == "Which text?"
     request = only_request(fake_api)
     assert request.body["model"] == "claude-haiku-5-5"
@@ -145,7 +145,7 @@ def test_small_talk_gets_a_direct_reply(fake_api: FakeMessagesAPI) -> None:
     fake_api.queue(
         Reply.json({"reason": "A greeting.", "is_chat": True, "reply": " Hi! Give me a task. "})
     )
-    usage = config.Usage()
+    usage = ledger.Usage()
     assert judgment.triage("hi", usage=usage) == "Hi! Give me a task."
     request = only_request(fake_api)
     assert request.body["model"] == "claude-haiku-5-5"

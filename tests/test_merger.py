@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fakeapi import FakeMessagesAPI, Reply
 
-import config
+import ledger
 import merger
 
 pytestmark = pytest.mark.usefixtures("distinct_models")
@@ -15,7 +15,7 @@ TASK = "Write a 50-word pitch for a bakery, in German, as one paragraph."
 
 def test_a_single_agent_still_gets_exactly_one_merge_call(fake_api: FakeMessagesAPI) -> None:
     fake_api.queue(Reply("Frisches Brot jeden Morgen."))
-    usage = config.Usage()
+    usage = ledger.Usage()
     answer = merger.merge_outputs(TASK, {"pitch_writer": "Fresh bread daily."}, usage=usage)
     assert answer == "Frisches Brot jeden Morgen."
     [request] = fake_api.messages()

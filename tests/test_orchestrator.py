@@ -11,6 +11,7 @@ from fakeapi import FakeMessagesAPI, Reply
 from scripted import ECHO_BODY, Factory, agent_keys, agent_spec, plan, runtime_requests
 
 import config
+import ledger
 import library
 import orchestrator
 import problems
@@ -428,7 +429,7 @@ def test_a_budget_too_small_for_the_plan_makes_no_call(
     fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BUDGET_USD", "0.001")
-    with pytest.raises(config.BudgetExhaustedError) as caught:
+    with pytest.raises(ledger.BudgetExhaustedError) as caught:
         orchestrator.handle_task("t")
     assert fake_api.messages() == []
     problem = problems.explain(caught.value)

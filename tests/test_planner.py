@@ -1,17 +1,19 @@
 """Tests for planner: the trust boundary between the model's plan and everything downstream.
 
 No network anywhere: the limit tests read MAX_AGENTS through config.settings(), and the last test
-replaces config.complete_structured to check how plan_agents wires its single call.
+replaces llm.complete_structured to check how plan_agents wires its single call.
 """
 
 from typing import Any
 
 import pytest
+from fakeapi import FakeMessagesAPI, Reply
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import config
+import ledger
 import planner
 from planner import AgentSpec, Plan, build_prompts, plan_model, safe_agent_name
 
@@ -265,25 +267,23 @@ def test_user_prompt_delimits_task_and_library() -> None:
     assert "agent_library" not in bare
 
 
-def test_plan_agents_makes_one_bounded_call(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plan_agents_makes_one_bounded_call(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MAX_AGENTS", "2")
-    calls: list[dict[str, Any]] = []
-
-    def fake_complete_structured(prompt: str, output_format: type[Plan], **kwargs: Any) -> Plan:
-        calls.append({"prompt": prompt, "output_format": output_format, **kwargs})
-        return output_format.model_validate(
-            {"complexity": "simple", "agents": [spec("Answerer")], "reasoning": "One job."}
-        )
-
-    monkeypatch.setattr(config, "complete_structured", fake_complete_structured)
-    usage = config.Usage()
+    fake_api.queue(
+        Reply.json({"complexity": "simple", "agents": [spec("Answerer")], "reasoning": "One job."})
+    )
+    usage = ledger.Usage()
     result = planner.plan_agents("What is 2+2?", usage=usage, library_hint="lib", effort="low")
 
     assert [agent.name for agent in result.agents] == ["answerer"]
-    (call,) = calls
-    assert call["output_format"] is plan_model(2)
-    assert call["system"] == planner.PLANNER_PROMPT.format(max_agents=2)
-    assert "<task>\nWhat is 2+2?\n</task>" in call["prompt"]
-    assert "<agent_library>\nlib\n</agent_library>" in call["prompt"]
-    assert (call["max_tokens"], call["effort"]) == (8192, "low")
-    assert call["usage"] is usage
+    (call,) = fake_api.messages()
+    assert call.schema is not None
+    assert call.schema["properties"]["agents"].get("maxItems", 2) == 2
+    assert call.system == planner.PLANNER_PROMPT.format(max_agents=2)
+    assert "<task>\nWhat is 2+2?\n</task>" in call.prompt
+    assert "<agent_library>\nlib\n</agent_library>" in call.prompt
+    assert call.body["max_tokens"] == 8192
+    assert call.body["output_config"]["effort"] == "low"
+    assert usage.totals().calls == 1

@@ -2,47 +2,44 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
+import anthropic
+import httpx2
 import pytest
 from conftest import TEST_KEY
 
 import config
+import ledger
+import llm
+import orchestrator
 import problems
 import redact
+import sandbox
+from kinds import AgentKind
+
+_REQUEST = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
 
 
-def _named(name: str, base: type[BaseException] = Exception) -> type[BaseException]:
-    """An exception class with the SDK's name, without importing the SDK."""
-    return type(name, (base,), {})
+def status_error(
+    cls: type[anthropic.APIStatusError], status: int, message: str, body: object = None
+) -> anthropic.APIStatusError:
+    """A real SDK status error, as the client raises it after its retries."""
+    return cls(message, response=httpx2.Response(status, request=_REQUEST), body=body)
 
 
-class _StatusError(Exception):
-    def __init__(self, message: str, status_code: int, body: object = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.body = body
+def connection_error(message: str = "Connection error.") -> anthropic.APIConnectionError:
+    return anthropic.APIConnectionError(message=message, request=_REQUEST)
 
 
-APIStatusError = type("APIStatusError", (_StatusError,), {})
-InternalServerError = type("InternalServerError", (APIStatusError,), {})
-OverloadedError = type("OverloadedError", (InternalServerError,), {})
-APIConnectionError = _named("APIConnectionError")
-APITimeoutError = type("APITimeoutError", (APIConnectionError,), {})
+def failure(name: str, reason: str, kind: str) -> orchestrator.Failure:
+    return orchestrator.Failure(name, reason, AgentKind(kind))
 
 
-@dataclass
-class Failure:
-    name: str
-    reason: str
-    kind: str
-
-
-class AllAgentsFailedError(RuntimeError):
-    def __init__(self, failures: list[Failure], timeout_seconds: float = 300) -> None:
-        super().__init__(f"{len(failures)} agents failed")
-        self.failures = failures
-        self.timeout_seconds = timeout_seconds
+def all_failed(
+    failures: list[orchestrator.Failure], timeout_seconds: float = 300
+) -> orchestrator.AllAgentsFailedError:
+    return orchestrator.AllAgentsFailedError(failures, timeout_seconds)
 
 
 def test_missing_key() -> None:
@@ -57,20 +54,20 @@ def test_sdk_missing_credentials_type_error_is_a_missing_key() -> None:
 
 
 def test_wrong_key() -> None:
-    error = type("AuthenticationError", (APIStatusError,), {})("invalid x-api-key", 401)
+    error = status_error(anthropic.AuthenticationError, 401, "invalid x-api-key")
     problem = problems.explain(error)
     assert problem.kind == "authentication"
     assert "ANTHROPIC_API_KEY" in problem.advice
 
 
 def test_permission_denied() -> None:
-    error = type("PermissionDeniedError", (APIStatusError,), {})("no", 403)
+    error = status_error(anthropic.PermissionDeniedError, 403, "no")
     assert problems.explain(error).kind == "permission"
 
 
 def test_unknown_model_names_the_model_and_the_way_to_change_it() -> None:
     body = {"type": "error", "error": {"type": "not_found_error", "message": "model: claude-x-9"}}
-    error = type("NotFoundError", (APIStatusError,), {})("Error code: 404", 404, body)
+    error = status_error(anthropic.NotFoundError, 404, "Error code: 404", body)
     problem = problems.explain(error)
     assert "claude-x-9" in problem.headline
     assert "--model" in problem.advice
@@ -78,25 +75,31 @@ def test_unknown_model_names_the_model_and_the_way_to_change_it() -> None:
 
 
 def test_rate_limit() -> None:
-    error = type("RateLimitError", (APIStatusError,), {})("slow down", 429)
+    error = status_error(anthropic.RateLimitError, 429, "slow down")
     problem = problems.explain(error)
     assert problem.kind == "rate_limit"
     assert "MAX_PARALLEL_AGENTS" in problem.advice
 
 
 def test_overloaded_wins_over_its_parent_class() -> None:
-    assert problems.explain(OverloadedError("Overloaded", 529)).kind == "overloaded"
-    assert problems.explain(InternalServerError("boom", 500)).kind == "server_error"
+    assert (
+        problems.explain(status_error(anthropic.OverloadedError, 529, "Overloaded")).kind
+        == "overloaded"
+    )
+    assert (
+        problems.explain(status_error(anthropic.InternalServerError, 500, "boom")).kind
+        == "server_error"
+    )
 
 
 def test_bad_request() -> None:
-    error = type("BadRequestError", (APIStatusError,), {})("effort not supported", 400)
+    error = status_error(anthropic.BadRequestError, 400, "effort not supported")
     assert problems.explain(error).kind == "bad_request"
 
 
 def test_connection_failure_mentions_base_url_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
-    problem = problems.explain(APIConnectionError("Connection error."))
+    problem = problems.explain(connection_error())
     assert problem.kind == "connection"
     assert "ANTHROPIC_BASE_URL" in problem.advice
     assert "127.0.0.1:9" in problem.advice
@@ -104,13 +107,13 @@ def test_connection_failure_mentions_base_url_when_set(monkeypatch: pytest.Monke
 
 def test_connection_failure_without_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-    problem = problems.explain(APIConnectionError("Connection error."))
+    problem = problems.explain(connection_error())
     assert "ANTHROPIC_BASE_URL" not in problem.advice
     assert "api.anthropic.com" in problem.advice
 
 
 def test_timeout_wins_over_connection() -> None:
-    assert problems.explain(APITimeoutError("Request timed out.")).kind == "timeout"
+    assert problems.explain(anthropic.APITimeoutError(request=_REQUEST)).kind == "timeout"
 
 
 def test_validation_error_from_a_structured_reply() -> None:
@@ -122,7 +125,7 @@ def test_validation_error_from_a_structured_reply() -> None:
     with pytest.raises(ValidationError) as caught:
         Plan.model_validate_json("{")
     assert problems.explain(caught.value).kind == "invalid_reply"
-    assert problems.explain(config.StructuredReplyError("empty")).kind == "invalid_reply"
+    assert problems.explain(llm.StructuredReplyError("empty")).kind == "invalid_reply"
 
 
 def test_config_error_names_the_setting_and_allowed_values() -> None:
@@ -133,8 +136,8 @@ def test_config_error_names_the_setting_and_allowed_values() -> None:
 
 
 def test_every_agent_failed_with_one_shared_cause_is_one_story() -> None:
-    failures = [Failure(f"agent_{i}", "timed out", "timeout") for i in range(4)]
-    problem = problems.explain(AllAgentsFailedError(failures, timeout_seconds=300))
+    failures = [failure(f"agent_{i}", "timed out", "timeout") for i in range(4)]
+    problem = problems.explain(all_failed(failures, timeout_seconds=300))
     assert problem.headline == "4 agents timed out after 300 s."
     assert "AGENT_TIMEOUT_SECONDS" in problem.advice
     assert "agent_3: timed out" in problem.technical
@@ -142,11 +145,11 @@ def test_every_agent_failed_with_one_shared_cause_is_one_story() -> None:
 
 def test_every_agent_failed_with_mixed_causes_leads_with_the_biggest() -> None:
     failures = [
-        Failure("a", "boom", "crash"),
-        Failure("b", "boom", "crash"),
-        Failure("c", "slow", "timeout"),
+        failure("a", "boom", "crash"),
+        failure("b", "boom", "crash"),
+        failure("c", "slow", "timeout"),
     ]
-    problem = problems.explain(AllAgentsFailedError(failures, timeout_seconds=30))
+    problem = problems.explain(all_failed(failures, timeout_seconds=30))
     assert problem.headline == "2 agents crashed; 1 agent timed out after 30 s."
     assert "AGENT_REPAIR_ATTEMPTS" in problem.advice
 
@@ -156,15 +159,13 @@ def test_interrupt() -> None:
 
 
 def test_sandbox_unavailable() -> None:
-    problem = problems.explain(_named("SandboxUnavailable", RuntimeError)("no landlock"))
+    problem = problems.explain(sandbox.SandboxUnavailable("no landlock"))
     assert problem.kind == "sandbox"
     assert "SANDBOX" in problem.advice
 
 
 def test_budget_exhausted_carries_the_figures() -> None:
-    error = _named("BudgetExhaustedError", RuntimeError)("over budget")
-    error.spent_usd, error.budget_usd = 0.0123, 0.01  # type: ignore[attr-defined]
-    problem = problems.explain(error)
+    problem = problems.explain(ledger.BudgetExhaustedError(0.0123, 0.01))
     assert problem.kind == "budget"
     assert "$0.0123" in problem.headline
     assert "--budget" in problem.advice
@@ -181,13 +182,13 @@ def test_generic_fallback_never_uses_the_class_name_as_headline() -> None:
     "error",
     [
         config.MissingApiKeyError(f"bad {TEST_KEY}"),
-        type("AuthenticationError", (APIStatusError,), {})(f"invalid key {TEST_KEY}", 401),
-        type("NotFoundError", (APIStatusError,), {})(
-            "404", 404, {"error": {"message": f"model: {TEST_KEY}"}}
+        status_error(anthropic.AuthenticationError, 401, f"invalid key {TEST_KEY}"),
+        status_error(
+            anthropic.NotFoundError, 404, "404", {"error": {"message": f"model: {TEST_KEY}"}}
         ),
-        APIConnectionError(f"could not connect with Authorization: Bearer {TEST_KEY}"),
+        connection_error(f"could not connect with Authorization: Bearer {TEST_KEY}"),
         config.ConfigError("MODEL", "a model id", TEST_KEY),
-        AllAgentsFailedError([Failure("a", f"printed {TEST_KEY}", "crash")]),
+        all_failed([failure("a", f"printed {TEST_KEY}", "crash")]),
         RuntimeError(f"ANTHROPIC_API_KEY={TEST_KEY}"),
         ValueError(f"x-api-key: {TEST_KEY}"),
     ],
@@ -214,3 +215,23 @@ def test_redaction_of_key_value_pairs_stays_on_one_line() -> None:
     assert redact.redact(caret_line + "api_key = abcdef123456") == (
         caret_line + "api_key = [redacted]"
     )
+
+
+def test_a_foreign_class_with_an_sdk_name_is_not_taken_for_the_sdk_s() -> None:
+    class ValidationError(Exception):
+        """Another library's ValidationError: nothing to do with a structured reply."""
+
+    class RateLimitError(Exception):
+        pass
+
+    assert problems.explain(ValidationError("bad form field")).kind == "error"
+    assert problems.explain(RateLimitError("slow")).kind == "error"
+
+
+@pytest.mark.parametrize(
+    "kind", [k for k in AgentKind if k not in (AgentKind.OK, AgentKind.PENDING)]
+)
+def test_every_failure_kind_has_its_own_story_and_advice(kind: AgentKind) -> None:
+    problem = problems.explain(all_failed([failure("solo", "why", kind)], timeout_seconds=9))
+    assert "failed." not in problem.headline, "a kind with no story falls back to 'failed'"
+    assert problem.advice != "Retry the task."

@@ -98,17 +98,14 @@ def plain(**kwargs: Any) -> tuple[ui.PlainUI, io.StringIO, io.StringIO]:
 # ---- PlainUI: the hooks ------------------------------------------------------------------------
 
 
-def test_every_pipeline_hook_has_the_same_name_and_signature_in_both_renderers() -> None:
+def test_every_pipeline_hook_takes_the_same_parameters_in_both_renderers() -> None:
+    """mypy checks the types (ui._renders_every_hook); this keeps names and order honest."""
     assert set(events.HOOKS) <= set(dir(ui.PlainUI))
     assert set(events.HOOKS) == set(HOOK_ARGS)
     for name in events.HOOKS:
-        expected = inspect.signature(getattr(events.TaskEvents, name))
-        assert inspect.signature(getattr(ui.PlainUI, name)) == expected, name
-        assert inspect.signature(getattr(RichUI, name)) == expected, name
-
-
-def test_phases_match_the_pipeline() -> None:
-    assert ui.PHASES == events.PHASES
+        expected = list(inspect.signature(getattr(events.TaskEvents, name)).parameters)
+        assert list(inspect.signature(getattr(ui.PlainUI, name)).parameters) == expected, name
+        assert list(inspect.signature(getattr(RichUI, name)).parameters) == expected, name
 
 
 @pytest.mark.parametrize("hook", sorted(HOOK_ARGS))

@@ -1,0 +1,85 @@
+"""kinds.py — the project's closed vocabularies, each defined once.
+
+Every word that more than one module compares against (a failure's kind, a phase, an effort
+level, a setting's modes) lives here as a `StrEnum`, so a typo is a type error instead of a
+branch that silently never runs. The members are plain strings at run time: they go into JSON,
+SQLite and the renderers unchanged. No imports from the project, so anything may import it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Effort(StrEnum):
+    """How hard the model thinks, in the API's own order (output_config.effort)."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    XHIGH = "xhigh"
+    MAX = "max"
+
+
+EFFORT_LEVELS: tuple[Effort, ...] = tuple(Effort)
+"""Every effort level, weakest first: comparisons go by position in this tuple."""
+
+
+class Complexity(StrEnum):
+    """The planner's grade of a task; it chooses the effort and whether the council sits."""
+
+    SIMPLE = "simple"
+    STANDARD = "standard"
+    DEEP = "deep"
+
+
+class SandboxMode(StrEnum):
+    """SANDBOX: confine agents with what the machine has, insist on all of it, or not at all."""
+
+    AUTO = "auto"
+    STRICT = "strict"
+    OFF = "off"
+
+
+class CouncilMode(StrEnum):
+    """COUNCIL: review deep tasks only, every task, or none."""
+
+    AUTO = "auto"
+    ALWAYS = "always"
+    OFF = "off"
+
+
+class Phase(StrEnum):
+    """The boxes of the flow diagram, as the display's rail shows them."""
+
+    PLAN = "plan"
+    BUILD = "build"
+    RUN = "run"
+    MERGE = "merge"
+    COUNCIL = "council"
+    JUDGE = "judge"
+    ARCHIVE = "archive"
+
+
+class AgentKind(StrEnum):
+    """How one agent ended: ok, or the one reason it failed (problems tells each as a story)."""
+
+    PENDING = "pending"
+    """Not finished yet."""
+    OK = "ok"
+    CRASH = "crash"
+    """It raised, or exited non-zero."""
+    TIMEOUT = "timeout"
+    """It ran past AGENT_TIMEOUT_SECONDS and was killed."""
+    SILENT = "silent"
+    """It exited 0 and printed nothing."""
+    UNSTARTABLE = "unstartable"
+    """Its interpreter could not be started."""
+    OUTPUT_LIMIT = "output_limit"
+    """It printed more than the executor accepts, and was killed."""
+    SANDBOX = "sandbox"
+    """A wall of the sandbox stopped it."""
+    REJECTED = "rejected"
+    """Codeguard refused every version of its code; it never ran."""
+    BUDGET = "budget"
+    """The budget ran out before it could be written or run."""

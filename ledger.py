@@ -1,0 +1,198 @@
+"""ledger.py — what a run has spent, and the hard budget it spends against.
+
+`Usage` totals calls and the four token kinds per model, thread-safely, and prices them from
+`models.PRICES`. Under a budget every call first takes a `hold` for its worst case, so holds and
+spending together never exceed the cap: a run can stop short but never overspend.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from models import Price, price_of
+from replies import CostSummary
+
+
+@dataclass
+class ModelUsage:
+    """Token totals for one model."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    def cost_usd(self, price: Price) -> float:
+        return (
+            self.input_tokens * price.input
+            + self.output_tokens * price.output
+            + self.cache_write_tokens * price.cache_write
+            + self.cache_read_tokens * price.cache_read
+        ) / 1_000_000
+
+
+MIN_OUTPUT_TOKENS = 1024
+"""Under a budget, a call that cannot afford this much output is not worth starting."""
+
+
+class BudgetExhaustedError(RuntimeError):
+    """The next model call would cross the budget, so it was not made."""
+
+    def __init__(self, spent_usd: float, budget_usd: float) -> None:
+        super().__init__(f"the ${budget_usd:g} budget is spent (${spent_usd:.4f} so far)")
+        self.spent_usd = spent_usd
+        self.budget_usd = budget_usd
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Money set aside for one call (or one agent run) until it has reported what it spent."""
+
+    tokens: int
+    """Output tokens the call may use: its max_tokens, lowered to what the budget can pay for."""
+    usd: float
+    """The worst case of the call, held back from everyone else meanwhile."""
+
+
+@dataclass
+class Usage:
+    """Thread-safe token totals per model, and the optional hard budget they are spent against.
+
+    Every call under a budget first takes a `hold` for its worst case (its input at the
+    cache-write price plus max_tokens of output); holds and spending together never exceed the
+    budget, so a run can stop short but never overspend.
+    """
+
+    by_model: dict[str, ModelUsage] = field(default_factory=dict)
+    budget_usd: float | None = None
+    """Hard cap in dollars; None means no cap."""
+    _held_usd: float = field(default=0.0, repr=False, compare=False)
+    _lock: threading.Condition = field(
+        default_factory=lambda: threading.Condition(threading.RLock()), repr=False, compare=False
+    )
+
+    def add(
+        self,
+        model: str,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        calls: int = 1,
+    ) -> None:
+        with self._lock:
+            row = self.by_model.setdefault(model, ModelUsage())
+            row.calls += calls
+            row.input_tokens += input_tokens
+            row.output_tokens += output_tokens
+            row.cache_write_tokens += cache_write_tokens
+            row.cache_read_tokens += cache_read_tokens
+
+    def record(self, model: str, usage: Any) -> None:
+        """Count one API reply's `usage` (an SDK object or the raw dict an agent reports)."""
+
+        def read(name: str) -> int:
+            value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
+            try:
+                return max(0, int(value or 0))
+            except (TypeError, ValueError):
+                return 0
+
+        self.add(
+            model,
+            input_tokens=read("input_tokens"),
+            output_tokens=read("output_tokens"),
+            cache_write_tokens=read("cache_creation_input_tokens"),
+            cache_read_tokens=read("cache_read_input_tokens"),
+        )
+
+    def merge(self, other: Usage) -> None:
+        """Fold another ledger (one agent's reported usage) into this one."""
+        for model, row in other.snapshot().items():
+            self.add(
+                model,
+                input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens,
+                cache_write_tokens=row.cache_write_tokens,
+                cache_read_tokens=row.cache_read_tokens,
+                calls=row.calls,
+            )
+
+    def snapshot(self) -> dict[str, ModelUsage]:
+        with self._lock:
+            return {model: ModelUsage(**vars(row)) for model, row in self.by_model.items()}
+
+    def totals(self) -> ModelUsage:
+        total = ModelUsage()
+        for row in self.snapshot().values():
+            for name, value in vars(row).items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
+
+    def cost_usd(self) -> float:
+        return sum(row.cost_usd(price_of(model)[0]) for model, row in self.snapshot().items())
+
+    def hold(
+        self,
+        model: str,
+        *,
+        input_tokens: int,
+        max_tokens: int,
+        min_tokens: int = MIN_OUTPUT_TOKENS,
+    ) -> Hold:
+        """Set aside the worst case of a call; lower max_tokens to what the budget can pay for.
+
+        While other holds are in flight their money may come back, so this waits for them;
+        it raises BudgetExhaustedError only when nothing is in flight and the call still
+        cannot afford `min_tokens` of output (or its whole max_tokens, if that is smaller).
+        """
+        if self.budget_usd is None:
+            return Hold(max_tokens, 0.0)
+        price = price_of(model)[0]
+        input_usd = input_tokens * price.cache_write / 1_000_000
+        with self._lock:
+            while True:
+                room = self.budget_usd - self.cost_usd() - self._held_usd - input_usd
+                tokens = min(max_tokens, int(room * 1_000_000 / price.output)) if room > 0 else 0
+                if tokens >= min(min_tokens, max_tokens):
+                    usd = input_usd + tokens * price.output / 1_000_000
+                    self._held_usd += usd
+                    return Hold(tokens, usd)
+                if self._held_usd <= 1e-12:
+                    raise BudgetExhaustedError(self.cost_usd(), self.budget_usd)
+                self._lock.wait()
+
+    def release(self, hold: Hold) -> None:
+        """The call is over and its spending recorded: free what was held for it."""
+        if not hold.usd:
+            return
+        with self._lock:
+            self._held_usd = max(0.0, self._held_usd - hold.usd)
+            self._lock.notify_all()
+
+    @property
+    def is_estimate(self) -> bool:
+        """True when some model's price was not in the table."""
+        return any(price_of(model)[1] for model in self.snapshot())
+
+    def cost_summary(self) -> CostSummary:
+        """Plain numbers for displays, JSON output and the run archive."""
+        total = self.totals()
+        return CostSummary(
+            llm_calls=total.calls,
+            input_tokens=total.input_tokens,
+            output_tokens=total.output_tokens,
+            cache_write_tokens=total.cache_write_tokens,
+            cache_read_tokens=total.cache_read_tokens,
+            usd=round(self.cost_usd(), 6),
+            estimate=self.is_estimate,
+        )
+
+
+def estimate_tokens(text: str) -> int:
+    """A generous token count for budgeting: about three UTF-8 bytes per token."""
+    return len(text.encode("utf-8")) // 3 + 1

@@ -1,0 +1,168 @@
+"""replies.py — the shapes AgentGOD hands out: the `--json` reply and the rows renderers draw.
+
+Scripts read these objects, and the renderers draw the same ones, so each shape is written down
+once, as a `TypedDict`, and both sides are checked against it. Plain dicts at run time: they go
+to `json.dumps` and to the UI unchanged. No project imports, so any module may use them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+
+class CostSummary(TypedDict):
+    """A ledger's totals as plain numbers: for displays, `--json` and the run archive."""
+
+    llm_calls: int
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    usd: float
+    estimate: bool
+    """Some model's price was not in the table, so `usd` is a guess."""
+
+
+class CostReply(TypedDict):
+    """The `cost` object of a run's `--json` reply."""
+
+    llm_calls: int
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    usd: float
+
+
+class PlannedAgent(TypedDict):
+    """One agent of a plan, as the display lists it before anything runs."""
+
+    name: str
+    role: str
+    depends_on: list[str]
+    reused: bool
+    """Its code comes from the library."""
+
+
+class AgentReply(TypedDict):
+    """One agent of a finished run, in `--json`."""
+
+    name: str
+    role: str
+    reused: bool
+    ok: bool
+    attempts: int
+    seconds: float
+
+
+class TranscriptAgent(AgentReply):
+    """One agent of a finished run, as the transcript draws it."""
+
+    kind: str
+    """ok, or how it failed (`kinds.AgentKind`)."""
+
+
+class FailureReply(TypedDict):
+    """An agent excluded from the answer, and the one line that says why."""
+
+    name: str
+    reason: str
+
+
+class RunReply(TypedDict):
+    """The one object `agentgod --json` prints for a run that produced an answer."""
+
+    ok: Literal[True]
+    task: str
+    answer: str
+    complexity: str
+    agents: list[AgentReply]
+    failures: list[FailureReply]
+    revisions: int
+    council_improved: bool
+    kept: list[str]
+    """New agents that joined the library after this run."""
+    cost: CostReply
+    duration_seconds: float
+    run_file: str | None
+    sandbox: list[str]
+    """Confinement layers that were active for the agents."""
+    budget_usd: float | None
+    budget_exhausted: bool
+
+
+class ErrorDetail(TypedDict):
+    """What went wrong, as a `problems.Problem` tells it."""
+
+    type: str
+    """A stable identifier for scripts (`Problem.kind`, or `usage`, `not_found`)."""
+    headline: str
+    advice: str
+    detail: str
+
+
+class ErrorReply(TypedDict):
+    """The one object `--json` prints when a command fails."""
+
+    ok: Literal[False]
+    task: str
+    error: ErrorDetail
+
+
+class LibraryRow(TypedDict):
+    """One kept agent and its track record."""
+
+    name: str
+    role: str
+    generation: int
+    wins: int
+    losses: int
+    uses: int
+    reliable: bool
+    evolved: bool
+
+
+class HistoryRow(TypedDict):
+    """One archived run, newest first in `history`."""
+
+    id: int
+    started_at: str
+    """ISO 8601, UTC."""
+    task: str
+    ok: bool
+    complexity: str | None
+    usd: float | None
+    duration_seconds: float | None
+    agents: int
+    run_file: str | None
+
+
+class TokenTotals(TypedDict):
+    input: int
+    output: int
+    cache_write: int
+    cache_read: int
+
+
+class StatsReply(TypedDict):
+    """Totals over every archived run."""
+
+    runs: int
+    succeeded: int
+    success_rate: float
+    """A fraction, 0 to 1."""
+    llm_calls: int
+    tokens: TokenTotals
+    usd: float
+    mean_duration: float | None
+    """Seconds; None before the first run."""
+    most_used: list[tuple[str, int]]
+    most_reliable: list[tuple[str, int, int]]
+    """(name, runs it succeeded in, runs)."""
+
+
+class KeepChoice(TypedDict):
+    """A new agent offered to the library after a run."""
+
+    name: str
+    role: str
