@@ -42,7 +42,7 @@ from ui import PlainUI, make_ui
 
 if TYPE_CHECKING:
     import runlog
-    from orchestrator import AgentRun, PendingAgent, TaskResult
+    from results import AgentRun, PendingAgent, TaskResult
 
 SLASH_COMMANDS = [
     ("/help", "this list"),

@@ -12,12 +12,15 @@ calling thread, so the run's state is mutated from exactly one place.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import config
 import council
@@ -26,7 +29,6 @@ import generator
 import judgment
 import ledger
 import library
-import llm
 import merger
 import models
 import planner
@@ -34,9 +36,10 @@ import problems
 import runlog
 import signals
 import taskgraph
+from agentpool import AgentPool
 from events import NullEvents, SerialisedEvents, TaskEvents
 from kinds import AgentKind, Phase
-from replies import CostSummary
+from results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskResult
 
 # Failures a rewrite cannot fix: a hang would just hang again (and cost another full timeout),
 # an unstartable interpreter is the machine's problem, not the code's, and a spent budget stays
@@ -44,84 +47,6 @@ from replies import CostSummary
 _NOT_REPAIRABLE = frozenset({AgentKind.TIMEOUT, AgentKind.UNSTARTABLE, AgentKind.BUDGET})
 AGENT_SHARE_TOKENS = 16_384
 """Under a budget, the most tokens one agent run may use (all its calls together)."""
-
-
-@dataclass
-class AgentRun:
-    """One agent's part in a task, as the user sees it."""
-
-    name: str
-    role: str
-    reused: bool
-    """Its code came from the library instead of the generator."""
-    ok: bool = False
-    attempts: int = 0
-    """Executions: 1, plus one per repair."""
-    seconds: float = 0.0
-    """Wall-clock time across all attempts."""
-    kind: AgentKind = AgentKind.PENDING
-    """ok, or how it failed (crash, timeout, silent, rejected, ...)."""
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class Failure:
-    """An agent excluded from the answer, and why."""
-
-    name: str
-    reason: str
-    """One line: the last line of its stderr, or the executor's reason."""
-    kind: AgentKind
-
-
-@dataclass(frozen=True)
-class PendingAgent:
-    """A newly built agent that worked, awaiting the user's keep-or-discard decision."""
-
-    name: str
-    role: str
-    source: str
-
-
-@dataclass
-class TaskResult:
-    """Everything a caller needs after a task: the answer, what ran, what it cost."""
-
-    task: str
-    answer: str
-    complexity: str
-    agents: list[AgentRun]
-    failures: list[Failure]
-    revisions: int
-    """Extra rounds run because the judge found the answer short."""
-    council_improved: bool
-    pending: list[PendingAgent]
-    agent_paths: list[Path]
-    """Scratch copies in generated_agents/; the caller decides whether to delete them."""
-    usage: ledger.Usage
-    duration_seconds: float
-    run_file: Path | None
-    waves: list[list[str]] = field(default_factory=list)
-    sandbox: list[str] = field(default_factory=list)
-    """Confinement layers active for the agents."""
-    budget_usd: float | None = None
-    budget_exhausted: bool = False
-    """The budget stopped model work early; the answer is built from what was done by then."""
-
-    def cost_summary(self) -> CostSummary:
-        return self.usage.cost_summary()
-
-
-class AllAgentsFailedError(RuntimeError):
-    """No agent produced output, so there is nothing honest to merge."""
-
-    def __init__(self, failures: list[Failure], timeout_seconds: float) -> None:
-        super().__init__(
-            f"all {len(failures)} agents failed: "
-            + "; ".join(f"{f.name}: {f.reason}" for f in failures)
-        )
-        self.failures = failures
-        self.timeout_seconds = timeout_seconds
 
 
 @dataclass
@@ -161,6 +86,42 @@ class _Round:
     waves: list[list[str]]
 
 
+class _Schedule:
+    """Which agents of a round have code, have started and are done; who may start next."""
+
+    def __init__(self, agents: list[planner.AgentSpec]) -> None:
+        self.agents = agents
+        self.code: dict[str, Path] = {}
+        """Each agent's saved file, once it exists."""
+        self._started: set[str] = set()
+        self._finished: set[str] = set()
+
+    def ready(self) -> list[planner.AgentSpec]:
+        """Not started, its code exists, and every agent it depends on is done."""
+        return [
+            a
+            for a in self.agents
+            if a.name in self.code
+            and a.name not in self._started
+            and all(dep in self._finished for dep in a.depends_on)
+        ]
+
+    def unstarted(self) -> list[planner.AgentSpec]:
+        return [a for a in self.agents if a.name not in self._started | self._finished]
+
+    def start(self, name: str) -> None:
+        self._started.add(name)
+
+    def finish(self, name: str) -> None:
+        self._finished.add(name)
+
+    def is_finished(self, name: str) -> bool:
+        return name in self._finished
+
+    def done(self) -> bool:
+        return len(self._finished) == len(self.agents)
+
+
 class _Conductor:
     """The state of one handle_task call; each method is one box of the flow diagram."""
 
@@ -182,9 +143,13 @@ class _Conductor:
         if self.usage.budget_usd is None:
             self.usage.budget_usd = self.settings.budget_usd
         self.budget_hit = threading.Event()
-        self.warm: dict[str, executor.AgentProcess] = {}
-        self.standby: list[executor.AgentProcess] = []
-        self.standby_lock = threading.Lock()
+        self.ahead = self.usage.budget_usd is None
+        """Start agents' processes ahead of need (never under a budget: see agentpool)."""
+        self.pool = AgentPool(
+            timeout=self.settings.agent_timeout_seconds,
+            model=self.settings.model,
+            preload=generator.RUNTIME_MODULES,
+        )
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -209,7 +174,10 @@ class _Conductor:
         return result
 
     def round(self, task_text: str) -> str:
-        self.start_standby()
+        if self.ahead:
+            self.pool.start_standby(
+                min(self.settings.max_parallel_agents, self.settings.max_agents)
+            )
         self.events.phase_started(Phase.PLAN)
         phase = time.monotonic()
         plan = planner.plan_agents(
@@ -270,91 +238,104 @@ class _Conductor:
         effort: str,
         this_round: _Round,
     ) -> dict[str, str]:
-        """Generate and run the agents, each as early as its dependencies allow."""
+        """Write and run the agents, each as early as its own code and its upstream allow.
+
+        The scheduler: every agent's build is submitted at once; whenever anything finishes,
+        each agent whose code exists and whose dependencies are done is started. Results are
+        absorbed here, on the calling thread, so the round's state changes in one place.
+        """
         closures = {a.name: taskgraph.dependency_closure(agents, a.name) for a in agents}
         records = {a.name: AgentRun(a.name, a.role, reused=False) for a in agents}
         this_round.agents = list(records.values())
-        width = self.settings.max_parallel_agents
-        builders = ThreadPoolExecutor(
-            width, thread_name_prefix="agentgod-build", initializer=signals.shield_from_signals
-        )
-        runners = ThreadPoolExecutor(
-            width, thread_name_prefix="agentgod-run", initializer=signals.shield_from_signals
-        )
-        building: dict[Future[_Built], planner.AgentSpec] = {}
-        running: dict[Future[_Ran], planner.AgentSpec] = {}
-        code: dict[str, Path] = {}
-        started: set[str] = set()
-        finished: set[str] = set()
+        schedule = _Schedule(agents)
         outputs: dict[str, str] = {}
         self.events.phase_started(Phase.BUILD)
         self.events.phase_started(Phase.RUN)
         phase = time.monotonic()
-        try:
-            for spec in agents:
-                future = builders.submit(
-                    self.build, spec, kept[spec.name], closures[spec.name], effort
-                )
-                building[future] = spec
-            while len(finished) < len(agents):
+        with self.worker_pools() as (builders, runners):
+            work: dict[Future[Any], planner.AgentSpec] = {
+                builders.submit(self.build, a, kept[a.name], closures[a.name], effort): a
+                for a in agents
+            }
+            building = len(agents)
+            while not schedule.done():
                 if self.budget_hit.is_set():
-                    self.skip_unstarted(agents, records, started, finished, this_round)
-                    if len(finished) == len(agents):
+                    for spec in schedule.unstarted():
+                        self.skip(records[spec.name], this_round)
+                        schedule.finish(spec.name)
+                    if schedule.done():
                         break
-                for spec in agents:
-                    ready = spec.name in code and spec.name not in started
-                    if ready and all(dep in finished for dep in spec.depends_on):
-                        started.add(spec.name)
-                        upstream = {k: outputs[k] for k in closures[spec.name] if k in outputs}
-                        future = runners.submit(
-                            self.run_with_repair,
-                            spec,
-                            code[spec.name],
-                            task_text,
-                            upstream,
-                            closures[spec.name],
-                            effort,
-                            self.warm.pop(spec.name, None),
-                        )
-                        running[future] = spec
-                done, _ = wait([*building, *running], return_when=FIRST_COMPLETED)
-                for future in done:
-                    if future in building:
-                        spec = building.pop(future)
-                        built = future.result()
-                        records[spec.name].reused = built.reused
-                        if built.path is not None:
-                            self.paths[spec.name] = built.path
-                        if spec.name in finished:  # skipped for the budget while being written
-                            if built.warm is not None:
-                                built.warm.discard()
-                        elif built.path is not None:
-                            code[spec.name] = built.path
-                            if built.warm is not None:
-                                self.warm[spec.name] = built.warm
-                        else:
-                            self.reject(records[spec.name], built, this_round)
-                            finished.add(spec.name)
+                for spec in schedule.ready():
+                    schedule.start(spec.name)
+                    upstream = {k: outputs[k] for k in closures[spec.name] if k in outputs}
+                    run = runners.submit(
+                        self.run_with_repair,
+                        spec,
+                        schedule.code[spec.name],
+                        task_text,
+                        upstream,
+                        closures[spec.name],
+                        effort,
+                    )
+                    work[run] = spec
+                finished, _ = wait(work, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    spec, outcome = work.pop(future), future.result()
+                    if isinstance(outcome, _Built):
+                        self.absorb_built(records[spec.name], outcome, schedule, this_round)
+                        building -= 1
                         if not building:
                             self.events.phase_finished(Phase.BUILD, time.monotonic() - phase)
                     else:
-                        spec = running.pop(future)
-                        self.absorb(records[spec.name], future.result(), outputs, this_round)
-                        finished.add(spec.name)
-        except BaseException:
-            self.stop(builders, runners)
-            raise
-        for future, spec in building.items():  # still being written when the budget ran out
-            late = future.result()
-            if late.path is not None:
-                self.paths[spec.name] = late.path
-            if late.warm is not None:
-                late.warm.discard()
-        self.discard_warm()
-        builders.shutdown()
-        runners.shutdown()
+                        self.absorb(records[spec.name], outcome, outputs, this_round)
+                        schedule.finish(spec.name)
+            for future in work:  # still being written when the budget ran out
+                self.absorb_built(records[work[future].name], future.result(), schedule, None)
+        self.pool.discard_warm()
         self.events.phase_finished(Phase.RUN, time.monotonic() - phase)
         return outputs
+
+    @contextlib.contextmanager
+    def worker_pools(self) -> Iterator[tuple[ThreadPoolExecutor, ThreadPoolExecutor]]:
+        """One pool writes agents, one runs them; an interrupt or failure stops both at once."""
+        width = self.settings.max_parallel_agents
+        pools = tuple(
+            ThreadPoolExecutor(
+                width,
+                thread_name_prefix=f"agentgod-{role}",
+                initializer=signals.shield_from_signals,
+            )
+            for role in ("build", "run")
+        )
+        try:
+            yield pools[0], pools[1]
+        except BaseException:
+            self.stop(*pools)
+            raise
+        for pool in pools:
+            pool.shutdown()
+
+    def absorb_built(
+        self, record: AgentRun, built: _Built, schedule: _Schedule, this_round: _Round | None
+    ) -> None:
+        """Caller's thread: one agent's code exists (or never will); make it runnable.
+
+        `this_round` is None for a build that ended after the round stopped scheduling.
+        """
+        record.reused = built.reused
+        if built.path is not None:
+            self.paths[record.name] = built.path
+        scheduling = this_round is not None and not schedule.is_finished(record.name)
+        if built.path is not None and scheduling:
+            schedule.code[record.name] = built.path
+            if built.warm is not None:
+                self.pool.hold(record.name, built.warm)
+            return
+        if built.warm is not None:
+            built.warm.discard()
+        if this_round is not None and scheduling:
+            self.reject(record, built, this_round)
+            schedule.finish(record.name)
 
     def reusable(self, name: str) -> str | None:
         """A library agent's source when it is reliable and still passes the guard untouched."""
@@ -372,7 +353,7 @@ class _Conductor:
 
         The agent's process is started first, so its start-up overlaps the writing of its code.
         """
-        warm = self.take_standby() or self.warm_start(spec.name, effort)
+        warm = self.pool.take(spec.name, effort) if self.ahead else None
         try:
             built = self.write(spec, kept, upstream, effort)
         except BaseException:
@@ -416,79 +397,9 @@ class _Conductor:
             built.path = executor.save_agent_file(spec.name, source)
         return built
 
-    def warm_start(self, name: str, effort: str) -> executor.AgentProcess | None:
-        """Start an agent's process ahead of its code and its inputs, to have start-up paid.
-
-        Not under a budget: an agent's share of the budget is fixed when it starts, and it
-        should be measured against what is left when it runs, not before.
-        """
-        if self.usage.budget_usd is not None or self.stopped.is_set():
-            return None
-        started = executor.start_agent(
-            None,
-            name=name,
-            timeout=self.settings.agent_timeout_seconds,
-            model=self.settings.model,
-            effort=effort,
-            preload=generator.RUNTIME_MODULES,
-        )
-        if not isinstance(started, executor.AgentProcess):
-            return None  # it will be started again, and fail properly, when its turn comes
-        if self.stopped.is_set():
-            started.discard()
-            return None
-        return started
-
-    def start_standby(self) -> None:
-        """While the planner thinks, start the processes the first agents will run in.
-
-        Neither their names nor their effort is known yet; both arrive with their input. A
-        background thread starts them, one after another, so the planning call itself is not
-        kept waiting; whatever is left over when the run ends is discarded. The thread then
-        waits for the run to end: under bubblewrap an agent dies with the thread that started
-        it (--die-with-parent follows the thread, not the process).
-        """
-        if self.usage.budget_usd is not None:
-            return
-        count = min(self.settings.max_parallel_agents, self.settings.max_agents)
-
-        def spawn() -> None:
-            signals.shield_from_signals()
-            # Starting interpreters costs CPU; never compete with the SDK's import, which stands
-            # between a fresh process and its first request.
-            llm.client_ready.wait(timeout=30)
-            for _ in range(count):
-                if self.stopped.is_set():
-                    break
-                started = executor.start_agent(
-                    None,
-                    timeout=self.settings.agent_timeout_seconds,
-                    model=self.settings.model,
-                    preload=generator.RUNTIME_MODULES,
-                )
-                if not isinstance(started, executor.AgentProcess):
-                    break
-                with self.standby_lock:
-                    if self.stopped.is_set():
-                        started.discard()
-                        break
-                    self.standby.append(started)
-            self.stopped.wait()
-
-        threading.Thread(target=spawn, name="agentgod-standby", daemon=True).start()
-
-    def take_standby(self) -> executor.AgentProcess | None:
-        with self.standby_lock:
-            return self.standby.pop() if self.standby else None
-
     def close(self) -> None:
         """The run is over: no process started ahead of need may outlive it."""
-        with self.standby_lock:
-            self.stopped.set()
-            leftovers, self.standby = self.standby, []
-        for agent in leftovers:
-            agent.discard()
-        self.discard_warm()
+        self.pool.close()
 
     def run_with_repair(
         self,
@@ -498,9 +409,9 @@ class _Conductor:
         upstream: dict[str, str],
         upstream_names: list[str],
         effort: str,
-        warm: executor.AgentProcess | None,
     ) -> _Ran:
         """Worker: run the agent; a failure is rewritten from its own source and stderr."""
+        warm = self.pool.claim(spec.name)
         original = source = path.read_text(encoding="utf-8")
         seconds = 0.0
         attempt = 0
@@ -612,20 +523,10 @@ class _Conductor:
             self.events.agent_rejected(record.name, built.reasons)
         self.events.agent_finished(record.name, False, 0.0, built.kind, record.error, 0)
 
-    def skip_unstarted(
-        self,
-        agents: list[planner.AgentSpec],
-        records: dict[str, AgentRun],
-        started: set[str],
-        finished: set[str],
-        this_round: _Round,
-    ) -> None:
-        """The budget is spent: agents that have not started never will."""
-        for spec in agents:
-            if spec.name not in started and spec.name not in finished:
-                built = _Built(None, reasons=["skipped: the budget ran out"], kind=AgentKind.BUDGET)
-                self.reject(records[spec.name], built, this_round)
-                finished.add(spec.name)
+    def skip(self, record: AgentRun, this_round: _Round) -> None:
+        """The budget is spent: an agent that has not started never will."""
+        built = _Built(None, reasons=["skipped: the budget ran out"], kind=AgentKind.BUDGET)
+        self.reject(record, built, this_round)
 
     def stop(self, *pools: ThreadPoolExecutor) -> None:
         """Interrupt or failure: kill agent processes and stop scheduling new work."""
@@ -633,13 +534,7 @@ class _Conductor:
         executor.stop_all()
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
-        self.discard_warm()
-
-    def discard_warm(self) -> None:
-        """Agents started ahead that will never get their input (skipped, or the run stopped)."""
-        while self.warm:
-            _, agent = self.warm.popitem()
-            agent.discard()
+        self.pool.discard_warm()
 
     # ---- after the agents ----------------------------------------------------------------------
 

@@ -272,7 +272,7 @@ _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
     ("builtins", "KeyboardInterrupt", _interrupted),
     ("sandbox", "SandboxUnavailable", _sandbox),
     ("ledger", "BudgetExhaustedError", _budget),
-    ("orchestrator", "AllAgentsFailedError", _every_agent_failed),
+    ("results", "AllAgentsFailedError", _every_agent_failed),
 )
 
 

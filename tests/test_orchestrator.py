@@ -15,6 +15,7 @@ import ledger
 import library
 import orchestrator
 import problems
+import results
 from events import TaskEvents
 
 
@@ -233,7 +234,7 @@ def test_every_agent_failing_is_one_story(
     factory.bodies = {
         name: ["def run(task, previous_outputs):\n    time.sleep(60)\n"] for name in names
     }
-    with pytest.raises(orchestrator.AllAgentsFailedError) as caught:
+    with pytest.raises(results.AllAgentsFailedError) as caught:
         orchestrator.handle_task("t")
     problem = problems.explain(caught.value)
     assert problem.headline == "3 agents timed out after 1 s."
@@ -318,7 +319,7 @@ def test_a_kept_agent_is_reused_and_three_losses_retire_it(
     monkeypatch.setenv("AGENT_REPAIR_ATTEMPTS", "0")
     factory.agent_reply = lambda name, request: Reply.error(400, "bad request")
     for _ in range(3):
-        with pytest.raises(orchestrator.AllAgentsFailedError):
+        with pytest.raises(results.AllAgentsFailedError):
             orchestrator.handle_task("failing task")
     assert not library.reliable("summariser")
     assert "summariser" not in library.describe_for_planner()
@@ -377,7 +378,7 @@ def test_a_failed_run_is_archived_too(factory: Factory, isolated_home: Path, mon
     factory.plans = [plan(agent_spec("doomed"), complexity="simple")]
     factory.bodies["doomed"] = ["def run(task, previous_outputs):\n    raise ValueError('no')\n"]
     written: list[Path] = []
-    with pytest.raises(orchestrator.AllAgentsFailedError):
+    with pytest.raises(results.AllAgentsFailedError):
         orchestrator.handle_task("doomed task", written=written)
     assert written == [isolated_home / "generated_agents" / "doomed.py"]
     db = sqlite3.connect(isolated_home / "runs" / "history.db")

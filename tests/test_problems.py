@@ -12,9 +12,9 @@ from conftest import TEST_KEY
 import config
 import ledger
 import llm
-import orchestrator
 import problems
 import redact
+import results
 import sandbox
 from kinds import AgentKind
 
@@ -32,14 +32,14 @@ def connection_error(message: str = "Connection error.") -> anthropic.APIConnect
     return anthropic.APIConnectionError(message=message, request=_REQUEST)
 
 
-def failure(name: str, reason: str, kind: str) -> orchestrator.Failure:
-    return orchestrator.Failure(name, reason, AgentKind(kind))
+def failure(name: str, reason: str, kind: str) -> results.Failure:
+    return results.Failure(name, reason, AgentKind(kind))
 
 
 def all_failed(
-    failures: list[orchestrator.Failure], timeout_seconds: float = 300
-) -> orchestrator.AllAgentsFailedError:
-    return orchestrator.AllAgentsFailedError(failures, timeout_seconds)
+    failures: list[results.Failure], timeout_seconds: float = 300
+) -> results.AllAgentsFailedError:
+    return results.AllAgentsFailedError(failures, timeout_seconds)
 
 
 def test_missing_key() -> None:

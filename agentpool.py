@@ -1,0 +1,122 @@
+"""agentpool.py — agent processes started ahead of need, so start-up is never on the critical path.
+
+While the planner thinks, a background thread starts *standby* processes (interpreter, sandbox
+walls and the runtime's imports) that block on stdin, knowing neither their agent nor its effort;
+each build worker then takes one, or starts one named for its agent, before it asks for the
+agent's code. A process held here is *warm*: its code exists and it waits for its inputs.
+Whatever is never used — more standby than agents, an agent skipped, a run stopped — is killed,
+with its scratch, when the pool closes. Not under a budget: an agent's share of the budget is
+fixed when its process starts, and should be measured against what is left when it runs.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import executor
+import llm
+from signals import shield_from_signals
+
+SDK_WAIT_SECONDS = 30.0
+"""How long standby start-up defers to the SDK's import before it goes ahead anyway."""
+
+
+class AgentPool:
+    """The processes one run started ahead: standby ones, and warm ones by agent name."""
+
+    def __init__(self, *, timeout: float, model: str, preload: tuple[str, ...]) -> None:
+        self.timeout = timeout
+        self.model = model
+        self.preload = preload
+        """Modules a process imports while it waits (the runtime's), named by the generator."""
+        self.closed = threading.Event()
+        self._lock = threading.Lock()
+        self._standby: list[executor.AgentProcess] = []
+        self._warm: dict[str, executor.AgentProcess] = {}
+
+    def start_standby(self, count: int) -> None:
+        """Start `count` processes on a background thread; the planning call is not kept waiting.
+
+        The thread then waits for the pool to close: under bubblewrap an agent dies with the
+        thread that started it (--die-with-parent follows the thread, not the process).
+        """
+        threading.Thread(
+            target=self._spawn, args=(count,), name="agentgod-standby", daemon=True
+        ).start()
+
+    def _spawn(self, count: int) -> None:
+        shield_from_signals()
+        # Starting interpreters costs CPU; never compete with the SDK's import, which stands
+        # between a fresh process and its first request.
+        llm.client_ready.wait(timeout=SDK_WAIT_SECONDS)
+        for _ in range(count):
+            if self.closed.is_set():
+                break
+            started = executor.start_agent(
+                None, timeout=self.timeout, model=self.model, preload=self.preload
+            )
+            if not isinstance(started, executor.AgentProcess):
+                break
+            with self._lock:
+                if self.closed.is_set():
+                    started.discard()
+                    break
+                self._standby.append(started)
+        self.closed.wait()
+
+    def take(self, name: str, effort: str) -> executor.AgentProcess | None:
+        """A process for `name`: a standby one, or one started now; None if none can be had.
+
+        None is not a failure: the agent is started again, and fails properly, when its turn
+        comes.
+        """
+        with self._lock:
+            if self._standby:
+                return self._standby.pop()
+        if self.closed.is_set():
+            return None
+        started = executor.start_agent(
+            None,
+            name=name,
+            timeout=self.timeout,
+            model=self.model,
+            effort=effort,
+            preload=self.preload,
+        )
+        if not isinstance(started, executor.AgentProcess):
+            return None
+        if self.closed.is_set():
+            started.discard()
+            return None
+        return started
+
+    def hold(self, name: str, agent: executor.AgentProcess) -> None:
+        """Keep `agent`, whose code now exists, until `name` is ready to run."""
+        with self._lock:
+            if not self.closed.is_set():
+                self._warm[name] = agent
+                return
+        agent.discard()
+
+    def claim(self, name: str) -> executor.AgentProcess | None:
+        """The warm process held for `name`, if any; it is the caller's to run now."""
+        with self._lock:
+            return self._warm.pop(name, None)
+
+    def discard_warm(self) -> None:
+        """Processes that will never get their input (their agents were skipped)."""
+        with self._lock:
+            leftovers = list(self._warm.values())
+            self._warm.clear()
+        for agent in leftovers:
+            agent.discard()
+
+    def close(self) -> None:
+        """The run is over: no process started ahead of need may outlive it."""
+        with self._lock:
+            self.closed.set()
+            leftovers = [*self._standby, *self._warm.values()]
+            self._standby.clear()
+            self._warm.clear()
+        for agent in leftovers:
+            agent.discard()

@@ -1,0 +1,93 @@
+"""results.py — what a task leaves behind: the answer, who worked on it, what it cost.
+
+`TaskResult` is what `orchestrator.handle_task` returns and everything after it reads (the
+session, the `--json` reply, the archive); `AllAgentsFailedError` is how a round with nothing to
+merge ends. Kept apart from the orchestrator so their readers need not import the pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ledger
+from kinds import AgentKind
+from replies import CostSummary
+
+
+@dataclass
+class AgentRun:
+    """One agent's part in a task, as the user sees it."""
+
+    name: str
+    role: str
+    reused: bool
+    """Its code came from the library instead of the generator."""
+    ok: bool = False
+    attempts: int = 0
+    """Executions: 1, plus one per repair."""
+    seconds: float = 0.0
+    """Wall-clock time across all attempts."""
+    kind: AgentKind = AgentKind.PENDING
+    """ok, or how it failed (crash, timeout, silent, rejected, ...)."""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An agent excluded from the answer, and why."""
+
+    name: str
+    reason: str
+    """One line: the last line of its stderr, or the executor's reason."""
+    kind: AgentKind
+
+
+@dataclass(frozen=True)
+class PendingAgent:
+    """A newly built agent that worked, awaiting the user's keep-or-discard decision."""
+
+    name: str
+    role: str
+    source: str
+
+
+@dataclass
+class TaskResult:
+    """Everything a caller needs after a task: the answer, what ran, what it cost."""
+
+    task: str
+    answer: str
+    complexity: str
+    agents: list[AgentRun]
+    failures: list[Failure]
+    revisions: int
+    """Extra rounds run because the judge found the answer short."""
+    council_improved: bool
+    pending: list[PendingAgent]
+    agent_paths: list[Path]
+    """Scratch copies in generated_agents/; the caller decides whether to delete them."""
+    usage: ledger.Usage
+    duration_seconds: float
+    run_file: Path | None
+    waves: list[list[str]] = field(default_factory=list)
+    sandbox: list[str] = field(default_factory=list)
+    """Confinement layers active for the agents."""
+    budget_usd: float | None = None
+    budget_exhausted: bool = False
+    """The budget stopped model work early; the answer is built from what was done by then."""
+
+    def cost_summary(self) -> CostSummary:
+        return self.usage.cost_summary()
+
+
+class AllAgentsFailedError(RuntimeError):
+    """No agent produced output, so there is nothing honest to merge."""
+
+    def __init__(self, failures: list[Failure], timeout_seconds: float) -> None:
+        super().__init__(
+            f"all {len(failures)} agents failed: "
+            + "; ".join(f"{f.name}: {f.reason}" for f in failures)
+        )
+        self.failures = failures
+        self.timeout_seconds = timeout_seconds
