@@ -155,13 +155,13 @@ class Session:
 
     def run_task(self, task: str) -> int:
         """Clarify, run, report, keep, clean up. Returns the exit code for this task."""
-        import inventory
-        import judgment
+        import intake
         import orchestrator
+        import scratch
 
         self.task = task
         if self.interactive:
-            question = judgment.clarifying_question(task, usage=self.usage)
+            question = intake.clarifying_question(task, usage=self.usage)
             reply = self.ui.ask(question) if question else None
             if question and reply:
                 task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
@@ -193,7 +193,7 @@ class Session:
                 result.sandbox,
             )
             self._keep(result.pending)
-        inventory.delete_agents(result.agent_paths)
+        scratch.delete_agents(result.agent_paths)
         return cli.EXIT_OK
 
     def _keep(self, pending: list[PendingAgent]) -> list[str]:
@@ -218,12 +218,12 @@ class Session:
 
     def _clean_up(self, written: list[Path]) -> None:
         """Offer to remove the scratch files a failed run wrote (yes unless told otherwise)."""
-        import inventory
+        import scratch
 
         if not written:
             return
         if self.ui.confirm(f"Remove the {len(written)} agent files this run wrote?", True):
-            inventory.delete_agents(written)
+            scratch.delete_agents(written)
 
     # ---- the REPL ------------------------------------------------------------------------------
 
@@ -259,11 +259,11 @@ class Session:
 
     def _small_talk(self, text: str) -> bool:
         """Answer "hi" or "what can you do?" directly, without building a team."""
-        import judgment
+        import intake
 
         if len(text.split()) > CHAT_MAX_WORDS or "\n" in text:
             return False
-        reply = judgment.triage(text, usage=self.usage)
+        reply = intake.triage(text, usage=self.usage)
         if reply:
             self.ui.answer(reply)
         return reply is not None
@@ -401,9 +401,9 @@ def _warm_up() -> threading.Thread:
     def load() -> None:
         signals.shield_from_signals()
         with contextlib.suppress(Exception):
-            import inventory  # noqa: F401
-            import judgment  # noqa: F401
+            import intake  # noqa: F401
             import orchestrator  # noqa: F401
+            import scratch  # noqa: F401
 
             llm.get_client()
 

@@ -143,6 +143,8 @@ class _Conductor:
         if self.usage.budget_usd is None:
             self.usage.budget_usd = self.settings.budget_usd
         self.budget_hit = threading.Event()
+        self.warnings: list[str] = []
+        self.warnings_lock = threading.Lock()
         self.ahead = self.usage.budget_usd is None
         """Start agents' processes ahead of need (never under a budget: see agentpool)."""
         self.pool = AgentPool(
@@ -216,6 +218,12 @@ class _Conductor:
         if self.convenes(plan.complexity):
             this_round.answer = self.convene_council(task_text, this_round.answer, effort)
         return this_round.answer
+
+    def warn(self, text: str) -> None:
+        """Something the run survives: shown now, and kept in the run's record."""
+        with self.warnings_lock:
+            self.warnings.append(text)
+        self.events.warn(text)
 
     def convenes(self, complexity: str) -> bool:
         """The council sits for this grade under COUNCIL, unless the budget is already spent."""
@@ -375,6 +383,8 @@ class _Conductor:
         if spec.dependencies:
             report = executor.install_dependencies(spec.dependencies)
             self.events.packages(spec.name, report.installed, report.refused, report.failed)
+            if report.detail:
+                self.warn(f"{spec.name}: packages not installed: {_one_line(report.detail)}")
         if source is None:
             try:
                 source = generator.generate_agent_code(
@@ -579,7 +589,7 @@ class _Conductor:
             self.note_budget()
             verdict = council.CouncilVerdict(answer, improved=False)
         except Exception as error:  # the answer is paid for; a failed review must not lose it
-            self.events.warn(f"the council could not sit: {problems.explain(error).headline}")
+            self.warn(f"the council could not sit: {problems.explain(error).headline}")
             verdict = council.CouncilVerdict(answer, improved=False)
         self.council_improved = self.council_improved or verdict.improved
         self.events.council_finished(verdict.weaknesses, verdict.improved)
@@ -605,7 +615,7 @@ class _Conductor:
             self.note_budget()
             return None
         except Exception as error:
-            self.events.warn(f"the judge could not rule: {problems.explain(error).headline}")
+            self.warn(f"the judge could not rule: {problems.explain(error).headline}")
             return None
         finally:
             self.events.phase_finished(Phase.JUDGE, time.monotonic() - phase)
@@ -672,6 +682,7 @@ class _Conductor:
             started_at=self.started_at,
             sandbox=sorted(self.layers),
             budget_exhausted=self.budget_hit.is_set(),
+            warnings=list(self.warnings),
         )
         path = runlog.archive(record)
         self.events.archived(str(path) if path else None)

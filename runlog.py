@@ -131,6 +131,8 @@ class RunRecord:
     """Confinement layers that were active for the agents."""
     budget_exhausted: bool = False
     """True when BUDGET_USD stopped the run early."""
+    warnings: list[str] = field(default_factory=list)
+    """What went wrong that the run survived (a package pip refused, a judge that failed)."""
 
 
 # ---- what the verbs read back ----------------------------------------------------------------
@@ -187,11 +189,6 @@ class Stats:
         """Succeeded runs over all runs; 0.0 before the first run."""
         return self.succeeded / self.runs if self.runs else 0.0
 
-    @property
-    def total_tokens(self) -> int:
-        cache = self.cache_write_tokens + self.cache_read_tokens
-        return self.input_tokens + self.output_tokens + cache
-
 
 # ---- writing ---------------------------------------------------------------------------------
 
@@ -239,6 +236,8 @@ def _render(record: RunRecord) -> str:
         "## Failures",
         _failures(record.failures),
     ]
+    if record.warnings:
+        parts += ["## Warnings", "\n".join(f"- {warning}" for warning in record.warnings)]
     if not record.ok:
         parts += ["## Error", record.error or "The run failed without a stated reason."]
     parts += [
@@ -286,6 +285,7 @@ def _redacted(record: RunRecord) -> RunRecord:
         ],
         failures=[(redact(name), redact(reason)) for name, reason in record.failures],
         sandbox=[redact(layer) for layer in record.sandbox],
+        warnings=[redact(warning) for warning in record.warnings],
     )
 
 

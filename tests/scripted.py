@@ -18,6 +18,7 @@ from fakeapi import FakeMessagesAPI, Reply, Request
 
 import council
 import generator
+import intake
 import judgment
 import merger
 import planner
@@ -129,8 +130,8 @@ class Factory:
             "judge": judgment.JUDGE_PROMPT,
             "critic": council.CRITIC_PROMPT,
             "refine": council.REFINE_PROMPT,
-            "clarify": judgment.CLARIFY_PROMPT,
-            "triage": judgment.CHAT_PROMPT,
+            "clarify": intake.CLARIFY_PROMPT,
+            "triage": intake.CHAT_PROMPT,
         }
         for kind, prompt in prompts.items():
             if system == prompt:

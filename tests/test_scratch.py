@@ -1,4 +1,4 @@
-"""inventory: removing scratch copies in the test's AGENTGOD_HOME, and nothing else."""
+"""scratch: removing scratch copies in the test's AGENTGOD_HOME, and nothing else."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 import config
-import inventory
+import scratch
 
 
-def scratch(*names: str) -> list[Path]:
+def scratch_files(*names: str) -> list[Path]:
     folder = config.settings().agents_dir
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.py" for name in names]
@@ -20,33 +20,33 @@ def scratch(*names: str) -> list[Path]:
 
 
 def test_removes_scratch_copies_and_counts_them() -> None:
-    paths = scratch("reader_agent", "writer_agent")
-    assert inventory.delete_agents(paths) == 2
+    paths = scratch_files("reader_agent", "writer_agent")
+    assert scratch.delete_agents(paths) == 2
     assert not any(path.exists() for path in paths)
 
 
 def test_accepts_any_iterable_and_nothing_at_all() -> None:
-    paths = scratch("reader_agent", "writer_agent")
-    assert inventory.delete_agents(path for path in paths) == 2
-    assert inventory.delete_agents([]) == 0
+    paths = scratch_files("reader_agent", "writer_agent")
+    assert scratch.delete_agents(path for path in paths) == 2
+    assert scratch.delete_agents([]) == 0
 
 
 def test_tolerates_copies_already_gone() -> None:
-    kept, gone = scratch("reader_agent", "writer_agent")
+    kept, gone = scratch_files("reader_agent", "writer_agent")
     gone.unlink()
-    assert inventory.delete_agents([kept, gone, gone]) == 1
+    assert scratch.delete_agents([kept, gone, gone]) == 1
     assert not kept.exists()
 
 
 def test_relative_paths_inside_the_folder_are_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    [path] = scratch("reader_agent")
+    [path] = scratch_files("reader_agent")
     monkeypatch.chdir(config.settings().agents_dir)
-    assert inventory.delete_agents([Path("reader_agent.py")]) == 1
+    assert scratch.delete_agents([Path("reader_agent.py")]) == 1
     assert not path.exists()
 
 
 def test_refuses_paths_outside_the_agents_folder(tmp_path: Path) -> None:
-    [inside] = scratch("reader_agent")
+    [inside] = scratch_files("reader_agent")
     folder = config.settings().agents_dir
     outside = tmp_path / "precious.py"
     outside.write_text("keep me", encoding="utf-8")
@@ -60,7 +60,7 @@ def test_refuses_paths_outside_the_agents_folder(tmp_path: Path) -> None:
         folder,
         folder / "..",
     ]
-    assert inventory.delete_agents(attempts) == 0
+    assert scratch.delete_agents(attempts) == 0
     assert outside.read_text(encoding="utf-8") == "keep me"
     assert sibling.read_text(encoding="utf-8") == "keep me too"
     assert inside.exists()
@@ -70,10 +70,10 @@ def test_refuses_paths_outside_the_agents_folder(tmp_path: Path) -> None:
 def test_a_link_is_removed_and_its_target_is_not(tmp_path: Path) -> None:
     target = tmp_path / "target.py"
     target.write_text("keep me", encoding="utf-8")
-    scratch("reader_agent")
+    scratch_files("reader_agent")
     link = config.settings().agents_dir / "linked_agent.py"
     link.symlink_to(target)
-    assert inventory.delete_agents([link]) == 1
+    assert scratch.delete_agents([link]) == 1
     assert not link.is_symlink()
     assert target.read_text(encoding="utf-8") == "keep me"
 
@@ -82,16 +82,16 @@ def test_a_link_to_the_outside_is_not_a_way_out(tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "victim.py").write_text("keep me", encoding="utf-8")
-    scratch("reader_agent")
+    scratch_files("reader_agent")
     (config.settings().agents_dir / "door").symlink_to(outside, target_is_directory=True)
-    assert inventory.delete_agents([config.settings().agents_dir / "door" / "victim.py"]) == 0
+    assert scratch.delete_agents([config.settings().agents_dir / "door" / "victim.py"]) == 0
     assert (outside / "victim.py").read_text(encoding="utf-8") == "keep me"
 
 
 def test_directories_are_skipped_without_raising() -> None:
-    scratch("reader_agent")
+    scratch_files("reader_agent")
     nested = config.settings().agents_dir / "work_dir"
     nested.mkdir()
     (nested / "note.txt").write_text("x", encoding="utf-8")
-    assert inventory.delete_agents([nested]) == 0
+    assert scratch.delete_agents([nested]) == 0
     assert (nested / "note.txt").exists()

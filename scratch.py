@@ -1,4 +1,4 @@
-"""inventory.py — clearing the scratch copies a run leaves behind. No model calls.
+"""scratch.py — clearing the scratch copies a run leaves behind. No model calls.
 
 Each run writes its agents to generated_agents/; once the user has decided what to keep (keeping is
 library.remember's job, not this module's), the working copies go. Cleanup runs in `finally` blocks

@@ -1,0 +1,158 @@
+"""intake.py — what happens to a person's words before any team is built.
+
+Two cheap calls on the fast model: at a terminal, one clarifying question when the task is
+ambiguous enough that the answer would change the plan; and for short input, small-talk triage,
+so "hi" or "what can you do?" is answered directly instead of building a team.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+import config
+import ledger
+import llm
+
+MAX_QUESTION_CHARS = 300
+"""A clarifying question longer than this is cut: it has to fit on one prompt line."""
+
+
+class Clarification(BaseModel):
+    """Whether the task needs one question to the user before any work starts."""
+
+    # reason, then the decision, then the question: the model judges the task before it commits
+    # to asking, and writes a question only once it has decided one is needed.
+    reason: str = Field(
+        description=(
+            "One sentence, written first: could a competent person do this task as written, "
+            "choosing sensible defaults for anything unstated?"
+        )
+    )
+    ask: bool = Field(
+        description=(
+            "True only when the task cannot be done at all without information only the user "
+            "has, so any attempt would waste the whole run. Almost always false."
+        )
+    )
+    question: str = Field(
+        description=(
+            "When ask is true: one short, specific question, in the language of the task, whose "
+            "answer unblocks it. When ask is false: empty."
+        )
+    )
+
+
+CLARIFY_PROMPT = """\
+You stand at the door of AgentGOD, an agent factory that builds and runs a team of agents for the \
+user's task. Before anything is spent, you decide whether one question to the user is truly \
+necessary. Almost always it is not.
+
+Ask only when the task cannot be done at all without something only the user can supply, so any \
+attempt would waste the whole run:
+- it refers to material that is not there ("translate this", "summarise the text below", "fix my \
+code" with nothing given);
+- it asks to choose between or compare things it never names ("which of the two options is \
+better?");
+- it is so fragmentary that no reasonable reading exists.
+
+Do not ask when:
+- the task is broad, open or underspecified but has a reasonable reading - the team will choose \
+one;
+- length, tone, audience, format or level of detail are unstated - sensible defaults exist;
+- more context would merely be nice, or a preference could refine the answer;
+- the task is short, simple, unusual or casually worded.
+
+A question can stall a run that nobody is there to answer, and a factory that asks about every \
+task is worse than one that never asks. When in doubt, do not ask.
+"""
+
+
+def clarifying_question(task: str, *, usage: ledger.Usage | None = None) -> str | None:
+    """The one question worth asking before the run, or None (nearly always).
+
+    Only a decided ask with a real question counts; anything else proceeds, because silence
+    costs at most one weak run while a needless question costs the user's attention every time.
+    """
+    result = llm.complete_structured(
+        f"<task>\n{task}\n</task>\n\nDoes this task need a question before work starts?",
+        Clarification,
+        system=CLARIFY_PROMPT,
+        max_tokens=1024,
+        effort="low",
+        model=config.settings().fast_model,
+        usage=usage,
+    )
+    question = " ".join(result.question.split())
+    if not result.ask or not question:
+        return None
+    if len(question) > MAX_QUESTION_CHARS:
+        question = question[: MAX_QUESTION_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    return question
+
+
+# --------------------------------------------------------------------------------------------
+# At the prompt: small talk is answered, not planned
+# --------------------------------------------------------------------------------------------
+
+
+class Triage(BaseModel):
+    """Whether the input is small talk rather than a task, and the reply if it is."""
+
+    reason: str = Field(
+        description="One sentence, written first: does this input ask for any work to be done?"
+    )
+    is_chat: bool = Field(
+        description=(
+            "True only for pure conversation that asks for no work: a greeting, thanks, a "
+            "goodbye, or a question about AgentGOD itself. False for anything else."
+        )
+    )
+    reply: str = Field(
+        description=(
+            "When is_chat is true: a short, friendly reply of one to three sentences in the "
+            "user's language. When is_chat is false: empty."
+        )
+    )
+
+
+CHAT_PROMPT = """\
+You sit at the prompt of AgentGOD, a terminal program where the user types tasks. For each task \
+AgentGOD plans a small team of single-purpose AI agents, writes each agent's code, runs them \
+(independent ones in parallel) and merges their work into one answer. That costs time and money, \
+so you decide one thing: is this input small talk rather than a task?
+
+Small talk (is_chat true) is pure conversation that asks for no work: greetings ("hi", "good \
+morning"), thanks, goodbyes, and questions about AgentGOD itself ("what can you do?", "how does \
+this work?", "who are you?").
+
+Everything else is a task (is_chat false): any request for information, writing, analysis, \
+advice, code, a calculation, a translation, a summary or a decision, however short ("capital of \
+Peru?", "2+2", "a haiku about rain"), and a greeting that comes with a request ("hi, can you \
+summarise..."). When in doubt it is a task: answering a real task with small talk throws the \
+user's request away, while building a team for a greeting only costs a little.
+
+The reply to small talk is short, friendly and in the user's language. When asked what you can \
+do, be honest: give AgentGOD a task and it builds a team of specialised agents for it, runs them \
+and combines their work into one answer; agents worth keeping can be saved and reused on later \
+tasks. The agents reason and write with Claude but cannot browse the web or read the user's \
+files. Never promise more than that.
+"""
+
+
+def triage(text: str, *, usage: ledger.Usage | None = None) -> str | None:
+    """A direct reply when the REPL input is small talk; None for anything that is a task.
+
+    A task mistaken for chat is lost, while chat mistaken for a task only builds a small team,
+    so only a decided is_chat with a non-empty reply is answered here.
+    """
+    result = llm.complete_structured(
+        f"<input>\n{text}\n</input>\n\nIs this input small talk or a task?",
+        Triage,
+        system=CHAT_PROMPT,
+        max_tokens=1024,
+        effort="low",
+        model=config.settings().fast_model,
+        usage=usage,
+    )
+    reply = result.reply.strip()
+    return reply if result.is_chat and reply else None
