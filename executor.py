@@ -94,7 +94,7 @@ class InstallReport:
     installed: list[str] = field(default_factory=list)
     """Packages present in the agent venv after the call."""
     refused: list[str] = field(default_factory=list)
-    """Packages not in codeguard.ALLOWED_PACKAGES."""
+    """Packages not in guardpolicy.ALLOWED_PACKAGES."""
     failed: list[str] = field(default_factory=list)
     """Allowed packages pip could not install."""
     detail: str = ""
@@ -141,9 +141,9 @@ _PROBE = (
 
 def install_dependencies(packages: list[str]) -> InstallReport:
     """Install allow-listed packages into the isolated .agent_venv/, never into our interpreter."""
-    import codeguard
+    import guardpolicy
 
-    allowed = {_normalise(name) for name in codeguard.ALLOWED_PACKAGES}
+    allowed = {_normalise(name) for name in guardpolicy.ALLOWED_PACKAGES}
     wanted = list(dict.fromkeys(_normalise(p) for p in packages if p.strip()))
     report = InstallReport(refused=[p for p in wanted if p not in allowed])
     wanted = [p for p in wanted if p in allowed]

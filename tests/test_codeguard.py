@@ -11,10 +11,15 @@ import re
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 import codeguard
+import guardpolicy
+
+if TYPE_CHECKING:
+    from _pytest.mark import ParameterSet
 
 RUN = "\n\ndef run(task, previous_outputs):\n    return task\n"
 COMPLAINT = re.compile(r"^line \d+: \S.*$")
@@ -728,7 +733,9 @@ ACCEPTED = {
 }
 
 
-def _case(text: str, line: int, fragment: str, case_id: str, *, with_run: bool = True):
+def _case(
+    text: str, line: int, fragment: str, case_id: str, *, with_run: bool = True
+) -> ParameterSet:
     body = textwrap.dedent(text).lstrip("\n")
     return pytest.param(body + RUN if with_run else body, line, fragment, id=case_id)
 
@@ -1198,7 +1205,7 @@ def test_the_escape_catalogue_is_large_and_uniquely_named() -> None:
     assert len(set(ids)) == len(ids)
 
 
-@pytest.mark.parametrize("module", sorted(codeguard.BLOCKED_STDLIB))
+@pytest.mark.parametrize("module", sorted(guardpolicy.BLOCKED_STDLIB))
 def test_every_blocked_module_is_refused_in_every_import_form(module: str) -> None:
     parent, _, leaf = module.rpartition(".")
     forms = [f"import {module}", f"import {module} as alias"]
@@ -1269,9 +1276,14 @@ def test_there_are_at_least_twenty_realistic_agents() -> None:
     assert len(ACCEPTED) >= 20
 
 
-@pytest.mark.parametrize("module", sorted(codeguard.allowed_import_names()))
-def test_every_allowed_module_can_be_imported(module: str) -> None:
-    assert codeguard.check_agent_source(f"import {module}" + RUN) == []
+@pytest.mark.parametrize("module", sorted(sys.stdlib_module_names))
+def test_every_public_unblocked_stdlib_module_can_be_imported_and_no_other(module: str) -> None:
+    complaints = codeguard.check_agent_source(f"import {module}" + RUN)
+    private = module.startswith("_") and module != "__future__"
+    if private or module in guardpolicy.BLOCKED_STDLIB:
+        assert any(c.startswith("line 1: ") and module in c for c in complaints), complaints
+    else:
+        assert complaints == []
 
 
 def test_str_replace_stays_legal_while_path_replace_is_refused() -> None:
@@ -1328,23 +1340,24 @@ def test_ordinary_code_near_the_rules_is_accepted(body: str) -> None:
 
 
 def test_blocked_modules_are_real_standard_library_modules() -> None:
-    for module in codeguard.BLOCKED_STDLIB:
+    for module in guardpolicy.BLOCKED_STDLIB:
         assert module.split(".")[0] in sys.stdlib_module_names, module
 
 
-def test_allowed_imports_derive_from_the_package_table_and_exclude_blocked_modules() -> None:
-    allowed = codeguard.allowed_import_names()
-    assert set(codeguard.ALLOWED_PACKAGES.values()) <= allowed
-    assert not allowed & codeguard.BLOCKED_STDLIB
-    assert {"json", "csv", "sqlite3", "zipfile", "os", "sys", "__future__"} <= allowed
-    assert not any(name.startswith("_") for name in allowed - {"__future__"})
+def test_the_modules_agents_need_most_are_importable_and_unknown_packages_are_not() -> None:
+    for module in ("json", "csv", "sqlite3", "zipfile", "os", "sys", "__future__"):
+        assert codeguard.check_agent_source(f"import {module}" + RUN) == [], module
+    [complaint] = codeguard.check_agent_source("import leftpad" + RUN)
+    assert complaint.startswith("line 1: ") and "leftpad is not an allowed module" in complaint
+    for import_name in guardpolicy.ALLOWED_PACKAGES.values():
+        assert import_name in complaint
 
 
 def test_allowed_packages_map_pip_names_to_import_names() -> None:
-    assert codeguard.ALLOWED_PACKAGES["beautifulsoup4"] == "bs4"
-    assert codeguard.ALLOWED_PACKAGES["pyyaml"] == "yaml"
-    assert codeguard.ALLOWED_PACKAGES["python-dateutil"] == "dateutil"
-    for pip_name, import_name in codeguard.ALLOWED_PACKAGES.items():
+    assert guardpolicy.ALLOWED_PACKAGES["beautifulsoup4"] == "bs4"
+    assert guardpolicy.ALLOWED_PACKAGES["pyyaml"] == "yaml"
+    assert guardpolicy.ALLOWED_PACKAGES["python-dateutil"] == "dateutil"
+    for pip_name, import_name in guardpolicy.ALLOWED_PACKAGES.items():
         assert re.fullmatch(r"[a-z0-9][a-z0-9.-]*", pip_name), pip_name
         assert import_name.isidentifier(), import_name
         assert codeguard.check_agent_source(f"import {import_name}" + RUN) == []

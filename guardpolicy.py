@@ -1,0 +1,340 @@
+"""guardpolicy.py - what generated agents may install, import and touch, and why not the rest.
+
+The policy alone, as tables a reviewer can read without the checker: every entry carries the reason
+an agent is told when it breaks the rule. codeguard.py applies these tables to a syntax tree;
+executor.py reads ALLOWED_PACKAGES to decide what it installs. Nothing here looks at code.
+"""
+
+# ---- what agents may install and import ----------------------------------------------------------
+
+ALLOWED_PACKAGES: dict[str, str] = {
+    # HTTP client, pure Python. Reaches only the URLs it is given (no unix sockets without extras).
+    "requests": "requests",
+    # HTML parsing, pure Python on the stdlib html.parser (lxml is not installed, so not native).
+    "beautifulsoup4": "bs4",
+    # YAML. Its full/unsafe loaders construct arbitrary objects (!!python/object/apply runs any
+    # callable), so only the safe_* and dump* surface is reachable (MODULE_ALLOWLISTS).
+    "pyyaml": "yaml",
+    # Date parsing and arithmetic, pure Python. dateutil.zoneinfo.rebuild runs `zic`: blocked.
+    "python-dateutil": "dateutil",
+    # Plain-text tables, pure Python; formats strings and nothing else.
+    "tabulate": "tabulate",
+    # XML <-> dict, pure Python on the stdlib expat parser with entities disabled by default.
+    "xmltodict": "xmltodict",
+}
+# Deliberately absent, each for a concrete reason: numpy (numpy.ctypeslib loads native libraries on
+# request; numpy.load can unpickle), pandas (read_clipboard spawns xclip/pbpaste, read_pickle runs
+# pickles, DataFrame.query resolves `@` names to arbitrary callables, dozens of to_* writers),
+# markdown (imports extensions by dotted name), jinja2 (template sandbox escapes), lxml (native,
+# resolves external entities), httpx (unix-socket transports reach local daemons).
+
+PROCESS = "starts or signals processes; agents may not start processes"
+FILES = "writes, moves or deletes files; agents may only read files"
+DYNAMIC = "runs code chosen at runtime, which no static check can see"
+INTERNALS = "reaches interpreter internals that can undo these checks"
+SYSTEM = "controls terminals, devices or system-wide state"
+NETWORK = "serves, opens local sockets or speaks non-HTTP protocols; agents are HTTP clients"
+ENVIRON = "changes the process environment; agents may only read it (os.environ.get)"
+TERMINAL = "waits for a person at a terminal; agents have none (stdin carries the task)"
+
+
+def _group(reason: str, *modules: str) -> dict[str, str]:
+    return dict.fromkeys(modules, reason)
+
+
+BLOCKED_REASONS: dict[str, str] = {
+    # Processes. platform and pydoc shell out from ordinary functions (uname/file, the pager),
+    # antigravity opens a browser on import, mailcap builds shell command lines, Tcl (tkinter,
+    # turtle, idlelib) can exec programs, signal delivers kills and runs handlers at any point.
+    **_group(
+        PROCESS,
+        "subprocess", "multiprocessing", "concurrent.futures.process", "asyncio.subprocess",
+        "asyncio.base_subprocess", "asyncio.unix_events", "asyncio.windows_events",
+        "asyncio.windows_utils", "pty", "pipes", "posix", "nt", "signal", "platform", "pydoc",
+        "webbrowser", "antigravity", "mailcap", "ensurepip", "venv", "distutils", "idlelib",
+        "tkinter", "turtle", "turtledemo",
+    ),
+    # Code chosen at runtime: importers, (un)picklers, debuggers and profilers that run strings,
+    # doctest/unittest (run docstrings, load and call objects by dotted name), site (.pth lines
+    # execute), pyclbr/modulefinder (import packages to inspect them), logging.config
+    # (dictConfig instantiates any dotted name, fileConfig evals).
+    **_group(
+        DYNAMIC,
+        "builtins", "importlib", "imp", "zipimport", "pkgutil", "runpy", "code", "codeop",
+        "pickle", "marshal", "shelve", "doctest", "unittest", "timeit", "profile",
+        "cProfile", "trace", "pdb", "bdb", "site", "modulefinder", "pyclbr", "logging.config",
+    ),
+    # Reflection that reaches any live object, frame or raw memory.
+    **_group(INTERNALS, "inspect", "gc", "ctypes", "faulthandler"),
+    # File writers with no read-only use worth keeping: fileinput(inplace=True) rewrites files,
+    # uu.decode writes the name found in its input, cgitb writes to logdir, tracemalloc and
+    # pstats dump to paths, cookiejar saves, readline writes history, mmap maps fds writable.
+    **_group(
+        FILES,
+        "shutil", "fileinput", "mailbox", "http.cookiejar", "dbm", "py_compile", "compileall",
+        "zipapp", "lib2to3", "uu", "cgitb", "tracemalloc", "pstats", "logging.handlers",
+        "msilib", "readline", "mmap",
+    ),
+    # resource can lift the limits the executor set; the rest drive terminals and devices.
+    **_group(
+        SYSTEM,
+        "resource", "fcntl", "termios", "tty", "curses", "syslog", "winreg", "winsound",
+        "msvcrt", "ossaudiodev", "spwd",
+    ),
+    # Raw sockets reach local daemons (docker.sock); imaplib.IMAP4_stream runs a command.
+    **_group(
+        NETWORK,
+        "socket", "socketserver", "http.server", "wsgiref", "xmlrpc.server", "smtplib", "smtpd",
+        "ftplib", "poplib", "imaplib", "nntplib", "telnetlib", "asynchat", "asyncore",
+    ),
+    **_group(TERMINAL, "getpass"),
+}  # fmt: skip
+# Kept on purpose: os and sys (read-only use is needed; their dangerous attributes are refused
+# below), threading and asyncio (no process or server helpers reachable), tempfile (writes only
+# inside TMPDIR, the agent's scratch directory, and `dir=` is refused), sqlite3 (":memory:" only),
+# types (allowlisted attributes), ast (literal_eval is useful and nothing can compile a tree),
+# weakref, dis, pickletools (read-only introspection), zipfile/tarfile/gzip (read modes only).
+
+BLOCKED_STDLIB: frozenset[str] = frozenset(BLOCKED_REASONS)
+"""Standard-library modules agents may not import. Dotted entries block a submodule only."""
+
+BLOCKED_PACKAGE_MODULES: dict[str, str] = {
+    "dateutil.zoneinfo.rebuild": PROCESS,  # runs `zic` and writes tarballs
+    "bs4.diagnose": DYNAMIC,  # profiles parsers with cProfile.runctx on a code string
+}
+
+PACKAGE_IMPORTS = frozenset(ALLOWED_PACKAGES.values())
+
+
+# ---- what agents may touch inside allowed modules ------------------------------------------------
+
+OS_READ_ONLY = frozenset(
+    {
+        "path", "environ", "getenv", "getcwd", "getcwdb", "listdir", "scandir", "walk", "stat",
+        "lstat", "fstat", "access", "readlink", "sep", "altsep", "extsep", "pathsep", "linesep",
+        "defpath", "devnull", "curdir", "pardir", "name", "cpu_count", "process_cpu_count",
+        "getpid", "getppid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "getlogin",
+        "uname", "times", "getloadavg", "urandom", "fspath", "fsencode", "fsdecode", "PathLike",
+        "DirEntry", "stat_result", "terminal_size", "get_terminal_size", "strerror", "error",
+        "get_exec_path", "sched_getaffinity", "isatty", "F_OK", "R_OK", "W_OK", "X_OK",
+        "SEEK_SET", "SEEK_CUR", "SEEK_END",
+    }
+)  # fmt: skip
+OS_PROCESS_PREFIXES = ("exec", "spawn", "posix_spawn", "fork", "kill", "wait", "set", "sched_set")
+OS_PROCESS = frozenset(
+    {"system", "popen", "startfile", "abort", "nice", "plock", "register_at_fork"}
+)
+OS_FILES = frozenset(
+    {
+        "remove", "unlink", "rmdir", "removedirs", "rename", "renames", "replace", "mkdir",
+        "makedirs", "chmod", "fchmod", "lchmod", "chown", "fchown", "lchown", "chflags",
+        "lchflags", "symlink", "link", "truncate", "ftruncate", "open", "fdopen", "write",
+        "pwrite", "writev", "pwritev", "sendfile", "copy_file_range", "splice", "mkfifo",
+        "mknod", "utime", "dup", "dup2", "setxattr", "removexattr", "memfd_create",
+    }
+)  # fmt: skip
+YAML_SAFE = frozenset(
+    {
+        "safe_load", "safe_load_all", "safe_dump", "safe_dump_all", "dump", "dump_all", "scan",
+        "parse", "compose", "compose_all", "emit", "serialize", "serialize_all",
+        "add_representer", "add_multi_representer", "SafeLoader", "CSafeLoader", "SafeDumper",
+        "CSafeDumper", "Dumper", "CDumper", "YAMLError", "MarkedYAMLError", "ScannerError",
+        "ParserError", "ComposerError", "ConstructorError", "ReaderError", "EmitterError",
+        "SerializerError", "RepresenterError", "error", "nodes", "events", "tokens", "reader",
+        "scanner", "parser", "composer", "resolver", "emitter", "serializer", "representer",
+    }
+)  # fmt: skip
+TYPES_SAFE = frozenset(
+    {
+        "SimpleNamespace", "MappingProxyType", "NoneType", "GenericAlias", "UnionType",
+        "EllipsisType", "NotImplementedType", "GeneratorType",
+    }
+)  # fmt: skip
+MODULE_ALLOWLISTS: dict[str, tuple[frozenset[str], str]] = {
+    # Checked longest prefix first, so os.environ.<x> is judged by the environ list.
+    "os.environ": (frozenset({"get", "keys", "values", "items", "copy"}), ENVIRON),
+    "os": (OS_READ_ONLY, "is not one of the read-only os functions agents may use"),
+    "yaml": (YAML_SAFE, "can construct arbitrary Python objects; use yaml.safe_load/safe_dump"),
+    "types": (TYPES_SAFE, "builds functions, code objects or classes at runtime"),
+}
+QUALIFIED_BLOCKS: dict[str, str] = {
+    "sys.modules": INTERNALS,
+    "sys.path": INTERNALS,  # a changed path makes a later import run a file the agent wrote
+    "sys.meta_path": INTERNALS,
+    "sys.path_hooks": INTERNALS,
+    "sys.path_importer_cache": INTERNALS,
+    "sys.settrace": INTERNALS,
+    "sys.setprofile": INTERNALS,
+    "sys.addaudithook": INTERNALS,
+    "sys.call_tracing": INTERNALS,
+    "sys.monitoring": INTERNALS,
+    "sys.remote_exec": DYNAMIC,
+    "sys.setdlopenflags": INTERNALS,
+    "sys.breakpointhook": TERMINAL,
+    "xml.etree.ElementTree.ElementTree.write": FILES,
+}
+# Methods a class may not define, whatever it is named or derived from.
+FORBIDDEN_METHODS: dict[str, str] = {
+    "__del__": "a finaliser runs at an unpredictable moment (collection, exit); it is the"
+    " published smolagents escape - use a context manager instead",
+    # string.Formatter walks attribute paths written in a format string ("{0.__init__.__globals__}")
+    # and hands what it finds to these hooks. Judged by name: a base class can hide behind aliases.
+    **_group(
+        "overrides a string.Formatter hook that receives objects reached through attribute paths"
+        " written in format strings",
+        "get_field",
+        "format_field",
+        "convert_field",
+    ),
+}
+# Module names that may not be reached as an attribute of another module (`glob.os`,
+# `urllib.request.tempfile`): policies are keyed on the canonical name, so a detour would skip them.
+DETOUR_MODULES = frozenset(
+    {name.split(".")[0] for name in BLOCKED_STDLIB}
+    | {"os", "sys", "types", "yaml", "xml", "dateutil", "sqlite3", "tempfile", "io", "codecs"}
+    | {"urllib", "bs4"}
+)
+
+MAC_LOOKUP = "may shell out to ifconfig/ip to find a MAC address; use uuid.uuid4()"
+ANYWHERE: dict[str, str] = {
+    # Attribute names that mean one dangerous thing on whatever object carries them.
+    **_group(
+        PROCESS,
+        "popen", "Popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "startfile",
+        "create_subprocess_exec", "create_subprocess_shell", "subprocess_exec",
+        "subprocess_shell", "ProcessPoolExecutor",
+    ),
+    **_group(MAC_LOOKUP, "uuid1", "getnode"),
+    **_group(
+        FILES,
+        "write_text", "write_bytes", "unlink", "rmdir", "mkdir", "makedirs", "removedirs",
+        "touch", "chmod", "lchmod", "fchmod", "chown", "lchown", "fchown", "symlink_to",
+        "hardlink_to", "link_to", "symlink", "extractall", "makefile", "makedir", "makelink",
+        "makefifo", "makedev", "mkfifo", "mknod", "utime", "urlretrieve", "URLopener",
+        "FancyURLopener", "PyZipFile", "FileHandler", "WatchedFileHandler",
+        "RotatingFileHandler", "TimedRotatingFileHandler", "write_history_file",
+        "append_history_file", "dump_stats", "keylog_filename",
+    ),
+    # typing.get_type_hints and ForwardRef evaluate strings; Formatter.get_field walks attribute
+    # paths written in a string; sqlite extensions are native code; the yaml names build objects.
+    **_group(
+        DYNAMIC,
+        "eval", "exec", "get_type_hints", "ForwardRef", "evaluate_forward_ref", "get_field",
+        "import_module", "load_extension", "enable_load_extension", "unsafe_load",
+        "unsafe_load_all", "full_load", "full_load_all", "UnsafeLoader", "FullLoader",
+        "CLoader", "CUnsafeLoader", "CFullLoader", "UnsafeConstructor", "FullConstructor",
+    ),
+    # Frames and code objects lead to every namespace (f_globals["__builtins__"]).
+    **_group(
+        INTERNALS,
+        "tb_frame", "f_back", "f_builtins", "f_code", "f_globals", "f_locals", "f_trace",
+        "f_lineno", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
+        "settrace", "setprofile", "settrace_all_threads", "setprofile_all_threads",
+    ),
+    **_group(
+        NETWORK,
+        "start_server", "start_unix_server", "open_unix_connection", "create_server",
+        "create_unix_server", "create_unix_connection",
+    ),
+    # A module reached through another object is a module the import allowlist never saw.
+    **_group(
+        "reaches a module through another object; import what you need directly",
+        "os", "sys", "subprocess", "builtins", "ctypes", "importlib", "shutil", "pickle",
+        "marshal", "shelve", "socket", "multiprocessing", "posix", "pty", "runpy", "webbrowser",
+        "pydoc",
+    ),
+}  # fmt: skip
+
+# Callables judged by their arguments. They may only be called directly: passed around uncalled
+# they would be called somewhere the argument checks cannot see. Value: where the mode argument
+# sits when the receiver is a module or class (open(file, mode), ZipFile(file, mode), ...).
+OPENERS: dict[str, int] = {
+    "open": 1, "FileIO": 1, "ZipFile": 1, "TarFile": 1, "GzipFile": 1, "BZ2File": 1,
+    "LZMAFile": 1, "taropen": 1, "gzopen": 1, "bz2open": 1, "xzopen": 1, "FileType": 0,
+}  # fmt: skip
+# tempfile makers: how many positional arguments come before suffix/prefix/dir.
+TEMPFILE_MAKERS: dict[str, int] = {
+    "NamedTemporaryFile": 4, "TemporaryFile": 4, "SpooledTemporaryFile": 5,
+    "TemporaryDirectory": 0, "mkstemp": 0, "mkdtemp": 0,
+}  # fmt: skip
+CALL_ONLY = frozenset(
+    {*OPENERS, *TEMPFILE_MAKERS, "replace", "rename", "extract", "basicConfig"}
+    | {"attrgetter", "methodcaller", "getattr", "setattr", "delattr", "hasattr"}
+)
+# Judged by qualified name only: sqlite3 cannot travel as a value, so `client.connect(url)` on
+# some other object is never sqlite3's.
+SQLITE_CONNECTORS = frozenset(
+    f"{module}.{name}"
+    for module in ("sqlite3", "sqlite3.dbapi2")
+    for name in ("connect", "Connection")
+)
+TYPING_FACTORIES = frozenset(
+    {"TypeVar", "NewType", "NamedTuple", "TypedDict", "make_dataclass", "ParamSpec"}
+)
+
+# Builtins refused wherever they appear, called or not.
+FORBIDDEN_BUILTINS: dict[str, str] = {
+    **_group(DYNAMIC, "eval", "exec", "compile", "__import__"),
+    **_group("exposes a namespace dict, and __builtins__ with it", "globals", "locals", "vars"),
+    **_group(TERMINAL, "input", "breakpoint", "help"),
+}
+# Builtins agents may call with checked arguments. Every use of these names is judged as the
+# builtin, whatever else they are bound to, so rebinding cannot hide one; rebinding is refused as
+# well except for `type`, which agents often reuse as a variable and whose rule is harmless there.
+CHECKED_BUILTINS = frozenset({"getattr", "setattr", "delattr", "hasattr", "open", "type"})
+PROTECTED_NAMES = frozenset({*FORBIDDEN_BUILTINS, *CHECKED_BUILTINS - {"type"}, "__builtins__"})
+FORBIDDEN_DUNDER_NAMES = frozenset(
+    {"__builtins__", "__loader__", "__spec__", "__build_class__", "__class__", "__annotations__"}
+)
+# Dunder attributes that are harmless: reading a name or docstring, and calling the ordinary
+# data-model methods (super().__init__(...) is in every subclass).
+DUNDER_READS = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})
+DUNDER_CALLS = frozenset(
+    {
+        "__init__", "__post_init__", "__repr__", "__str__", "__format__", "__eq__", "__ne__",
+        "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__", "__len__", "__iter__",
+        "__next__", "__contains__", "__getitem__", "__setitem__", "__delitem__", "__enter__",
+        "__exit__", "__missing__",
+    }
+)  # fmt: skip
+DUNDER_KEYS = frozenset({"__builtins__", "__import__", "__globals__", "__loader__", "__dict__"})
+NAMEDTUPLE_API = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults"})
+# Modules with rules keyed on their qualified names (an allowlist, a blocked submodule, a blocked
+# member), so they may not travel as values: a parameter holding one would escape resolution.
+POLICED_MODULES = frozenset(
+    {
+        "os", "sys", "types", "yaml", "xml", "xml.etree", "xml.etree.ElementTree", "sqlite3",
+        "sqlite3.dbapi2", "dateutil", "dateutil.zoneinfo", "bs4", "asyncio", "concurrent",
+        "concurrent.futures", "logging", "http", "xmlrpc", "urllib", "urllib.request",
+    }
+)  # fmt: skip
+ENVIRON_COPIERS = frozenset({"dict", "len", "sorted", "list", "set", "tuple", "str", "repr"})
+# SQL that makes an in-memory sqlite3 database write a file.
+SQL_FILE_WRITERS = ("attach database", "attach '", 'attach "', "vacuum into")
+
+
+def os_reason(name: str) -> str:
+    """Why os.<name> is refused: the specific harm if it has one, else the allowlist's reason."""
+    if name in OS_PROCESS or name.startswith(OS_PROCESS_PREFIXES):
+        return PROCESS
+    if name in ("putenv", "unsetenv"):
+        return ENVIRON
+    if name in OS_FILES:
+        return FILES
+    return "is not one of the read-only os functions agents may use (os.path, os.listdir, ...)"
+
+
+def _mode_head(mode: str) -> str:
+    """The open-mode part of a mode string ("w:gz" -> "w", "r|*" -> "r")."""
+    return mode.split(":")[0].split("|")[0]
+
+
+def looks_like_mode(text: str) -> bool:
+    """Whether a string could be an open mode rather than, say, an archive member's name."""
+    head = _mode_head(text)
+    return 0 < len(head) <= 3 and set(head) <= set("rwxabtU+")
+
+
+def opens_for_writing(mode: str) -> bool:
+    """Whether an open mode can write, create, append or truncate."""
+    return bool(set(_mode_head(mode)) & set("wxa+"))
