@@ -175,7 +175,7 @@ def _libc() -> ctypes.CDLL:
 
 def _syscall(number: int, *args: object) -> int:
     """Every argument is passed as a full machine word: variadic calls would truncate ints."""
-    result = _libc().syscall(ctypes.c_long(number), *args)
+    result: int = _libc().syscall(ctypes.c_long(number), *args)
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
@@ -465,7 +465,7 @@ def _explain_refusals(active: tuple[str, ...]) -> None:
         if isinstance(exc, OSError):
             causes = [
                 f"{layer} ({what})"
-                for layer, what in _REFUSALS.get(exc.errno, ())
+                for layer, what in _REFUSALS.get(exc.errno or 0, ())
                 if layer in active
             ]
             if causes:
