@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +21,36 @@ import config  # noqa: E402
 TEST_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 
 
+def _redirects(name: str) -> bool:
+    """Whether a variable changes what we do or where our requests go.
+
+    Our settings; every ANTHROPIC_* the SDK reads (custom headers, logging, profiles, identity
+    federation); and every *_proxy in any case, the rule urllib's getproxies applies and the SDK's
+    HTTP client takes its proxies from, so a developer's proxy never sits between a test and the
+    fake API on 127.0.0.1.
+    """
+    return (
+        name in config.SETTING_NAMES
+        or name.startswith("ANTHROPIC_")
+        or name.lower().endswith("_proxy")
+    )
+
+
+# Gone for the whole session, not only inside each test: the SDK reads ANTHROPIC_LOG when it is
+# first imported, which may happen in a preloading thread between two tests, when monkeypatch has
+# put the developer's variables back.
+for _name in [name for name in os.environ if _redirects(name)]:
+    del os.environ[_name]
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point AGENTGOD_HOME at a fresh directory and remove any real key or setting."""
-    for name in config.SETTING_NAMES:
+    """Point AGENTGOD_HOME at a fresh directory; no real key, setting or proxy gets through.
+
+    Every setting is registered with monkeypatch even when unset, so whatever a test (or the
+    product, like cli.apply) writes into os.environ is gone again after it.
+    """
+    for name in {*config.SETTING_NAMES, *(name for name in os.environ if _redirects(name))}:
         monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
     home.mkdir()
