@@ -20,6 +20,33 @@ import config  # noqa: E402
 
 TEST_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 
+CONSOLE_SCRIPT = Path(sys.executable).parent / "agentgod"
+"""Where `pip install -e .` into this interpreter puts the command: found without PATH, so
+`venv/bin/python -m pytest` needs no activated venv."""
+
+
+def agentgod_command() -> list[str]:
+    """How the tests start the product: the console script, else its entry point run by us."""
+    if CONSOLE_SCRIPT.is_file():
+        return [str(CONSOLE_SCRIPT)]
+    return [sys.executable, "-c", "import sys; from main import cli_main; sys.exit(cli_main())"]
+
+
+def agentgod_env(home: Path, **variables: str) -> dict[str, str]:
+    """A minimal environment for the product that imports this checkout's modules.
+
+    PYTHONPATH is searched before an editable install's finder, which may point at another
+    checkout (the console script imports whatever was installed last).
+    """
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(home),
+        "AGENTGOD_HOME": str(home),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": str(ROOT),
+        **variables,
+    }
+
 
 def _redirects(name: str) -> bool:
     """Whether a variable changes what we do or where our requests go.

@@ -7,19 +7,20 @@ import os
 import pty
 import re
 import select
-import shutil
 import signal
 import subprocess
+import sys
 import termios
 import time
 from pathlib import Path
 
 import pytest
-from conftest import TEST_KEY
+from conftest import CONSOLE_SCRIPT, TEST_KEY, agentgod_command, agentgod_env
 from fakeapi import FakeMessagesAPI
 from scripted import Factory, agent_spec, plan
 
-AGENTGOD = shutil.which("agentgod")
+import cli
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
@@ -31,14 +32,7 @@ def factory(fake_api: FakeMessagesAPI) -> Factory:
 
 
 def _env(home: Path, api: FakeMessagesAPI | None, **extra: str) -> dict[str, str]:
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "AGENTGOD_HOME": str(home),
-        "LANG": "C.UTF-8",
-        "SANDBOX": "off",
-        **extra,
-    }
+    env = agentgod_env(home, SANDBOX="off", **extra)
     if api is not None:
         env |= {"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": TEST_KEY}
     return env
@@ -47,15 +41,31 @@ def _env(home: Path, api: FakeMessagesAPI | None, **extra: str) -> dict[str, str
 def agentgod(
     home: Path, api: FakeMessagesAPI | None, *args: str, stdin: str = "", **env: str
 ) -> subprocess.CompletedProcess[str]:
-    assert AGENTGOD, "the agentgod console script is installed by `pip install -e .`"
     return subprocess.run(
-        [AGENTGOD, *args],
+        [*agentgod_command(), *args],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=120,
         env=_env(home, api, **env),
     )
+
+
+def test_the_console_script_beside_the_interpreter_answers(isolated_home: Path) -> None:
+    if not CONSOLE_SCRIPT.is_file():
+        pytest.skip(
+            f"no agentgod beside {sys.executable} (`pip install -e .` puts it there); "
+            "the other tests run its entry point, main:cli_main, instead"
+        )
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=agentgod_env(isolated_home),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"agentgod {cli.__version__}"
 
 
 def test_one_shot_prints_the_answer_on_stdout(factory: Factory, isolated_home: Path) -> None:
@@ -230,7 +240,7 @@ def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
         "    time.sleep(120)\n"
     ]
     process = subprocess.Popen(
-        [AGENTGOD or "agentgod", "a long task"],
+        [*agentgod_command(), "a long task"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -253,7 +263,8 @@ class Terminal:
     def __init__(self, env: dict[str, str], *args: str) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child becomes agentgod
-            os.execve(AGENTGOD or "agentgod", ["agentgod", *args], env)
+            command = [*agentgod_command(), *args]
+            os.execve(command[0], command, env)
         self.screen = ""
 
     def expect(self, pattern: str, seconds: float = 60) -> str:
