@@ -1,9 +1,10 @@
 """cli.py — the command-line contract.
 
-Imports nothing from the project, so `--version`, `--help` and usage errors answer before any
-dependency is installed. `parse` turns argv into an `Invocation`; `apply` turns the per-run
-overrides into environment variables, so a flag and a `.env` value take the same road into
-config.settings() and there is no second configuration system to keep in sync.
+Imports only `kinds` from the project (standard library only), so `--version`, `--help` and
+usage errors answer before any dependency is installed. `parse` turns argv into an
+`Invocation`; `apply` turns the per-run overrides into environment variables, so a flag and a
+`.env` value take the same road into config.settings() and there is no second configuration
+system to keep in sync.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
+from kinds import CouncilMode, Effort
+
 __version__ = "0.1.0"
 
 EXIT_OK = 0
@@ -22,8 +25,6 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-EFFORTS = ("low", "medium", "high", "xhigh", "max")
-COUNCIL_MODES = ("auto", "always", "off")
 VERBS = ("library", "history", "stats", "last", "forget")
 HINT = "try 'agentgod --help'"
 
@@ -102,8 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", action="store_true", help="print one JSON object")
     run = parser.add_argument_group("this run")
     run.add_argument("--model", metavar="M", help="model id (sets MODEL)")
-    run.add_argument("--effort", choices=EFFORTS, help="reasoning effort (sets LLM_EFFORT)")
-    run.add_argument("--council", choices=COUNCIL_MODES, help="adversarial review (COUNCIL)")
+    run.add_argument(
+        "--effort", choices=[e.value for e in Effort], help="reasoning effort (sets LLM_EFFORT)"
+    )
+    run.add_argument(
+        "--council", choices=[m.value for m in CouncilMode], help="adversarial review (COUNCIL)"
+    )
     run.add_argument("--budget", type=_positive_dollars, metavar="USD", help="spending cap")
     keep = run.add_mutually_exclusive_group()
     keep.add_argument("--keep", action="store_true", help="keep new agents without asking")

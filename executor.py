@@ -31,7 +31,7 @@ import ledger
 import models
 import redact
 import sandbox
-from kinds import AgentKind
+from kinds import AGENT_NAME, AgentKind
 
 USAGE_MARKER = "__AGENT_USAGE__ "
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
@@ -40,7 +40,6 @@ MAX_STDERR_CHARS = 64 * 1024
 """Stderr kept for repair prompts and failure reports (the end matters: tracebacks)."""
 EXIT_GRACE_SECONDS = 0.5
 """After the agent exits, how long a leftover holder of its pipes may keep them open."""
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{2,39}$")
 _GIB = 1024**3
 
 
@@ -71,7 +70,7 @@ class AgentResult:
 
 def save_agent_file(name: str, source: str) -> Path:
     """Write generated_agents/<name>.py, refusing any name that could land outside it."""
-    if not NAME_PATTERN.fullmatch(name):
+    if not AGENT_NAME.fullmatch(name):
         raise ValueError(f"unsafe agent name {name!r}")
     folder = config.settings().agents_dir
     folder.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,11 @@ SQLite and the renderers unchanged. No imports from the project, so anything may
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
+
+AGENT_NAME = re.compile(r"[a-z][a-z0-9_]{2,39}")
+"""An agent's name, file name and previous_outputs key at once: use with `fullmatch`."""
 
 
 class Effort(StrEnum):

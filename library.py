@@ -25,7 +25,6 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -34,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import config
+from kinds import AGENT_NAME
 
-NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{2,39}")
 """What planner.safe_agent_name produces; any other name could point outside the folder."""
 RETIRE_AFTER_LOSSES = 3
 """Losses an agent may collect before a losing record retires it."""
@@ -272,7 +271,7 @@ def _folder() -> Path:
 
 
 def _is_safe(name: str) -> bool:
-    return isinstance(name, str) and NAME_PATTERN.fullmatch(name) is not None
+    return isinstance(name, str) and AGENT_NAME.fullmatch(name) is not None
 
 
 def _agent_path(folder: Path, name: str) -> Path | None:

@@ -19,7 +19,6 @@ import ledger
 import llm
 import taskgraph
 
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{2,39}$")
 MAX_NAME_LENGTH = 40
 _PIP_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _WINDOWS_DEVICES = frozenset(
@@ -54,7 +53,7 @@ def _usable_name(raw: str) -> str:
 
 
 def safe_agent_name(raw: str, fallback_index: int = 1) -> str:
-    """A snake_case name matching NAME_PATTERN that is never a Windows device name.
+    """A snake_case name matching AGENT_NAME that is never a Windows device name.
 
     Path-like input keeps only its last component ("../../../pwned" -> "pwned"), camelCase,
     spaces and dashes become snake_case, accents are folded and other non-ASCII dropped. Input

@@ -1,0 +1,27 @@
+"""The project's layout as its tools see it: no module left out of the package or the type check."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pyproject() -> dict[str, object]:
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        return tomllib.load(handle)
+
+
+def test_every_top_level_module_is_installed() -> None:
+    tool = _pyproject()["tool"]
+    assert isinstance(tool, dict)
+    listed = set(tool["setuptools"]["py-modules"])
+    assert listed == {path.stem for path in ROOT.glob("*.py")}
+
+
+def test_every_test_module_gets_the_tests_lighter_type_check() -> None:
+    tool = _pyproject()["tool"]
+    assert isinstance(tool, dict)
+    (override,) = tool["mypy"]["overrides"]
+    assert {path.stem for path in (ROOT / "tests").glob("*.py")} <= set(override["module"])
