@@ -1,7 +1,7 @@
 """Tests for planner: the trust boundary between the model's plan and everything downstream.
 
-No network anywhere: the limit tests read MAX_AGENTS through config.settings(), and the last test
-replaces llm.complete_structured to check how plan_agents wires its single call.
+The limit tests read MAX_AGENTS through config.settings(); the last test checks, at the fake
+Messages API, how plan_agents wires its single call.
 """
 
 from typing import Any
@@ -15,6 +15,7 @@ from pydantic import ValidationError
 import config
 import ledger
 import planner
+from kinds import AGENT_NAME
 from planner import AgentSpec, Plan, build_prompts, plan_model, safe_agent_name
 
 DEVICE_NAMES = {"con", "prn", "aux", "nul"} | {
@@ -93,7 +94,7 @@ def test_fallback_index_names_the_unusable() -> None:
 @given(st.text(), st.integers())
 def test_any_input_gives_a_safe_idempotent_name(raw: str, fallback_index: int) -> None:
     name = safe_agent_name(raw, fallback_index)
-    assert planner.NAME_PATTERN.fullmatch(name)
+    assert AGENT_NAME.fullmatch(name)
     assert name not in DEVICE_NAMES
     assert "__" not in name
     assert not name.endswith("_")
