@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2, default=str))
     else:
         print(harness.render(targets))
-        for name, error in errors.items():
-            print(f"ERROR {name}: {error}")
+        for name, message in errors.items():
+            print(f"ERROR {name}: {message}")
         print(f"\n{len(reports)} benchmarks in {total:.0f} s")
     return 1 if errors else 0
 

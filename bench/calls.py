@@ -52,7 +52,7 @@ def _task(factory: Factory, agents: int) -> dict[str, Any]:
 
 def _cache_rows(factory: Factory) -> list[list[Any]]:
     usage_of = factory.api.usage_of  # type: ignore[attr-defined]
-    rows = []
+    rows: list[list[Any]] = []
     for kind in KINDS:
         requests = factory.of(kind)
         if len(requests) < 2 or not requests[0].system:

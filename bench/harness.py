@@ -189,7 +189,7 @@ class BenchAPI(FakeMessagesAPI):
         super().__init__()
         self.usage_of: dict[int, dict[str, int]] = {}
         """Reported usage by id() of the recorded Request (they live as long as the server)."""
-        self._server.handle_error = lambda request, address: None  # type: ignore[method-assign]
+        self._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
 
     def _usage(self, request: Request, reply: Reply) -> dict[str, int]:
         usage = super()._usage(request, reply)

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -29,6 +30,15 @@ SETS = {
     "+bwrap": ("bwrap",),
     "all": sandbox.LAYERS,
 }
+
+
+class SetResult(TypedDict):
+    """One set of layers measured: what was active, what was skipped and why, the timings."""
+
+    active: list[str]
+    skipped: list[str]
+    median_ms: float
+    added_ms: float
 
 
 def prepare(python: str, layers: tuple[str, ...], base: Path) -> tuple[sandbox.Launch, Path]:
@@ -92,7 +102,7 @@ def main() -> None:
     finally:
         shutil.rmtree(base)
     medians = {name: statistics.median(runs) * 1000 for name, runs in times.items()}
-    results = {
+    results: dict[str, SetResult] = {
         name: {
             "active": list(launch.layers),
             "skipped": list(launch.skipped),

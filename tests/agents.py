@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 
 import executor
 import generator
+from planner import AgentSpec
 
 
-def spec(name: str, role: str = "test agent", **fields: object) -> SimpleNamespace:
-    """Anything with the AgentSpec attributes the generator reads."""
-    defaults = {"instructions": "do the thing", "depends_on": [], "dependencies": []}
-    return SimpleNamespace(name=name, role=role, **{**defaults, **fields})
+def spec(name: str, role: str = "test agent") -> AgentSpec:
+    """A validated AgentSpec with no upstream agents and no packages, as the planner makes one."""
+    return AgentSpec(
+        name=name, role=role, instructions="do the thing", depends_on=[], dependencies=[]
+    )
 
 
 def agent_source(body: str, name: str = "test_agent") -> str:

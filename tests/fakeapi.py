@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+HOST = "127.0.0.1"
+"""The only address the fake listens on: nothing beyond this machine can reach it."""
+
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -140,7 +143,7 @@ class FakeMessagesAPI:
         self._cached_prefixes: set[str] = set()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._make_handler())
+        self._server = ThreadingHTTPServer((HOST, 0), self._make_handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -148,8 +151,7 @@ class FakeMessagesAPI:
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{HOST}:{self.port}"
 
     @property
     def port(self) -> int:

@@ -17,10 +17,8 @@ pytestmark = pytest.mark.usefixtures("distinct_models")
 
 TASK = "Should a ten-person startup move from Heroku to Kubernetes? Answer in under 300 words."
 ANSWER = "Yes: Kubernetes is always cheaper, so migrate next week."
-FLAWED = {
-    "weaknesses": ["'Always cheaper' is unsupported.", "Ignores the ops cost for ten people."],
-    "flawed": True,
-}
+FLAWS = ["'Always cheaper' is unsupported.", "Ignores the ops cost for ten people."]
+FLAWED = {"weaknesses": FLAWS, "flawed": True}
 SOUND = {"weaknesses": [], "flawed": False}
 
 
@@ -58,7 +56,7 @@ def test_auto_is_the_default() -> None:
 def test_the_critic_reads_task_and_answer_on_the_deep_model(fake_api: FakeMessagesAPI) -> None:
     fake_api.queue(Reply.json(FLAWED))
     found = council.challenge(TASK, ANSWER, effort="high")
-    assert found == Challenge(**FLAWED)
+    assert found == Challenge(weaknesses=FLAWS, flawed=True)
     [request] = fake_api.messages()
     assert request.body["model"] == "claude-opus-5-5"
     assert request.body["system"] == cached_system(council.CRITIC_PROMPT)
@@ -132,13 +130,13 @@ def test_a_flawed_answer_is_refined_in_a_second_call(fake_api: FakeMessagesAPI) 
     assert verdict == council.CouncilVerdict(
         answer="Probably not yet: weigh the ops cost first.",
         improved=True,
-        weaknesses=FLAWED["weaknesses"],
+        weaknesses=FLAWS,
     )
     critic, refiner = fake_api.messages()
     assert critic.body["system"] == cached_system(council.CRITIC_PROMPT)
     assert refiner.body["system"] == cached_system(council.REFINE_PROMPT)
     assert all(r.body["output_config"]["effort"] == "low" for r in (critic, refiner))
-    assert all(weakness in refiner.prompt for weakness in FLAWED["weaknesses"])
+    assert all(weakness in refiner.prompt for weakness in FLAWS)
     assert usage.snapshot()["claude-opus-5-5"].calls == 2
 
 
@@ -150,7 +148,7 @@ def test_an_empty_or_unchanged_refinement_never_replaces_the_answer(
     verdict = council.review(TASK, ANSWER)
     assert verdict.answer == ANSWER
     assert verdict.improved is False
-    assert verdict.weaknesses == FLAWED["weaknesses"]
+    assert verdict.weaknesses == FLAWS
     assert len(fake_api.messages()) == 2
 
 

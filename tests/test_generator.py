@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from agents import agent_source, spec
-from fakeapi import FakeMessagesAPI, Reply
+from fakeapi import FakeMessagesAPI, Reply, Request
 
 import codeguard
 import generator
@@ -106,7 +106,9 @@ def test_a_hostile_role_cannot_inject_code() -> None:
 
 def test_agent_body_round_trips() -> None:
     source = agent_source(GOOD_BODY)
-    assert generator.agent_body(source).strip() == GOOD_BODY.strip()
+    body = generator.agent_body(source)
+    assert body is not None
+    assert body.strip() == GOOD_BODY.strip()
     assert generator.agent_body("print('not an agent')") is None
 
 
@@ -138,6 +140,7 @@ def test_the_header_effort_rule_matches_config() -> None:
     namespace: dict[str, object] = {}
     exec(compile(agent_source(GOOD_BODY), "agent", "exec"), namespace)
     header_effort = namespace["_effort"]
+    assert callable(header_effort)
     for model, level in itertools.product(MODELS, kinds.EFFORT_LEVELS):
         assert header_effort(model, level) == models.effort_for_model(model, level), (model, level)
 
@@ -167,7 +170,7 @@ def test_an_archived_agent_finds_its_key_in_a_dotenv_up_the_tree(
 # ---- generation through the fake API ------------------------------------------------------
 
 
-def _is_generation(request) -> bool:  # type: ignore[no-untyped-def]
+def _is_generation(request: Request) -> bool:
     return request.system == generator.GENERATOR_PROMPT
 
 
@@ -200,7 +203,9 @@ def test_codeguard_complaints_reach_the_second_generation_request(
     )
     fake_api.queue(Reply(unsafe), Reply(GOOD_BODY))
     source = generator.generate_agent_code(spec("safe_agent"), [])
-    assert "subprocess" not in generator.agent_body(source)
+    body = generator.agent_body(source)
+    assert body is not None
+    assert "subprocess" not in body
     first, second = fake_api.messages()
     assert "REJECTED" not in first.prompt
     assert "REJECTED" in second.prompt

@@ -15,6 +15,7 @@ from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI
 
 import config
+import llm
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +35,7 @@ def test_requests_reach_the_fake_api_directly(
     fake_api: FakeMessagesAPI, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Through the SDK, as the main agent calls, and through urllib, as generated agents do."""
-    assert config.complete("through the SDK") == "ok"
+    assert llm.complete("through the SDK", model=config.settings().model, effort=None) == "ok"
     body = {"model": "claude-sonnet-5-5", "max_tokens": 16, "messages": []}
     request = urllib.request.Request(
         fake_api.base_url + "/v1/messages",

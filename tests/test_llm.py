@@ -122,7 +122,9 @@ def test_404_unknown_model_names_the_model(fake_api: FakeMessagesAPI) -> None:
     assert "--model" in problem.advice
 
 
-def test_missing_key_raises_before_any_request(fake_api: FakeMessagesAPI, monkeypatch) -> None:
+def test_missing_key_raises_before_any_request(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(config.MissingApiKeyError):
         llm.complete("hi", model=MODEL, effort="medium")

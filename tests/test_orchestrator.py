@@ -373,7 +373,9 @@ def test_run_file_and_history_row_with_secrets_redacted(
     assert "[redacted]" in rows[0][1]
 
 
-def test_a_failed_run_is_archived_too(factory: Factory, isolated_home: Path, monkeypatch) -> None:
+def test_a_failed_run_is_archived_too(
+    factory: Factory, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENT_REPAIR_ATTEMPTS", "0")
     factory.plans = [plan(agent_spec("doomed"), complexity="simple")]
     factory.bodies["doomed"] = ["def run(task, previous_outputs):\n    raise ValueError('no')\n"]

@@ -20,12 +20,14 @@ from rich.console import Console
 
 import events
 import ui
+from kinds import AgentKind, Phase
+from replies import CostSummary, KeepChoice, PlannedAgent, TranscriptAgent
 from richui import TAGLINE, WORDMARK, RichUI
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[")
 
-SUMMARY = {
+SUMMARY: CostSummary = {
     "llm_calls": 5,
     "input_tokens": 1234,
     "output_tokens": 567,
@@ -34,11 +36,11 @@ SUMMARY = {
     "usd": 0.0123,
     "estimate": True,
 }
-PLAN = [
+PLAN: list[PlannedAgent] = [
     {"name": "researcher", "role": "finds the facts", "depends_on": [], "reused": True},
     {"name": "writer", "role": "writes the report", "depends_on": ["researcher"], "reused": False},
 ]
-TRANSCRIPT_AGENTS = [
+TRANSCRIPT_AGENTS: list[TranscriptAgent] = [
     {
         "name": "researcher",
         "role": "finds the facts",
@@ -46,7 +48,7 @@ TRANSCRIPT_AGENTS = [
         "ok": True,
         "attempts": 1,
         "seconds": 2.1,
-        "kind": "ok",
+        "kind": AgentKind.OK,
     },
     {
         "name": "writer",
@@ -55,15 +57,16 @@ TRANSCRIPT_AGENTS = [
         "ok": False,
         "attempts": 2,
         "seconds": 0.4,
-        "kind": "crash",
+        "kind": AgentKind.CRASH,
     },
 ]
+KEEP: list[KeepChoice] = [{"name": a["name"], "role": a["role"]} for a in PLAN]
 
 # One plausible call per pipeline hook; a hook added to events.TaskEvents fails here until the
 # renderers are taught it.
 HOOK_ARGS: dict[str, tuple[Any, ...]] = {
-    "phase_started": ("plan",),
-    "phase_finished": ("plan", 1.25),
+    "phase_started": (Phase.PLAN,),
+    "phase_finished": (Phase.PLAN, 1.25),
     "plan_ready": ("standard", PLAN, [["researcher"], ["writer"]]),
     "revision_started": (1, "no sources cited"),
     "packages": ("writer", ["requests"], ["evil"], ["broken"]),
@@ -72,7 +75,7 @@ HOOK_ARGS: dict[str, tuple[Any, ...]] = {
     "agent_rejected": ("writer", ["calls eval", "opens a socket"]),
     "agent_running": ("writer", 2),
     "agent_repairing": ("writer", 1, "Traceback (most recent call last):\nValueError: x"),
-    "agent_finished": ("writer", False, 0.4, "crash", "Traceback\nValueError: x", 2),
+    "agent_finished": ("writer", False, 0.4, AgentKind.CRASH, "Traceback\nValueError: x", 2),
     "merge_started": (2,),
     "council_started": (),
     "council_finished": (["thin evidence"], True),
@@ -119,10 +122,12 @@ def test_every_hook_prints_a_colourless_line(hook: str) -> None:
 
 def test_agent_lines_are_aligned_to_the_longest_planned_name() -> None:
     view, _, err = plain()
-    plan = [{"name": n, "role": "r", "depends_on": [], "reused": False} for n in ("ab", "x" * 20)]
+    plan: list[PlannedAgent] = [
+        {"name": n, "role": "r", "depends_on": [], "reused": False} for n in ("ab", "x" * 20)
+    ]
     view.plan_ready("simple", plan, [["ab", "x" * 20]])
     view.agent_running("ab", 1)
-    view.agent_finished("x" * 20, True, 1.0, "ok", "", 1)
+    view.agent_finished("x" * 20, True, 1.0, AgentKind.OK, "", 1)
     lines = [line for line in err.getvalue().splitlines() if line.startswith("[agent]")]
     columns = {
         line.index(state) for line, state in zip(lines[-2:], ("running", "done"), strict=True)
@@ -133,8 +138,8 @@ def test_agent_lines_are_aligned_to_the_longest_planned_name() -> None:
 
 def test_agent_states_read_as_the_brief_shows_them() -> None:
     view, _, err = plain()
-    view.agent_finished("researcher", True, 2.1, "ok", "", 1)
-    view.agent_finished("writer", False, 0.3, "crash", "Traceback\nValueError: x", 1)
+    view.agent_finished("researcher", True, 2.1, AgentKind.OK, "", 1)
+    view.agent_finished("writer", False, 0.3, AgentKind.CRASH, "Traceback\nValueError: x", 1)
     done, failed = err.getvalue().splitlines()
     assert re.fullmatch(r"\[agent\] +researcher +done +2\.1s", done)
     assert re.fullmatch(r"\[agent\] +writer +failed +0\.3s +crash: ValueError: x", failed)
@@ -210,7 +215,7 @@ def test_nobody_to_ask_means_none_the_default_and_keep_nothing() -> None:
     assert view.ask_secret("Key?") is None
     assert view.confirm("Save?") is False
     assert view.confirm("Save?", default=True) is True
-    assert view.choose_keep(PLAN) == []
+    assert view.choose_keep(KEEP) == []
     assert out.getvalue() == err.getvalue() == ""
 
 
@@ -267,7 +272,7 @@ def test_confirm(typed: str, default: bool, expected: bool) -> None:
 )
 def test_choose_keep(typed: str, kept: list[str]) -> None:
     view, _, err = plain(interactive=True, input_stream=io.StringIO(typed))
-    assert view.choose_keep(PLAN) == kept
+    assert view.choose_keep(KEEP) == kept
     assert "writes the report" in err.getvalue()
 
 
@@ -358,7 +363,8 @@ def test_library_history_and_stats() -> None:
                 "complexity": None,
                 "usd": 0.25,
                 "duration_seconds": 31.0,
-                "agents": ["a", "b", "c"],
+                "agents": 3,
+                "run_file": None,
             }
         ]
     )
@@ -367,6 +373,7 @@ def test_library_history_and_stats() -> None:
             "runs": 4,
             "succeeded": 3,
             "success_rate": 0.75,
+            "llm_calls": 9,
             "tokens": {"input": 10, "output": 20, "cache_read": 30, "cache_write": 40},
             "usd": 1.5,
             "mean_duration": None,
@@ -411,7 +418,14 @@ def test_make_ui_chooses_once(
 ) -> None:
     monkeypatch.setenv("AGENTGOD_PLAIN", env)
     out = TTY() if tty else io.StringIO()
-    assert type(ui.make_ui(out=out, err=io.StringIO(), **options)) is expected
+    view = ui.make_ui(
+        out=out,
+        err=io.StringIO(),
+        plain=options.get("plain", False),
+        quiet=options.get("quiet", False),
+        json_mode=options.get("json_mode", False),
+    )
+    assert type(view) is expected
 
 
 def test_json_mode_silences_narration_but_not_problems() -> None:
@@ -464,32 +478,32 @@ def scripted_run(view: RichUI) -> None:
     """A whole run as the orchestrator reports it: a reused agent, a repaired and failed one."""
     view.banner("0.1.0", "claude-sonnet-4-5", "/home/me/.agentgod")
     view.task_started("Write a short report")
-    view.phase_started("plan")
+    view.phase_started(Phase.PLAN)
     view.plan_ready("standard", PLAN, [["researcher"], ["writer"]])
-    view.phase_finished("plan", 1.2)
-    view.phase_started("build")
-    view.phase_started("run")
+    view.phase_finished(Phase.PLAN, 1.2)
+    view.phase_started(Phase.BUILD)
+    view.phase_started(Phase.RUN)
     view.agent_building("researcher", True)
     view.agent_building("writer", False)
     view.packages("writer", ["requests"], [], [])
     view.agent_generated("writer")
-    view.phase_finished("build", 2.0)
+    view.phase_finished(Phase.BUILD, 2.0)
     view.agent_running("researcher", 1)
-    view.agent_finished("researcher", True, 2.1, "ok", "", 1)
+    view.agent_finished("researcher", True, 2.1, AgentKind.OK, "", 1)
     view.agent_running("writer", 1)
     view.agent_repairing("writer", 1, "Traceback\nValueError: x")
     view.agent_running("writer", 2)
-    view.agent_finished("writer", False, 0.4, "crash", "Traceback\nValueError: x", 2)
-    view.phase_finished("run", 3.1)
-    view.phase_started("merge")
+    view.agent_finished("writer", False, 0.4, AgentKind.CRASH, "Traceback\nValueError: x", 2)
+    view.phase_finished(Phase.RUN, 3.1)
+    view.phase_started(Phase.MERGE)
     view.merge_started(1)
-    view.phase_finished("merge", 0.5)
-    view.phase_started("judge")
+    view.phase_finished(Phase.MERGE, 0.5)
+    view.phase_started(Phase.JUDGE)
     view.judged(True, "")
-    view.phase_finished("judge", 0.3)
-    view.phase_started("archive")
+    view.phase_finished(Phase.JUDGE, 0.3)
+    view.phase_started(Phase.ARCHIVE)
     view.archived("runs/run.json")
-    view.phase_finished("archive", 0.0)
+    view.phase_finished(Phase.ARCHIVE, 0.0)
     view.task_finished()
     view.answer("# Findings\n\nThe sky is **blue**.\n\n- one\n- two\n")
     view.cost(SUMMARY, 12.3)
@@ -533,11 +547,11 @@ def test_rich_marks_work_cut_short_when_the_task_ends_early() -> None:
     console = recording()
     view = RichUI(console=console)
     view.task_started("task")
-    view.phase_started("plan")
+    view.phase_started(Phase.PLAN)
     view.plan_ready("standard", PLAN, [["researcher"], ["writer"]])
-    view.phase_finished("plan", 1.0)
-    view.phase_started("build")
-    view.phase_started("run")
+    view.phase_finished(Phase.PLAN, 1.0)
+    view.phase_started(Phase.BUILD)
+    view.phase_started(Phase.RUN)
     view.agent_running("researcher", 1)
     view.task_finished()
     final = console.export_text()
@@ -552,11 +566,11 @@ def test_rich_revision_restarts_the_rail() -> None:
     console = recording()
     view = RichUI(console=console)
     view.task_started("task")
-    view.phase_started("plan")
-    view.phase_finished("plan", 1.0)
-    view.phase_started("judge")
+    view.phase_started(Phase.PLAN)
+    view.phase_finished(Phase.PLAN, 1.0)
+    view.phase_started(Phase.JUDGE)
     view.judged(False, "no sources")
-    view.phase_finished("judge", 0.2)
+    view.phase_finished(Phase.JUDGE, 0.2)
     view.revision_started(1, "no sources")
     view.task_finished()
     text = console.export_text()
@@ -574,7 +588,7 @@ def test_rich_questions_take_the_live_display_down_first() -> None:
     assert view.confirm("Keep going?") is True
     # A display still up would redraw the board below the question.
     assert re.search(r"writer +waiting *\nKeep going\? \[y/N\] $", console.export_text())
-    assert view.choose_keep(PLAN[1:]) == []
+    assert view.choose_keep(KEEP[1:]) == []
     assert "New agents from this run" in console.export_text()
 
 
@@ -616,7 +630,11 @@ def test_rich_hooks_from_many_threads_do_not_deadlock_the_live_display() -> None
     view = RichUI(console=console)
     names = [f"agent_{n}" for n in range(8)]
     view.task_started("task")
-    view.plan_ready("deep", [{"name": n, "role": "r", "reused": False} for n in names], [names])
+    view.plan_ready(
+        "deep",
+        [{"name": n, "role": "r", "depends_on": [], "reused": False} for n in names],
+        [names],
+    )
     lock = threading.Lock()  # the pipeline serialises its hooks the same way
 
     def work(name: str) -> None:
@@ -626,7 +644,7 @@ def test_rich_hooks_from_many_threads_do_not_deadlock_the_live_display() -> None
             with lock:
                 view.info(f"{name} {attempt}")
         with lock:
-            view.agent_finished(name, True, 1.0, "ok", "", 39)
+            view.agent_finished(name, True, 1.0, AgentKind.OK, "", 39)
 
     threads = [threading.Thread(target=work, args=(n,), daemon=True) for n in names]
     for thread in threads:
