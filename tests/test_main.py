@@ -12,7 +12,9 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from conftest import CONSOLE_SCRIPT, TEST_KEY, agentgod_command, agentgod_env
@@ -220,7 +222,10 @@ def _agent_processes(marker: str) -> list[int]:
     return found
 
 
-def _wait_for(condition, seconds: float = 60):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+
+
+def _wait_for(condition: Callable[[], T], seconds: float = 60) -> T:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         value = condition()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakeapi import FakeMessagesAPI, Reply
@@ -31,7 +32,7 @@ class Recorder(TaskEvents):
     def __init__(self) -> None:
         self.seen: list[tuple[str, tuple[object, ...]]] = []
 
-    def __getattribute__(self, name: str):  # type: ignore[no-untyped-def]
+    def __getattribute__(self, name: str) -> Any:
         if name.startswith("_") or name == "seen" or not hasattr(TaskEvents, name):
             return object.__getattribute__(self, name)
         return lambda *args: self.seen.append((name, args))
