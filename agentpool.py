@@ -12,9 +12,11 @@ fixed when its process starts, and should be measured against what is left when 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import executor
 import llm
+from broker import Channel
 from signals import shield_from_signals
 
 SDK_WAIT_SECONDS = 30.0
@@ -24,11 +26,20 @@ SDK_WAIT_SECONDS = 30.0
 class AgentPool:
     """The processes one run started ahead: standby ones, and warm ones by agent name."""
 
-    def __init__(self, *, timeout: float, model: str, preload: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        model: str,
+        preload: tuple[str, ...],
+        open_door: Callable[[str], Channel],
+    ) -> None:
         self.timeout = timeout
         self.model = model
         self.preload = preload
         """Modules a process imports while it waits (the runtime's), named by the generator."""
+        self.open_door = open_door
+        """A broker channel for a process, by the agent's name ("standby" until it has one)."""
         self.closed = threading.Event()
         self._lock = threading.Lock()
         self._standby: list[executor.AgentProcess] = []
@@ -53,7 +64,11 @@ class AgentPool:
             if self.closed.is_set():
                 break
             started = executor.start_agent(
-                None, timeout=self.timeout, model=self.model, preload=self.preload
+                None,
+                timeout=self.timeout,
+                model=self.model,
+                door=self.open_door("standby"),
+                preload=self.preload,
             )
             if not isinstance(started, executor.AgentProcess):
                 break
@@ -64,7 +79,7 @@ class AgentPool:
                 self._standby.append(started)
         self.closed.wait()
 
-    def take(self, name: str, effort: str) -> executor.AgentProcess | None:
+    def take(self, name: str) -> executor.AgentProcess | None:
         """A process for `name`: a standby one, or one started now; None if none can be had.
 
         None is not a failure: the agent is started again, and fails properly, when its turn
@@ -80,7 +95,7 @@ class AgentPool:
             name=name,
             timeout=self.timeout,
             model=self.model,
-            effort=effort,
+            door=self.open_door(name),
             preload=self.preload,
         )
         if not isinstance(started, executor.AgentProcess):

@@ -45,7 +45,7 @@ from guardnames import (
 # Names the trusted runtime header binds. generator.check_assembled checks the model's body on its
 # own, so these must resolve as the header binds them even where the body never imports them.
 _RUNTIME_NAMES: dict[str, str] = {
-    "json": "json", "os": "os", "sys": "sys", "time": "time", "urllib": "urllib",
+    "json": "json", "os": "os", "sys": "sys", "time": "time", "threading": "threading",
     "Path": "pathlib.Path",
 }  # fmt: skip
 _UTF8_NAMES = frozenset({"utf-8", "utf8", "utf-8-sig", "ascii", "us-ascii"})

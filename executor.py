@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import config
-import ledger
-import models
 import redact
 import sandbox
+from broker import Channel
 from kinds import AGENT_NAME, AgentKind
 
-USAGE_MARKER = "__AGENT_USAGE__ "
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 """Stdout beyond this is a runaway agent: it is killed and fails with kind "output_limit"."""
 MAX_STDERR_CHARS = 64 * 1024
@@ -57,8 +55,6 @@ class AgentResult:
     """The process's exit status; negative for a signal; None when it never started."""
     timed_out: bool = False
     seconds: float = 0.0
-    usage: ledger.Usage = field(default_factory=ledger.Usage)
-    """Tokens the agent reported through its __AGENT_USAGE__ lines."""
     kind: AgentKind = AgentKind.OK
     """ok, crash, timeout, silent, unstartable, output_limit or sandbox."""
     layers: tuple[str, ...] = ()
@@ -242,10 +238,8 @@ def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None) -> 
         then()
 
 
-def child_environment(
-    scratch: Path, *, model: str, effort: str | None, token_budget: int | None
-) -> dict[str, str]:
-    """Exactly what an agent needs, and nothing else of ours."""
+def child_environment(scratch: Path, *, model: str, door: Channel | None) -> dict[str, str]:
+    """Exactly what an agent needs, and nothing else of ours: no key, no URL, no meter."""
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(scratch),
@@ -258,16 +252,8 @@ def child_environment(
         "MALLOC_ARENA_MAX": "2",
         "AGENT_MODEL": model,
     }
-    level = models.effort_for_model(model, effort) if effort else None
-    if level:
-        env["LLM_EFFORT"] = level
-    if token_budget is not None:
-        env["AGENT_TOKEN_BUDGET"] = str(token_budget)
-    with contextlib.suppress(config.MissingApiKeyError):
-        env["ANTHROPIC_API_KEY"] = config.api_key()
-    base_url = config.settings().base_url
-    if base_url:
-        env["ANTHROPIC_BASE_URL"] = base_url
+    if door is not None:
+        env.update(door.child_env())
     return env
 
 
@@ -357,23 +343,6 @@ def _pump(process: subprocess.Popen[bytes], payload: bytes, deadline: float) -> 
     return streams
 
 
-def _split_usage(stderr: str, model: str) -> tuple[str, ledger.Usage]:
-    """Take the __AGENT_USAGE__ lines off stderr and count them."""
-    usage = ledger.Usage()
-    kept: list[str] = []
-    for line in stderr.splitlines():
-        if line.startswith(USAGE_MARKER):
-            try:
-                report = json.loads(line[len(USAGE_MARKER) :])
-            except json.JSONDecodeError:
-                report = None
-            if isinstance(report, dict):
-                usage.record(model, report)
-                continue
-        kept.append(line)
-    return "\n".join(kept).strip(), usage
-
-
 def _stopped_by_sandbox(stderr: str, exit_code: int) -> bool:
     """The bootstrap names the layer under the traceback; 125 means a wall could not go up."""
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
@@ -419,6 +388,8 @@ class AgentProcess:
     """Confinement layers active for this process."""
     awaiting_code: bool = False
     """Started before its code existed: `run` must say which file in generated_agents/ it is."""
+    door: Channel | None = None
+    """Its connection to the broker, its only way to the model; None: it has none."""
 
     def run(
         self,
@@ -426,12 +397,10 @@ class AgentProcess:
         previous_outputs: dict[str, str],
         *,
         path: Path | None = None,
-        effort: str | None = None,
     ) -> AgentResult:
         """Hand the agent its input and collect the outcome; the timeout starts now.
 
-        An agent started ahead of its code is also told its file (in generated_agents/) and the
-        effort of its model calls, which the plan decided after the process started.
+        An agent started ahead of its code is also told its file (in generated_agents/).
         """
         payload = json.dumps(
             {"task": task, "previous_outputs": previous_outputs}, ensure_ascii=True
@@ -440,8 +409,9 @@ class AgentProcess:
             if path is None:
                 raise ValueError("an agent started ahead of its code needs the code's path")
             self.name = path.stem
-            level = models.effort_for_model(self.model, effort) if effort else None
-            payload = f"{path.name} {level or ''}".strip().encode("ascii") + b"\n" + payload
+            if self.door is not None:
+                self.door.name = self.name
+            payload = path.name.encode("ascii") + b"\n" + payload
         started = time.monotonic()
         try:
             streams = _pump(self.process, payload, started + self.timeout)
@@ -450,7 +420,11 @@ class AgentProcess:
         return _result(self, streams, exit_code, time.monotonic() - started)
 
     def discard(self) -> int:
-        """Kill the agent's whole process group and remove its scratch; returns its exit status."""
+        """Kill the agent's whole process group and remove its scratch; returns its exit status.
+
+        Its door stays open until the broker sees the agent's end close: a call in flight is
+        still answered to nobody and billed.
+        """
         _kill_group(self.process)
         exit_code = self.process.wait()
         with _live_lock:
@@ -465,8 +439,7 @@ def start_agent(
     name: str | None = None,
     timeout: float | None = None,
     model: str | None = None,
-    effort: str | None = None,
-    token_budget: int | None = None,
+    door: Channel | None = None,
     preload: tuple[str, ...] = (),
 ) -> AgentProcess | AgentResult:
     """Start an agent up to the point where it reads its input; an AgentResult if it cannot.
@@ -476,8 +449,8 @@ def start_agent(
     so even start-up that would coincide with writing the code is off the critical path.
     Start it from a thread that lives until it is used: under bubblewrap the agent dies with the
     thread that started it (--die-with-parent follows the thread, not the process).
-    `token_budget` is the run's share of a budget: the agent's calls together may use that many
-    tokens, each call's max_tokens derived from what is left.
+    `door` is the agent's end of a broker channel, inherited as its only open file besides the
+    three standard streams; without one the agent cannot reach the model.
     """
     settings = config.settings()
     name = name or (path.stem if path is not None else "agent")
@@ -487,6 +460,8 @@ def start_agent(
     model = model or settings.model
     python = agent_python()
     if not os.access(python, os.X_OK):
+        if door is not None:
+            door.close()
         return AgentResult(
             name, False, error=f"cannot execute {python}", kind=AgentKind.UNSTARTABLE
         )
@@ -508,7 +483,8 @@ def start_agent(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=scratch,
-            env=child_environment(scratch, model=model, effort=effort, token_budget=token_budget),
+            env=child_environment(scratch, model=model, door=door),
+            pass_fds=(door.child_fd,) if door is not None else (),
             start_new_session=True,
             preexec_fn=lambda: _preexec(limits, launch.preexec),
             user=launch.user,
@@ -517,15 +493,21 @@ def start_agent(
         )
     except OSError as error:
         shutil.rmtree(scratch, ignore_errors=True)
+        if door is not None:
+            door.close()
         return AgentResult(
             name, False, error=f"could not start: {error}", kind=AgentKind.UNSTARTABLE
         )
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
+        if door is not None:
+            door.close()
         raise
+    if door is not None:
+        door.close_child_end()  # the agent holds it now; its death must end the channel
     with _live_lock:
         _live.add(process)
-    return AgentProcess(name, process, scratch, model, timeout, layers, path is None)
+    return AgentProcess(name, process, scratch, model, timeout, layers, path is None, door)
 
 
 def execute_agent(
@@ -535,13 +517,10 @@ def execute_agent(
     *,
     timeout: float | None = None,
     model: str | None = None,
-    effort: str | None = None,
-    token_budget: int | None = None,
+    door: Channel | None = None,
 ) -> AgentResult:
     """Run one agent file as a contained subprocess; every outcome is an AgentResult."""
-    agent = start_agent(
-        path, timeout=timeout, model=model, effort=effort, token_budget=token_budget
-    )
+    agent = start_agent(path, timeout=timeout, model=model, door=door)
     if isinstance(agent, AgentResult):
         return agent
     return agent.run(task, previous_outputs)
@@ -550,8 +529,7 @@ def execute_agent(
 def _result(agent: AgentProcess, streams: _Streams, exit_code: int, seconds: float) -> AgentResult:
     """Classify what the process did into one AgentResult."""
     output = streams.stdout.decode("utf-8", errors="replace")
-    raw_stderr = streams.stderr.decode("utf-8", errors="replace")
-    stderr, usage = _split_usage(raw_stderr, agent.model)
+    stderr = streams.stderr.decode("utf-8", errors="replace").strip()
     stderr = redact.redact(stderr[-MAX_STDERR_CHARS:])
     result = AgentResult(
         agent.name,
@@ -561,7 +539,6 @@ def _result(agent: AgentProcess, streams: _Streams, exit_code: int, seconds: flo
         exit_code,
         streams.timed_out,
         seconds,
-        usage,
         layers=agent.layers,
     )
     if streams.timed_out:

@@ -115,6 +115,15 @@ def _send(send: Callable[..., Any], request: dict[str, Any], usage: Usage | None
         usage.release(hold)
 
 
+def forward(request: dict[str, Any]) -> Any:
+    """Send a request someone else has already decided and metered: the broker's, for an agent.
+
+    The broker validates the agent's request, clamps it to the budget and bills the reply
+    itself, so this only adds the key (through the client) and the SDK's retries.
+    """
+    return get_client().messages.create(**request)
+
+
 def complete(
     prompt: str,
     *,

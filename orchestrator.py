@@ -29,6 +29,7 @@ import generator
 import judgment
 import ledger
 import library
+import llm
 import merger
 import models
 import planner
@@ -37,6 +38,7 @@ import runlog
 import signals
 import taskgraph
 from agentpool import AgentPool
+from broker import AgentUsage, Broker, Channel
 from events import NullEvents, SerialisedEvents, TaskEvents
 from kinds import AgentKind, Phase
 from results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskResult
@@ -47,6 +49,8 @@ from results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskR
 _NOT_REPAIRABLE = frozenset({AgentKind.TIMEOUT, AgentKind.UNSTARTABLE, AgentKind.BUDGET})
 AGENT_SHARE_TOKENS = 16_384
 """Under a budget, the most tokens one agent run may use (all its calls together)."""
+DOOR_SETTLE_SECONDS = 2.0
+"""After an agent ends, how long its broker channel may take to bill a reply still arriving."""
 
 
 @dataclass
@@ -73,6 +77,8 @@ class _Ran:
     source: str
     repaired: bool
     """A repair replaced the code it started with."""
+    usage: AgentUsage
+    """What its calls cost, every attempt together, as the broker billed them."""
 
 
 @dataclass
@@ -147,10 +153,20 @@ class _Conductor:
         self.warnings_lock = threading.Lock()
         self.ahead = self.usage.budget_usd is None
         """Start agents' processes ahead of need (never under a budget: see agentpool)."""
+        self.share_tokens = AGENT_SHARE_TOKENS if self.usage.budget_usd is not None else None
+        """Under a budget, what one agent's calls may use together (the broker enforces it)."""
+        self.broker = Broker(
+            llm.forward,
+            self.usage,
+            price=lambda model: models.price_of(model)[0],
+            effort_for_model=models.effort_for_model,
+            budget_error=ledger.BudgetExhaustedError,
+        )
         self.pool = AgentPool(
             timeout=self.settings.agent_timeout_seconds,
             model=self.settings.model,
             preload=generator.RUNTIME_MODULES,
+            open_door=self.open_door,
         )
 
     # ---- the flow ------------------------------------------------------------------------------
@@ -361,7 +377,7 @@ class _Conductor:
 
         The agent's process is started first, so its start-up overlaps the writing of its code.
         """
-        warm = self.pool.take(spec.name, effort) if self.ahead else None
+        warm = self.pool.take(spec.name) if self.ahead else None
         try:
             built = self.write(spec, kept, upstream, effort)
         except BaseException:
@@ -408,8 +424,9 @@ class _Conductor:
         return built
 
     def close(self) -> None:
-        """The run is over: no process started ahead of need may outlive it."""
+        """The run is over: no process started ahead of need may outlive it, nor any door."""
         self.pool.close()
+        self.broker.close(timeout=0)
 
     def run_with_repair(
         self,
@@ -425,18 +442,19 @@ class _Conductor:
         original = source = path.read_text(encoding="utf-8")
         seconds = 0.0
         attempt = 0
+        spent = AgentUsage()
         while True:
             attempt += 1
-            if warm is not None:
-                self.events.agent_running(spec.name, attempt)
-                result = warm.run(task_text, upstream, path=path, effort=effort)
-                self.usage.merge(result.usage)
-                warm = None
-            else:
-                result = self.execute_within_budget(
-                    spec.name, path, task_text, upstream, effort, attempt
-                )
+            self.events.agent_running(spec.name, attempt)
+            result, door = self.execute(spec.name, path, task_text, upstream, effort, warm)
+            warm = None
             seconds += result.seconds
+            if door is not None:
+                door.wait_ended(DOOR_SETTLE_SECONDS)  # its last reply is billed before we read
+                spent.merge(door.usage)
+                if not result.ok and door.usage.refusals.get("budget"):
+                    result.kind = AgentKind.BUDGET
+                    self.note_budget()
             out_of_tries = attempt > self.settings.agent_repair_attempts
             if result.ok or out_of_tries or result.kind in _NOT_REPAIRABLE:
                 break
@@ -460,42 +478,39 @@ class _Conductor:
             if self.stopped.is_set():
                 break
             path = executor.save_agent_file(spec.name, source)
-        return _Ran(result, attempt, seconds, source, source != original)
+        return _Ran(result, attempt, seconds, source, source != original, spent)
 
-    def execute_within_budget(
+    def execute(
         self,
         name: str,
         path: Path,
         task_text: str,
         upstream: dict[str, str],
         effort: str,
-        attempt: int,
-    ) -> executor.AgentResult:
-        """Hold the run's share of the budget, run the agent, count what it spent, let go."""
-        model = self.settings.model
-        asking = ledger.estimate_tokens(task_text + "".join(upstream.values()))
-        try:
-            hold = self.usage.hold(model, input_tokens=asking, max_tokens=AGENT_SHARE_TOKENS)
-        except ledger.BudgetExhaustedError:
-            self.note_budget()
-            return executor.AgentResult(
-                name, False, error="the budget ran out before it could run", kind=AgentKind.BUDGET
-            )
-        try:
-            self.events.agent_running(name, attempt)
-            result = executor.execute_agent(
-                path,
-                task_text,
-                upstream,
-                timeout=self.settings.agent_timeout_seconds,
-                model=model,
-                effort=effort,
-                token_budget=hold.tokens if self.usage.budget_usd is not None else None,
-            )
-            self.usage.merge(result.usage)
-        finally:
-            self.usage.release(hold)
-        return result
+        warm: executor.AgentProcess | None,
+    ) -> tuple[executor.AgentResult, Channel | None]:
+        """One attempt: the warm process if there is one, else a fresh one with its own door."""
+        if warm is not None:
+            if warm.door is not None:
+                warm.door.name = name
+                warm.door.update_grant(effort=effort, share_tokens=self.share_tokens)
+            return warm.run(task_text, upstream, path=path), warm.door
+        door = self.open_door(name, effort)
+        result = executor.execute_agent(
+            path,
+            task_text,
+            upstream,
+            timeout=self.settings.agent_timeout_seconds,
+            model=self.settings.model,
+            door=door,
+        )
+        return result, door
+
+    def open_door(self, name: str, effort: str | None = None) -> Channel:
+        """A broker channel for one agent process: its only way to the model, metered."""
+        return self.broker.open_channel(
+            name, model=self.settings.model, effort=effort, share_tokens=self.share_tokens
+        )
 
     def absorb(
         self, record: AgentRun, ran: _Ran, outputs: dict[str, str], this_round: _Round
@@ -509,6 +524,7 @@ class _Conductor:
             ran.attempts,
             ran.seconds,
         )
+        record.usage.merge(ran.usage)
         if result.ok:
             outputs[record.name] = result.output
         else:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ledger
+from broker import AgentUsage
 from kinds import AgentKind
 from replies import CostSummary
 
@@ -31,6 +32,8 @@ class AgentRun:
     kind: AgentKind = AgentKind.PENDING
     """ok, or how it failed (crash, timeout, silent, rejected, ...)."""
     error: str = ""
+    usage: AgentUsage = field(default_factory=AgentUsage)
+    """What its model calls cost, all attempts together, as the broker billed them."""
 
 
 @dataclass(frozen=True)

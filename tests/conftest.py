@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,6 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fakeapi import FakeMessagesAPI  # noqa: E402
 
 import config  # noqa: E402
+
+if TYPE_CHECKING:
+    from broker import Channel
 
 TEST_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 
@@ -108,3 +111,35 @@ def fake_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
         yield api
     finally:
         api.stop()
+
+
+OpenDoor = Callable[..., "Channel"]
+
+
+@pytest.fixture
+def door(fake_api: FakeMessagesAPI) -> Iterator[OpenDoor]:
+    """Opens broker channels to the fake API, as a run's broker would: `door(name, **grant)`.
+
+    The broker holds the key (from the fake_api fixture) and meters into `door.ledger`; an agent
+    given a channel reaches the model through it and nothing else.
+    """
+    import broker
+    import ledger
+    import llm
+    import models
+
+    spent = ledger.Usage()
+    with broker.Broker(
+        llm.forward,
+        spent,
+        price=lambda model: models.price_of(model)[0],
+        effort_for_model=models.effort_for_model,
+        budget_error=ledger.BudgetExhaustedError,
+    ) as the_broker:
+
+        def open_door(name: str = "agent", **grant: Any) -> Channel:
+            grant.setdefault("model", config.settings().model)
+            return the_broker.open_channel(name, **grant)
+
+        open_door.ledger = spent  # type: ignore[attr-defined]
+        yield open_door

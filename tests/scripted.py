@@ -1,8 +1,8 @@
 """A scripted fake model for whole-task tests: one handler that answers every kind of call.
 
-It tells the calls apart the way the real API would see them: the main agent's calls come through
-the SDK (x-stainless-* headers) with a module's stable system prompt; the generated agents' own
-calls come through urllib without them. Each kind of call has a default answer that a test can
+It tells the calls apart the way the real API would see them: the main agent's calls carry one of
+the product's stable system prompts; every other call is a generated agent's, which reaches the
+API through the broker (so it too comes through the SDK, but with the agent's own prompt). Each kind of call has a default answer that a test can
 override, so a test states only what it is about.
 """
 
@@ -121,8 +121,6 @@ class Factory:
 
     @staticmethod
     def kind(request: Request) -> str:
-        if "x-stainless-lang" not in request.headers:
-            return "agent"
         system = request.system
         prompts = {
             "generate": generator.GENERATOR_PROMPT,
@@ -138,7 +136,7 @@ class Factory:
                 return kind
         if system.startswith(planner.PLANNER_PROMPT[:60]):
             return "plan"
-        return "other"
+        return "agent"
 
 
 def agent_keys(request: Request) -> list[str]:

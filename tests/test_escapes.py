@@ -23,13 +23,14 @@ from pathlib import Path
 import escapes
 import pytest
 from agents import write_agent, write_raw
-from conftest import ROOT, TEST_KEY
+from conftest import ROOT, TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
 import config
 import executor
 import generator
 import sandbox
+from broker import Channel
 
 WITHOUT_BWRAP = "auto-without-bwrap"
 AWAITING_CODE = "auto-started-before-its-code"
@@ -76,12 +77,18 @@ def no_survivors(isolated_home: Path) -> Iterator[None]:
 
 
 def run(
-    write: Callable[[], Path], task: str, configuration: str, timeout: float = 30
+    write: Callable[[], Path],
+    task: str,
+    configuration: str,
+    timeout: float = 30,
+    door: Channel | None = None,
 ) -> executor.AgentResult:
     """Run an agent the way `configuration` says: started with its code, or before it exists."""
     if configuration != AWAITING_CODE:
-        return executor.execute_agent(write(), task, {}, timeout=timeout)
-    agent = executor.start_agent(None, timeout=timeout, preload=generator.RUNTIME_MODULES)
+        return executor.execute_agent(write(), task, {}, timeout=timeout, door=door)
+    agent = executor.start_agent(
+        None, timeout=timeout, door=door, preload=generator.RUNTIME_MODULES
+    )
     assert isinstance(agent, executor.AgentProcess), agent
     return agent.run(task, {}, path=write())
 
@@ -335,13 +342,15 @@ def test_fill_the_disk(fake_api: FakeMessagesAPI, configuration: str) -> None:
 # ---- and real work still gets done -----------------------------------------------------------
 
 
-def test_a_legitimate_agent_reaches_the_api(fake_api: FakeMessagesAPI, configuration: str) -> None:
+def test_a_legitimate_agent_reaches_the_api(
+    fake_api: FakeMessagesAPI, door: OpenDoor, configuration: str
+) -> None:
     fake_api.queue(Reply("a confined answer"))
     source = """
         def run(task, previous_outputs):
             return call_llm("Summarise: " + task)
         """
-    result = run(lambda: write_agent(source), "the escape corpus", configuration)
+    result = run(lambda: write_agent(source), "the escape corpus", configuration, door=door())
     assert result.ok, result.error
     assert result.output == "a confined answer"
     check_layers(result, configuration)

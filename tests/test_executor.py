@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 from agents import write_agent, write_raw
-from conftest import TEST_KEY
+from conftest import TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
 import executor
 
 
-def test_output_and_usage_round_trip(fake_api: FakeMessagesAPI) -> None:
+def test_output_and_usage_round_trip(fake_api: FakeMessagesAPI, door: OpenDoor) -> None:
     fake_api.queue(Reply("the model's words", usage={"input_tokens": 11, "output_tokens": 7}))
     path = write_agent(
         """
@@ -24,18 +24,18 @@ def test_output_and_usage_round_trip(fake_api: FakeMessagesAPI) -> None:
             return call_llm("Answer: " + task, system="You are terse.") + " | " + task
         """
     )
-    result = executor.execute_agent(path, "what?", {}, timeout=30)
+    channel = door("usage_agent")
+    result = executor.execute_agent(path, "what?", {}, timeout=30, door=channel)
     assert result.ok, result.error
     assert result.output == "the model's words | what?"
     assert result.kind == "ok"
     assert result.exit_code == 0
-    totals = result.usage.totals()
-    assert (totals.calls, totals.input_tokens, totals.output_tokens) == (1, 11, 7)
-    assert "__AGENT_USAGE__" not in result.error
+    assert channel.wait_ended(10)
+    billed = channel.usage
+    assert (billed.calls, billed.input_tokens, billed.output_tokens) == (1, 11, 7)
     [request] = fake_api.messages()
-    assert request.api_key == TEST_KEY
-    assert request.headers["anthropic-version"] == "2026-10-21"
-    assert request.body["system"] == "You are terse."
+    assert request.api_key == TEST_KEY, "the broker adds the key; the agent never had it"
+    assert request.system == "You are terse."
     assert request.prompt == "Answer: what?"
 
 
@@ -51,7 +51,7 @@ def test_previous_outputs_arrive_as_given(fake_api: FakeMessagesAPI) -> None:
     assert json.loads(result.output) == upstream
 
 
-def test_utf8_survives_both_ways(fake_api: FakeMessagesAPI) -> None:
+def test_utf8_survives_both_ways(fake_api: FakeMessagesAPI, door: OpenDoor) -> None:
     text = "emoji 🚀🧠, CJK 漢字かな, RTL עברית مرحبا, combining é"
     fake_api.handler = lambda request: Reply(request.prompt[::-1])
     path = write_agent(
@@ -60,7 +60,7 @@ def test_utf8_survives_both_ways(fake_api: FakeMessagesAPI) -> None:
             return task + "\\n" + call_llm(task) + "\\n" + previous_outputs["up"]
         """
     )
-    result = executor.execute_agent(path, text, {"up": text.upper()}, timeout=30)
+    result = executor.execute_agent(path, text, {"up": text.upper()}, timeout=30, door=door())
     assert result.ok, result.error
     assert result.output.splitlines() == [text, text[::-1], text.upper()]
     assert fake_api.messages()[0].prompt == text
@@ -208,14 +208,13 @@ def test_the_child_environment_is_minimal(
     assert "do-not-leak-this-value" not in result.output
     assert "PARENT_SECRET" not in env
     assert "AWS_SECRET_ACCESS_KEY" not in env
-    assert env["ANTHROPIC_API_KEY"] == TEST_KEY
-    assert env["ANTHROPIC_BASE_URL"] == fake_api.base_url
+    assert TEST_KEY not in result.output, "agents hold no key: the broker does"
+    assert not {"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LLM_EFFORT"} & set(env)
     assert env["AGENT_MODEL"] == "claude-sonnet-5-5"
     assert env["PATH"] == "/usr/bin:/bin"
     allowed = {
         "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONIOENCODING",
-        "PYTHONDONTWRITEBYTECODE", "MALLOC_ARENA_MAX", "AGENT_MODEL", "LLM_EFFORT",
-        "AGENT_TOKEN_BUDGET", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+        "PYTHONDONTWRITEBYTECODE", "MALLOC_ARENA_MAX", "AGENT_MODEL", "AGENTGOD_BROKER_FD",
         "PWD",  # bubblewrap sets it to the scratch directory
     }  # fmt: skip
     assert set(env) <= allowed
@@ -234,21 +233,21 @@ def test_cwd_home_and_tmpdir_are_a_fresh_scratch_directory(fake_api: FakeMessage
     assert not Path(cwd).exists(), "the scratch directory must be removed afterwards"
 
 
-def test_call_llm_retries_a_529(fake_api: FakeMessagesAPI) -> None:
+def test_call_llm_retries_a_529(fake_api: FakeMessagesAPI, door: OpenDoor) -> None:
     fake_api.queue(Reply.error(529), Reply.error(529), Reply("third time lucky"))
     path = write_agent("def run(task, previous_outputs):\n    return call_llm(task)\n")
-    result = executor.execute_agent(path, "t", {}, timeout=60)
+    result = executor.execute_agent(path, "t", {}, timeout=60, door=door())
     assert result.ok, result.error
     assert result.output == "third time lucky"
     assert [r.status for r in fake_api.messages()] == [529, 529, 200]
 
 
-def test_call_llm_does_not_retry_a_401(fake_api: FakeMessagesAPI) -> None:
+def test_call_llm_does_not_retry_a_401(fake_api: FakeMessagesAPI, door: OpenDoor) -> None:
     fake_api.valid_keys = {"some-other-key"}
     path = write_agent("def run(task, previous_outputs):\n    return call_llm(task)\n")
-    result = executor.execute_agent(path, "t", {}, timeout=30)
+    result = executor.execute_agent(path, "t", {}, timeout=30, door=door())
     assert result.kind == "crash"
-    assert "HTTP 401" in result.error
+    assert "authentication" in result.error
     assert len(fake_api.messages()) == 1
     assert TEST_KEY not in result.error
 
@@ -261,19 +260,26 @@ def test_call_llm_does_not_retry_a_401(fake_api: FakeMessagesAPI) -> None:
         ("claude-haiku-4-5", "high", None),
     ],
 )
-def test_effort_reaches_the_agent_only_when_the_model_takes_it(
-    fake_api: FakeMessagesAPI, model: str, effort: str, sent: dict[str, str] | None
+def test_the_granted_effort_is_sent_only_when_the_model_takes_it(
+    fake_api: FakeMessagesAPI,
+    door: OpenDoor,
+    model: str,
+    effort: str,
+    sent: dict[str, str] | None,
 ) -> None:
     path = write_agent("def run(task, previous_outputs):\n    return call_llm(task)\n")
-    result = executor.execute_agent(path, "t", {}, timeout=30, model=model, effort=effort)
+    channel = door(model=model, effort=effort)
+    result = executor.execute_agent(path, "t", {}, timeout=30, model=model, door=channel)
     assert result.ok, result.error
     body = fake_api.messages()[0].body
     assert body["model"] == model
     assert body.get("output_config") == sent
 
 
-def test_a_token_budget_caps_each_call_and_stops_the_agent(fake_api: FakeMessagesAPI) -> None:
-    fake_api.queue(Reply("first", usage={"input_tokens": 100, "output_tokens": 150}))
+def test_a_token_share_caps_each_call_and_stops_the_agent(
+    fake_api: FakeMessagesAPI, door: OpenDoor
+) -> None:
+    fake_api.queue(Reply("first", usage={"input_tokens": 100, "output_tokens": 400}))
     path = write_agent(
         """
         def run(task, previous_outputs):
@@ -281,18 +287,20 @@ def test_a_token_budget_caps_each_call_and_stops_the_agent(fake_api: FakeMessage
             return first + call_llm(task, max_tokens=9000)
         """
     )
-    result = executor.execute_agent(path, "t", {}, timeout=30, token_budget=300)
+    channel = door(share_tokens=700)
+    result = executor.execute_agent(path, "t", {}, timeout=30, door=channel)
     [request] = fake_api.messages()
-    assert request.body["max_tokens"] == 299, "the share minus the prompt's estimate"
+    assert 0 < request.body["max_tokens"] < 700, "the share minus the prompt's estimate"
     assert not result.ok
-    assert "share of the budget is spent" in result.error
-    assert result.usage.totals().output_tokens == 150
+    assert "BrokerRefused" in result.error and "budget" in result.error
+    assert channel.wait_ended(10)
+    assert channel.usage.output_tokens == 400
+    assert channel.usage.refusals == {"budget": 1}
 
 
 def test_secrets_in_stderr_are_redacted(fake_api: FakeMessagesAPI) -> None:
     path = write_raw(
-        "import os, sys\nsys.stdin.read()\n"
-        "sys.stderr.write('key is ' + os.environ['ANTHROPIC_API_KEY'] + '\\n')\nsys.exit(1)\n"
+        f"import sys\nsys.stdin.read()\nsys.stderr.write('key is {TEST_KEY}\\n')\nsys.exit(1)\n"
     )
     result = executor.execute_agent(path, "t", {}, timeout=30)
     assert TEST_KEY not in result.error

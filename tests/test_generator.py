@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import ast
-import itertools
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,9 +15,7 @@ from fakeapi import FakeMessagesAPI, Reply, Request
 
 import codeguard
 import generator
-import kinds
 import ledger
-import models
 
 GOOD_BODY = """
 def run(task, previous_outputs):
@@ -26,10 +24,43 @@ def run(task, previous_outputs):
 """
 
 
-def test_the_trusted_runtime_itself_passes_codeguard() -> None:
+def test_a_good_agent_passes_the_assembled_check() -> None:
     source = agent_source(GOOD_BODY)
-    assert codeguard.check_agent_source(source) == []
     assert generator.check_assembled(source) == []
+    assert generator.agent_body(source) == GOOD_BODY.lstrip("\n")
+
+
+@pytest.mark.parametrize("marker", generator.MARKERS)
+def test_a_body_holding_a_marker_line_is_refused_when_assembled(marker: str) -> None:
+    body = f"{GOOD_BODY}\n{marker}\nimport subprocess\n"
+    with pytest.raises(generator.AssemblyError, match="marker"):
+        generator.assemble_agent(body, spec("sneaky_agent"))
+
+
+def test_code_hidden_after_a_second_footer_marker_is_refused() -> None:
+    """The old hole: everything after the first footer marker went unchecked."""
+    source = agent_source(GOOD_BODY)
+    hidden = "\nimport subprocess\nsubprocess.run(['sh'])\n"
+    start = source.index(generator.BODY_START) + len(generator.BODY_START) + 1
+    tampered = source[:start] + f"# {generator.BODY_END}\n{hidden}" + source[start:]
+    assert generator.check_assembled(tampered), "a marker in the body must be refused"
+    assert generator.check_assembled(source + hidden) == ["the trusted runtime footer was modified"]
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda s: s.replace("MAX_ATTEMPTS = 4", "MAX_ATTEMPTS = 40"),
+        lambda s: s.replace("def _main():", "def _main():\n    import subprocess"),
+        lambda s: "import subprocess\n" + s,
+        lambda s: s.replace(generator.BODY_END + "\n", generator.BODY_END + "\nimport os\n", 1),
+    ],
+)
+def test_any_byte_changed_outside_the_body_is_refused(tamper: Callable[[str], str]) -> None:
+    source = agent_source(GOOD_BODY)
+    changed = tamper(source)
+    assert changed != source
+    assert generator.check_assembled(changed) != []
 
 
 def test_the_header_uses_only_the_standard_library() -> None:
@@ -45,7 +76,7 @@ def test_the_header_uses_only_the_standard_library() -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.module
     }
-    assert imported <= {"json", "os", "sys", "time", "urllib", "pathlib"}
+    assert imported <= {"json", "os", "sys", "threading", "time", "urllib", "pathlib"}
 
 
 @pytest.mark.parametrize(
@@ -128,32 +159,18 @@ def test_check_assembled_reports_body_relative_lines() -> None:
     assert "subprocess" in complaint
 
 
-MODELS = [
-    "claude-sonnet-5-5", "claude-sonnet-5", "claude-sonnet-4-6", "claude-sonnet-4-5",
-    "claude-sonnet-4-5-20250929", "claude-haiku-5-5", "claude-haiku-4-5", "claude-opus-5-5",
-    "claude-opus-4-7", "claude-opus-4-6", "claude-opus-4-5", "claude-opus-4-1",
-    "claude-3-5-sonnet-20241022", "claude-fable-5-1", "claude-mythos-5", "some-new-model",
-]  # fmt: skip
-
-
-def test_the_header_effort_rule_matches_config() -> None:
-    namespace: dict[str, object] = {}
-    exec(compile(agent_source(GOOD_BODY), "agent", "exec"), namespace)
-    header_effort = namespace["_effort"]
-    assert callable(header_effort)
-    for model, level in itertools.product(MODELS, kinds.EFFORT_LEVELS):
-        assert header_effort(model, level) == models.effort_for_model(model, level), (model, level)
-
-
 def test_an_archived_agent_finds_its_key_in_a_dotenv_up_the_tree(
     fake_api: FakeMessagesAPI, tmp_path: Path
 ) -> None:
     archive = tmp_path / "archive"
     (archive / "team" / "agents").mkdir(parents=True)
-    (archive / ".env").write_text("# saved\nANTHROPIC_API_KEY='sk-ant-archived-key-123456789'\n")
+    (archive / ".env").write_text(
+        "# saved\nANTHROPIC_API_KEY='sk-ant-archived-key-123456789'\n"
+        f"ANTHROPIC_BASE_URL={fake_api.base_url}\n"
+    )
     agent = archive / "team" / "agents" / "standalone.py"
     agent.write_text(agent_source("def run(task, previous_outputs):\n    return call_llm(task)\n"))
-    env = {"PATH": os.environ["PATH"], "ANTHROPIC_BASE_URL": fake_api.base_url}
+    env = {"PATH": os.environ["PATH"]}  # the key and the URL both come from the .env
     done = subprocess.run(
         [sys.executable, "-I", str(agent)],
         input='{"task": "hello", "previous_outputs": {}}',
