@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
-import re
-import select
 import signal
 import subprocess
 import sys
-import termios
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -20,10 +15,9 @@ import pytest
 from conftest import CONSOLE_SCRIPT, TEST_KEY, agentgod_command, agentgod_env
 from fakeapi import FakeMessagesAPI
 from scripted import Factory, agent_spec, plan
+from terminal import Terminal
 
 import cli
-
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
 @pytest.fixture
@@ -262,59 +256,24 @@ def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
     assert not list((isolated_home / "generated_agents").glob("*.py")), "files cleaned up"
 
 
-class Terminal:
-    """agentgod on a pseudo-terminal, read and typed like a person would."""
+@pytest.fixture
+def open_terminal() -> Iterator[Callable[..., Terminal]]:
+    """Start agentgod on a pseudo-terminal; whatever a failed test leaves running is killed."""
+    started: list[Terminal] = []
 
-    def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child becomes agentgod
-            command = [*agentgod_command(), *args]
-            os.execve(command[0], command, env)
-        self.screen = ""
+    def start(env: dict[str, str], *args: str) -> Terminal:
+        started.append(Terminal([*agentgod_command(), *args], env))
+        return started[-1]
 
-    def expect(self, pattern: str, seconds: float = 60) -> str:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            text = ANSI.sub("", self.screen)
-            if re.search(pattern, text):
-                return text
-            ready, _, _ = select.select([self.fd], [], [], 0.1)
-            if ready:
-                try:
-                    self.screen += os.read(self.fd, 65536).decode(errors="replace")
-                except OSError:
-                    break
-        raise AssertionError(f"never saw {pattern!r}; screen was:\n{ANSI.sub('', self.screen)}")
-
-    def type(self, text: str) -> None:
-        """Type once agentgod is blocked reading the terminal, as a person's keys would arrive.
-
-        Earlier is a race a person never hits: readline and getpass flush input that arrives
-        before they set the terminal up, and CPython's readline loses a Ctrl-C that lands between
-        drawing the prompt and starting to wait.
-        """
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not self._reading():
-            time.sleep(0.01)
-        self.screen = ""
-        os.write(self.fd, text.encode())
-
-    def _reading(self) -> bool:
-        flags = termios.tcgetattr(self.fd)[3]
-        set_up = not flags & termios.ICANON or not flags & termios.ECHO  # readline, getpass
-        try:
-            waiting = Path(f"/proc/{self.pid}/wchan").read_text()
-        except OSError:
-            return True
-        return set_up and any(word in waiting for word in ("poll", "select", "tty", "wait_woken"))
-
-    def close(self) -> int:
-        _, status = os.waitpid(self.pid, 0)
-        return os.waitstatus_to_exitcode(status)
+    yield start
+    for each in started:
+        each.stop()
 
 
-def test_the_repl_on_a_pseudo_terminal(factory: Factory, isolated_home: Path) -> None:
-    terminal = Terminal(_env(isolated_home, factory.api, TERM="xterm", COLUMNS="100"))
+def test_the_repl_on_a_pseudo_terminal(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    terminal = open_terminal(_env(isolated_home, factory.api, TERM="xterm", COLUMNS="100"))
     terminal.expect("agentgod> ")
     terminal.type("hi\n")
     terminal.expect("Hello! Give me a task.")
@@ -340,10 +299,10 @@ def test_the_repl_on_a_pseudo_terminal(factory: Factory, isolated_home: Path) ->
 
 
 def test_at_a_terminal_the_clarifying_question_is_asked_and_its_answer_used(
-    factory: Factory, isolated_home: Path
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
 ) -> None:
     factory.clarifying_question = "Which language should the summary be in?"
-    terminal = Terminal(_env(isolated_home, factory.api, TERM="xterm"))
+    terminal = open_terminal(_env(isolated_home, factory.api, TERM="xterm"))
     terminal.expect("agentgod> ")
     terminal.type("summarise the otter report for the team\n")
     terminal.expect("Which language should the summary be in?")
@@ -358,18 +317,22 @@ def test_at_a_terminal_the_clarifying_question_is_asked_and_its_answer_used(
     assert "Answer: German" in planned.prompt
 
 
-def test_no_input_at_a_terminal_asks_nothing(factory: Factory, isolated_home: Path) -> None:
+def test_no_input_at_a_terminal_asks_nothing(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
     factory.clarifying_question = "Which language?"
     env = _env(isolated_home, factory.api, TERM="xterm")
-    terminal = Terminal(env, "--no-input", "--plain", "a task")
+    terminal = open_terminal(env, "--no-input", "--plain", "a task")
     terminal.expect("MERGED: fact_finder")
     assert terminal.close() == 0, "it never waited for an answer"
     assert factory.of("clarify") == []
-    assert "Keep which" not in terminal.screen
+    assert "Keep which" not in terminal.text
 
 
-def test_a_pasted_burst_of_lines_is_one_task(factory: Factory, isolated_home: Path) -> None:
-    terminal = Terminal(_env(isolated_home, factory.api, TERM="xterm"))
+def test_a_pasted_burst_of_lines_is_one_task(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    terminal = open_terminal(_env(isolated_home, factory.api, TERM="xterm"))
     terminal.expect("agentgod> ")
     terminal.type("Summarise these notes:\n- otters hold hands\n- otters use tools\n")
     terminal.expect("MERGED: fact_finder")
@@ -381,18 +344,20 @@ def test_a_pasted_burst_of_lines_is_one_task(factory: Factory, isolated_home: Pa
     assert "Summarise these notes:\n- otters hold hands\n- otters use tools" in planned.prompt
 
 
-def test_ctrl_c_at_an_empty_prompt_exits_130(factory: Factory, isolated_home: Path) -> None:
-    terminal = Terminal(_env(isolated_home, factory.api, TERM="xterm"))
+def test_ctrl_c_at_an_empty_prompt_exits_130(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    terminal = open_terminal(_env(isolated_home, factory.api, TERM="xterm"))
     terminal.expect("agentgod> ")
     terminal.type("\x03")
     assert terminal.close() == 130
 
 
 def test_the_repl_asks_for_a_missing_key_tests_it_and_saves_it_privately(
-    fake_api: FakeMessagesAPI, isolated_home: Path
+    fake_api: FakeMessagesAPI, isolated_home: Path, open_terminal: Callable[..., Terminal]
 ) -> None:
     env = _env(isolated_home, None, TERM="xterm", ANTHROPIC_BASE_URL=fake_api.base_url)
-    terminal = Terminal(env)
+    terminal = open_terminal(env)
     terminal.expect(r"Anthropic API key \(input hidden\):")
     typed_key = "sk-ant-typed-at-the-prompt-0123456789"
     terminal.type(typed_key + "\n")
