@@ -6,14 +6,14 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from conftest import CONSOLE_SCRIPT, TEST_KEY, agentgod_command, agentgod_env
-from fakeapi import FakeMessagesAPI
+from fakeapi import FakeMessagesAPI, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
@@ -216,17 +216,13 @@ def _agent_processes(marker: str) -> list[int]:
     return found
 
 
-T = TypeVar("T")
-
-
-def _wait_for(condition: Callable[[], T], seconds: float = 60) -> T:
+def _wait_for(condition: Callable[[], bool], what: str, seconds: float) -> None:
+    """Look until `condition` holds (nothing announces it); fail after `seconds` naming `what`."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition never held")
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not within {seconds:g} s")
+        time.sleep(0.02)
 
 
 def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
@@ -238,6 +234,13 @@ def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
         "    call_llm('agent=sleeper_one keys=[]')\n"  # the fake API sees it start working
         "    time.sleep(120)\n"
     ]
+    working = threading.Event()
+
+    def agent_reply(name: str, request: Request) -> str:
+        working.set()
+        return f"result from {name}"
+
+    factory.agent_reply = agent_reply
     process = subprocess.Popen(
         [*agentgod_command(), "a long task"],
         stdin=subprocess.DEVNULL,
@@ -246,13 +249,19 @@ def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
         text=True,
         env=_env(isolated_home, factory.api),
     )
-    _wait_for(lambda: factory.of("agent"))
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    try:
+        assert working.wait(60), "the first agent never called the model"
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
     assert process.returncode == 130
     assert "Stopped." in stderr
     # Neither the running agent nor the one already started and waiting for its input is left.
-    assert _wait_for(lambda: not _agent_processes(str(isolated_home / "generated_agents")), 10)
+    marker = str(isolated_home / "generated_agents")
+    _wait_for(lambda: not _agent_processes(marker), "every agent process gone", 10)
     assert not list((isolated_home / "generated_agents").glob("*.py")), "files cleaned up"
 
 
