@@ -371,6 +371,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import library
 go = Path(sys.argv[2])
+Path(sys.argv[3]).touch()  # at the starting line
 while not go.exists():
     time.sleep(0.002)
 for number in range(50):
@@ -381,11 +382,19 @@ for number in range(50):
 def test_two_processes_never_lose_a_tally(tmp_path: Path) -> None:
     library.remember("shared_agent", "Shared", agent_source("shared_agent", "Shared"))
     go = tmp_path / "go"
+    ready = [tmp_path / f"ready-{number}" for number in range(2)]
     workers = [
-        subprocess.Popen([sys.executable, "-c", _WORKER, str(ROOT), str(go)]) for _ in range(2)
+        subprocess.Popen([sys.executable, "-c", _WORKER, str(ROOT), str(go), str(mark)])
+        for mark in ready
     ]
-    time.sleep(0.3)  # let both import and reach the starting line
-    go.touch()
+    deadline = time.monotonic() + 60
+    try:
+        while not all(mark.exists() for mark in ready):  # both imported: they start together
+            assert all(worker.poll() is None for worker in workers), "a worker died early"
+            assert time.monotonic() < deadline, "the workers never reached the starting line"
+            time.sleep(0.002)
+    finally:
+        go.touch()  # even after a failure, so no worker waits forever
     for worker in workers:
         assert worker.wait(timeout=120) == 0
     entry = by_name()["shared_agent"]
