@@ -174,11 +174,15 @@ class Terminal:
         """Wait for the program to end, reading the rest of its output; its exit code."""
         deadline = time.monotonic() + seconds
         while self.process.poll() is None:
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 self._fail(f"still running after {seconds:g} s")
-            self._read(min(0.05, deadline - time.monotonic()))
-        while not self._ended and select.select([self.fd], [], [], 0)[0]:
-            self._read(0)
+            if self._ended:  # nothing more to read: only its exit to wait for
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=left)
+            else:
+                self._read(min(0.05, left))
+        self._drain()
         self.stop()
         return self.process.returncode
 
@@ -197,7 +201,13 @@ class Terminal:
             return f"exit {self.process.wait(timeout=10)}"
         return "its terminal closed, yet it still runs"
 
+    def _drain(self) -> None:
+        """Take in everything already written."""
+        while self.fd >= 0 and not self._ended and select.select([self.fd], [], [], 0)[0]:
+            self._read(0)
+
     def _fail(self, what: str) -> NoReturn:
+        self._drain()
         seen, unmatched = self.text[: self._matched], self.text[self._matched :]
         raise AssertionError(
             f"{what}; the screen, up to the last match:\n{seen[-1000:]}\n"
