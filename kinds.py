@@ -87,3 +87,16 @@ class AgentKind(StrEnum):
     """Codeguard refused every version of its code; it never ran."""
     BUDGET = "budget"
     """The budget ran out before it could be written or run."""
+
+
+class Spend(StrEnum):
+    """Where a run's money goes: the `phases` of its cost, as `--json` and the run file show it."""
+
+    PLAN = "plan"
+    GENERATE = "generate"
+    """Writing agents, repairs included."""
+    AGENTS = "agents"
+    """The agents' own calls, through the broker."""
+    MERGE = "merge"
+    COUNCIL = "council"
+    JUDGE = "judge"

@@ -63,12 +63,17 @@ class Usage:
 
     Every call under a budget first takes a `hold` for its worst case (its input at the
     cache-write price plus max_tokens of output); holds and spending together never exceed the
-    budget, so a run can stop short but never overspend.
+    budget, so a run can stop short but never overspend. `phase(name)` gives a view that counts
+    one phase's calls on its own and in this ledger alike, and holds against this ledger's budget:
+    a run's cost per phase is read, never reconstructed.
     """
 
     by_model: dict[str, ModelUsage] = field(default_factory=dict)
     budget_usd: float | None = None
     """Hard cap in dollars; None means no cap."""
+    parent: Usage | None = field(default=None, repr=False, compare=False)
+    """For a phase's view: the run's ledger, which also counts everything and holds the budget."""
+    _phases: dict[str, Usage] = field(default_factory=dict, repr=False, compare=False)
     _held_usd: float = field(default=0.0, repr=False, compare=False)
     _lock: threading.Condition = field(
         default_factory=lambda: threading.Condition(threading.RLock()), repr=False, compare=False
@@ -91,6 +96,29 @@ class Usage:
             row.output_tokens += output_tokens
             row.cache_write_tokens += cache_write_tokens
             row.cache_read_tokens += cache_read_tokens
+        if self.parent is not None:
+            self.parent.add(
+                model,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cache_write_tokens=cache_write_tokens,
+                cache_read_tokens=cache_read_tokens,
+                calls=calls,
+            )
+
+    def phase(self, name: str) -> Usage:
+        """The view that counts phase `name` (plan, generate, agents, merge, council, judge)."""
+        with self._lock:
+            view = self._phases.get(name)
+            if view is None:
+                view = self._phases[name] = Usage(parent=self)
+            return view
+
+    def phases(self) -> dict[str, CostSummary]:
+        """What each phase has cost so far, in the order the phases first spent."""
+        with self._lock:
+            views = list(self._phases.items())
+        return {name: view.cost_summary() for name, view in views}
 
     def record(self, model: str, usage: Any) -> None:
         """Count one API reply's `usage` (an SDK object or the raw dict an agent reports)."""
@@ -111,7 +139,7 @@ class Usage:
         )
 
     def merge(self, other: Usage) -> None:
-        """Fold another ledger (one agent's reported usage) into this one."""
+        """Fold another ledger (a finished run's) into this one (the session's)."""
         for model, row in other.snapshot().items():
             self.add(
                 model,
@@ -150,6 +178,10 @@ class Usage:
         it raises BudgetExhaustedError only when nothing is in flight and the call still
         cannot afford `min_tokens` of output (or its whole max_tokens, if that is smaller).
         """
+        if self.parent is not None:
+            return self.parent.hold(
+                model, input_tokens=input_tokens, max_tokens=max_tokens, min_tokens=min_tokens
+            )
         if self.budget_usd is None:
             return Hold(max_tokens, 0.0)
         price = price_of(model)[0]
@@ -168,6 +200,9 @@ class Usage:
 
     def release(self, hold: Hold) -> None:
         """The call is over and its spending recorded: free what was held for it."""
+        if self.parent is not None:
+            self.parent.release(hold)
+            return
         if not hold.usd:
             return
         with self._lock:

@@ -28,6 +28,7 @@ import signals
 from replies import (
     AgentReply,
     CostReply,
+    CostSummary,
     ErrorDetail,
     FailureReply,
     HistoryRow,
@@ -36,6 +37,7 @@ from replies import (
     RunReply,
     StatsReply,
     TokenTotals,
+    TokenUsage,
     TranscriptAgent,
 )
 from ui import PlainUI, make_ui
@@ -472,11 +474,30 @@ def _agent_json(agent: AgentRun) -> AgentReply:
         ok=agent.ok,
         attempts=agent.attempts,
         seconds=round(agent.seconds, 3),
+        usage=TokenUsage(
+            llm_calls=agent.usage.calls,
+            input_tokens=agent.usage.input_tokens,
+            output_tokens=agent.usage.output_tokens,
+            cache_write_tokens=agent.usage.cache_write_tokens,
+            cache_read_tokens=agent.usage.cache_read_tokens,
+        ),
+        usd=round(agent.usage.usd, 6),
     )
 
 
 def _transcript_row(agent: AgentRun) -> TranscriptAgent:
     return TranscriptAgent(**_agent_json(agent), kind=agent.kind)
+
+
+def _cost_json(cost: CostSummary) -> CostReply:
+    return CostReply(
+        llm_calls=cost["llm_calls"],
+        input_tokens=cost["input_tokens"],
+        output_tokens=cost["output_tokens"],
+        cache_write_tokens=cost["cache_write_tokens"],
+        cache_read_tokens=cost["cache_read_tokens"],
+        usd=cost["usd"],
+    )
 
 
 def _result_json(task: str, result: TaskResult, kept: list[str]) -> RunReply:
@@ -491,14 +512,8 @@ def _result_json(task: str, result: TaskResult, kept: list[str]) -> RunReply:
         revisions=result.revisions,
         council_improved=result.council_improved,
         kept=kept,
-        cost=CostReply(
-            llm_calls=cost["llm_calls"],
-            input_tokens=cost["input_tokens"],
-            output_tokens=cost["output_tokens"],
-            cache_write_tokens=cost["cache_write_tokens"],
-            cache_read_tokens=cost["cache_read_tokens"],
-            usd=cost["usd"],
-        ),
+        cost=_cost_json(cost),
+        phases={name: _cost_json(spent) for name, spent in result.usage.phases().items()},
         duration_seconds=round(result.duration_seconds, 3),
         run_file=str(result.run_file) if result.run_file else None,
         sandbox=result.sandbox,

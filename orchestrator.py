@@ -40,7 +40,7 @@ import taskgraph
 from agentpool import AgentPool
 from broker import AgentUsage, Broker, Channel
 from events import NullEvents, SerialisedEvents, TaskEvents
-from kinds import AgentKind, Phase
+from kinds import AgentKind, Phase, Spend
 from results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskResult
 
 # Failures a rewrite cannot fix: a hang would just hang again (and cost another full timeout),
@@ -157,7 +157,7 @@ class _Conductor:
         """Under a budget, what one agent's calls may use together (the broker enforces it)."""
         self.broker = Broker(
             llm.forward,
-            self.usage,
+            self.usage.phase(Spend.AGENTS),
             price=lambda model: models.price_of(model)[0],
             effort_for_model=models.effort_for_model,
             budget_error=ledger.BudgetExhaustedError,
@@ -200,7 +200,7 @@ class _Conductor:
         phase = time.monotonic()
         plan = planner.plan_agents(
             task_text,
-            usage=self.usage,
+            usage=self.usage.phase(Spend.PLAN),
             library_hint=library.describe_for_planner(),
             effort=self.settings.effort,
             settings=self.settings,
@@ -404,7 +404,11 @@ class _Conductor:
         if source is None:
             try:
                 source = generator.generate_agent_code(
-                    spec, upstream, usage=self.usage, effort=effort, settings=self.settings
+                    spec,
+                    upstream,
+                    usage=self.usage.phase(Spend.GENERATE),
+                    effort=effort,
+                    settings=self.settings,
                 )
             except generator.GenerationError as error:
                 return _Built(None, reasons=error.reasons)
@@ -466,7 +470,7 @@ class _Conductor:
                     spec,
                     upstream_names,
                     repair=generator.Repair(source, result.error),
-                    usage=self.usage,
+                    usage=self.usage.phase(Spend.GENERATE),
                     effort=effort,
                     settings=self.settings,
                 )
@@ -582,7 +586,7 @@ class _Conductor:
                 ordered,
                 roles={a.name: a.role for a in agents},
                 failed=[f.name for f in this_round.failures],
-                usage=self.usage,
+                usage=self.usage.phase(Spend.MERGE),
                 effort=effort,
                 settings=self.settings,
             )
@@ -599,7 +603,11 @@ class _Conductor:
         self.events.council_started()
         try:
             verdict = council.review(
-                task_text, answer, usage=self.usage, effort=effort, settings=self.settings
+                task_text,
+                answer,
+                usage=self.usage.phase(Spend.COUNCIL),
+                effort=effort,
+                settings=self.settings,
             )
         except ledger.BudgetExhaustedError:
             self.note_budget()
@@ -625,7 +633,11 @@ class _Conductor:
         effort = models.effort_for(self.rounds[-1].complexity, self.settings.effort)
         try:
             verdict = judgment.judge(
-                self.task, answer, usage=self.usage, effort=effort, settings=self.settings
+                self.task,
+                answer,
+                usage=self.usage.phase(Spend.JUDGE),
+                effort=effort,
+                settings=self.settings,
             )
         except ledger.BudgetExhaustedError:
             self.note_budget()
@@ -686,7 +698,15 @@ class _Conductor:
             waves=last.waves if last else [],
             agents=[
                 runlog.AgentRecord(
-                    a.name, a.role, a.reused, a.ok, a.attempts, a.seconds, a.kind, a.error
+                    a.name,
+                    a.role,
+                    a.reused,
+                    a.ok,
+                    a.attempts,
+                    a.seconds,
+                    a.kind,
+                    a.error,
+                    a.usage.usd,
                 )
                 for a in agents
             ],
@@ -699,6 +719,7 @@ class _Conductor:
             sandbox=sorted(self.layers),
             budget_exhausted=self.budget_hit.is_set(),
             warnings=list(self.warnings),
+            phases=self.usage.phases(),
         )
         path = runlog.archive(record)
         self.events.archived(str(path) if path else None)

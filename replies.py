@@ -23,14 +23,19 @@ class CostSummary(TypedDict):
     """Some model's price was not in the table, so `usd` is a guess."""
 
 
-class CostReply(TypedDict):
-    """The `cost` object of a run's `--json` reply."""
+class TokenUsage(TypedDict):
+    """Calls and the four token kinds, as the API's replies counted them."""
 
     llm_calls: int
     input_tokens: int
     output_tokens: int
     cache_write_tokens: int
     cache_read_tokens: int
+
+
+class CostReply(TokenUsage):
+    """The `cost` object of a run's `--json` reply, and each of its `phases`."""
+
     usd: float
 
 
@@ -53,6 +58,9 @@ class AgentReply(TypedDict):
     ok: bool
     attempts: int
     seconds: float
+    usage: TokenUsage
+    """Its own model calls, every attempt together, as the broker billed them."""
+    usd: float
 
 
 class TranscriptAgent(AgentReply):
@@ -83,6 +91,8 @@ class RunReply(TypedDict):
     kept: list[str]
     """New agents that joined the library after this run."""
     cost: CostReply
+    phases: dict[str, CostReply]
+    """The cost by where it went (`kinds.Spend`): plan, generate, agents, merge, council, judge."""
     duration_seconds: float
     run_file: str | None
     sandbox: list[str]

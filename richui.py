@@ -215,9 +215,9 @@ class RichUI(PlainUI):
         sandbox: list[str],
     ) -> None:
         table = Table(title="run transcript", title_justify="left", box=box.SIMPLE_HEAD)
-        for heading in ("agent", "role", "origin", "result", "attempts", "time"):
+        for heading in ("agent", "role", "origin", "result", "attempts", "time", "cost"):
             table.add_column(
-                heading, justify="right" if heading in ("attempts", "time") else "left"
+                heading, justify="right" if heading in ("attempts", "time", "cost") else "left"
             )
         for agent in agents:
             ok = bool(agent.get("ok"))
@@ -228,6 +228,7 @@ class RichUI(PlainUI):
                 Text("done", "green") if ok else Text(f"failed ({agent.get('kind')})", "red"),
                 str(agent.get("attempts", 0)),
                 duration(float(agent.get("seconds", 0.0))),
+                dollars(agent["usd"]),
             )
         notes = Text()
         for failure in failures:

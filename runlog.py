@@ -95,6 +95,8 @@ class AgentRecord:
     """executor.AgentResult.kind of the final attempt: ok, crash, timeout, ..."""
     error: str = ""
     """The last failure's reason, if any (redacted again before it is written)."""
+    usd: float = 0.0
+    """What its own model calls cost, as the broker billed them."""
 
 
 @dataclass
@@ -133,6 +135,8 @@ class RunRecord:
     """True when BUDGET_USD stopped the run early."""
     warnings: list[str] = field(default_factory=list)
     """What went wrong that the run survived (a package pip refused, a judge that failed)."""
+    phases: dict[str, CostSummary] = field(default_factory=dict)
+    """The cost by where it went (kinds.Spend)."""
 
 
 # ---- what the verbs read back ----------------------------------------------------------------
@@ -244,7 +248,7 @@ def _render(record: RunRecord) -> str:
         "## Answer",
         record.answer.strip() if record.ok and record.answer.strip() else "_No answer._",
         "## Cost",
-        cost.table(),
+        cost.table() + _phase_table(record.phases),
         "## Run",
         _run_facts(record),
     ]
@@ -374,15 +378,28 @@ def _plan(record: RunRecord) -> str:
 def _agent_table(agents: list[AgentRecord]) -> str:
     if not agents:
         return "No agents ran."
-    lines = ["| Agent | Role | Source | Result | Attempts | Time |", "|---|---|---|---|---:|---:|"]
+    lines = [
+        "| Agent | Role | Source | Result | Attempts | Time | Cost |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
     for agent in agents:
         result = "ok" if agent.ok else f"failed ({agent.kind})"
         if agent.error.strip():
             result += " — " + _first_line(agent.error, 100)
         lines.append(
             f"| `{agent.name}` | {_cell(agent.role)} | {'library' if agent.reused else 'new'} "
-            f"| {_cell(result)} | {agent.attempts} | {_duration(agent.seconds)} |"
+            f"| {_cell(result)} | {agent.attempts} | {_duration(agent.seconds)} "
+            f"| ${agent.usd:.4f} |"
         )
+    return "\n".join(lines)
+
+
+def _phase_table(phases: dict[str, CostSummary]) -> str:
+    """Where the money went, phase by phase; nothing when no phase spent anything."""
+    if not phases:
+        return ""
+    lines = ["", "", "| Phase | Calls | Cost |", "|---|---:|---:|"]
+    lines += [f"| {name} | {c['llm_calls']} | ${c['usd']:.4f} |" for name, c in phases.items()]
     return "\n".join(lines)
 
 

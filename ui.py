@@ -228,6 +228,7 @@ class PlainUI:
                 "run",
                 f"{agent['name']:<{width}}  {status:<6}  {tries:<11}"
                 f"{duration(float(agent.get('seconds', 0.0))):>7}  "
+                f"{dollars(agent['usd']):>9}  "
                 f"{'reused' if agent.get('reused') else 'new':<6}  {kind}".rstrip(),
             )
         for failure in failures:

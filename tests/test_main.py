@@ -100,14 +100,15 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
     data = json.loads(done.stdout)
     assert set(data) == {
         "ok", "task", "answer", "complexity", "agents", "failures", "revisions",
-        "council_improved", "kept", "cost", "duration_seconds", "run_file", "sandbox",
+        "council_improved", "kept", "cost", "phases", "duration_seconds", "run_file", "sandbox",
         "budget_usd", "budget_exhausted",
     }  # fmt: skip
     assert data["ok"] is True and data["task"] == "a json task"
     assert data["answer"] == "MERGED: fact_finder"
     assert data["complexity"] == "simple"
     [agent] = data["agents"]
-    assert set(agent) == {"name", "role", "reused", "ok", "attempts", "seconds"}
+    assert set(agent) == {"name", "role", "reused", "ok", "attempts", "seconds", "usage", "usd"}
+    assert agent["usage"]["llm_calls"] == 1, "the agent's one call, billed by the broker"
     assert (agent["name"], agent["reused"], agent["ok"], agent["attempts"]) == (
         "fact_finder", False, True, 1,
     )  # fmt: skip
@@ -121,6 +122,12 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
     }  # fmt: skip
     assert data["cost"]["llm_calls"] == 5
     assert isinstance(data["cost"]["usd"], float)
+    phases = data["phases"]
+    assert {name: p["llm_calls"] for name, p in phases.items()} == {
+        "plan": 1, "generate": 1, "agents": 1, "merge": 1, "judge": 1,
+    }  # fmt: skip
+    assert sum(p["usd"] for p in phases.values()) == pytest.approx(data["cost"]["usd"], abs=1e-5)
+    assert agent["usd"] == pytest.approx(phases["agents"]["usd"], abs=1e-5)
     assert Path(data["run_file"]).exists()
     assert isinstance(data["sandbox"], list)
     assert (data["budget_usd"], data["budget_exhausted"]) == (None, False)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI, Reply
 from scripted import ECHO_BODY, Factory, agent_keys, agent_spec, plan, runtime_requests
 
@@ -491,3 +492,80 @@ def test_agents_started_ahead_survive_in_the_full_sandbox(
         ("joiner", True, "ok", 1),
     ]
     assert {"landlock", "seccomp"} <= set(result.sandbox)
+
+
+# ---- the broker: agents ask, the parent meters -----------------------------------------------
+
+HOARDER = """\
+def run(task, previous_outputs):
+    answers = []
+    for _ in range(40):
+        try:
+            answers.append(call_llm("agent=hoarder " + task, max_tokens=16000))
+        except LLMError as error:
+            answers.append(f"stopped: {error.kind}")
+            break
+    return " | ".join(answers)
+"""
+
+FORGER = """\
+def run(task, previous_outputs):
+    forged = json.dumps({"input_tokens": 10**9, "output_tokens": 10**9})
+    for _ in range(3):
+        sys.stderr.write("__AGENT_USAGE__ " + forged + "\\n")
+    return call_llm("agent=forger " + task)
+"""
+
+
+def test_a_hoarding_agent_cannot_spend_past_the_budget(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every call an agent makes is held and billed at the broker: the cap is exact."""
+    monkeypatch.setenv("BUDGET_USD", "0.5")
+    factory.plans = [plan(agent_spec("hoarder"), complexity="simple")]
+    factory.bodies = {"hoarder": [HOARDER]}
+    factory.agent_reply = lambda name, request: Reply(
+        "spent", usage={"input_tokens": 50, "output_tokens": request.body["max_tokens"]}
+    )
+    result = orchestrator.handle_task("t")
+    assert result.usage.cost_usd() <= 0.5
+    calls = factory.of("agent")
+    assert 0 < len(calls) < 40, "the broker refused the calls the share could not pay for"
+    [hoarder] = result.agents
+    assert hoarder.usage.calls == len(calls)
+    assert hoarder.usage.refusals == {"budget": 1}
+    assert hoarder.ok, "a refused call is the agent's to handle; this one stops and reports"
+    [merge] = factory.of("merge")
+    assert "stopped: budget" in merge.prompt
+
+
+def test_usage_an_agent_prints_about_itself_changes_nothing(factory: Factory) -> None:
+    factory.plans = [plan(agent_spec("forger"), complexity="simple")]
+    factory.bodies = {"forger": [FORGER]}
+    factory.agent_reply = lambda name, request: Reply(
+        "honest", usage={"input_tokens": 7, "output_tokens": 3}
+    )
+    result = orchestrator.handle_task("t")
+    [forger] = result.agents
+    assert forger.ok
+    assert (forger.usage.calls, forger.usage.input_tokens, forger.usage.output_tokens) == (1, 7, 3)
+    assert result.usage.totals().input_tokens < 10**6, "the forged lines were not billed"
+    phases = result.usage.phases()
+    assert phases["agents"]["input_tokens"] == 7
+    assert sum(p["usd"] for p in phases.values()) == pytest.approx(
+        result.usage.cost_usd(), abs=1e-5
+    )
+
+
+def test_no_agent_process_holds_the_key(factory: Factory) -> None:
+    peek = (
+        "def run(task, previous_outputs):\n"
+        "    return call_llm('agent=peek ' + json.dumps(sorted(os.environ)))\n"
+    )
+    factory.plans = [plan(agent_spec("peek"), complexity="simple")]
+    factory.bodies = {"peek": [peek]}
+    orchestrator.handle_task("t")
+    [request] = factory.of("agent")
+    assert "ANTHROPIC_API_KEY" not in request.prompt
+    assert "AGENTGOD_BROKER_FD" in request.prompt
+    assert TEST_KEY not in request.prompt

@@ -48,6 +48,14 @@ TRANSCRIPT_AGENTS: list[TranscriptAgent] = [
         "ok": True,
         "attempts": 1,
         "seconds": 2.1,
+        "usage": {
+            "llm_calls": 1,
+            "input_tokens": 900,
+            "output_tokens": 120,
+            "cache_write_tokens": 0,
+            "cache_read_tokens": 0,
+        },
+        "usd": 0.0030,
         "kind": AgentKind.OK,
     },
     {
@@ -57,6 +65,14 @@ TRANSCRIPT_AGENTS: list[TranscriptAgent] = [
         "ok": False,
         "attempts": 2,
         "seconds": 0.4,
+        "usage": {
+            "llm_calls": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cache_write_tokens": 0,
+            "cache_read_tokens": 0,
+        },
+        "usd": 0.0,
         "kind": AgentKind.CRASH,
     },
 ]
@@ -319,8 +335,8 @@ def test_transcript_lists_agents_failures_and_the_run_facts() -> None:
         ["landlock", "rlimits"],
     )
     text = err.getvalue()
-    assert re.search(r"researcher +done +1 attempt +2\.1s +reused", text)
-    assert re.search(r"writer +failed +2 attempts +0\.4s +new +crash", text)
+    assert re.search(r"researcher +done +1 attempt +2\.1s +\$0\.0030 +reused", text)
+    assert re.search(r"writer +failed +2 attempts +0\.4s +\$0\.0000 +new +crash", text)
     assert re.search(r"\[failed\] +writer +ValueError: x", text)
     assert "1 revision - council improved the answer" in text
     assert "sandbox: landlock, rlimits" in text
