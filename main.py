@@ -114,8 +114,15 @@ class Session:
         self.interactive = interactive
         self.usage = ledger.Usage()
         self.task = ""
+        self.warnings: list[str] = []
+        """The current run's warnings from before it started (the pipeline keeps its own)."""
 
     # ---- failures ------------------------------------------------------------------------------
+
+    def warn(self, text: str) -> None:
+        """Shown now (stderr, even when quiet), and listed in this run's `--json` reply."""
+        self.warnings.append(text)
+        self.ui.warn(text)
 
     def fail(self, error: BaseException, code: int) -> int:
         problem = problems.explain(error)
@@ -162,13 +169,14 @@ class Session:
         import scratch
 
         self.task = task
+        self.warnings = []
         if self.interactive:
             question = intake.clarifying_question(task, usage=self.usage)
             reply = self.ui.ask(question) if question else None
             if question and reply:
                 task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
         if config.settings().sandbox == "off":
-            self.ui.warn("SANDBOX=off: agents run without OS confinement, only with limits")
+            self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
         written: list[Path] = []
         spent = ledger.Usage()
         self.ui.task_started(task)
@@ -182,7 +190,9 @@ class Session:
             self.usage.merge(spent)
         self.ui.task_finished()
         if self.invocation.json:
-            _print_json(_result_json(self.task, result, self._keep(result.pending)))
+            answer = _result_json(self.task, result, self._keep(result.pending))
+            answer["warnings"] = [*self.warnings, *result.warnings]
+            _print_json(answer)
         else:
             self.ui.answer(result.answer)
             self.ui.cost(result.cost_summary(), result.duration_seconds)
@@ -519,6 +529,7 @@ def _result_json(task: str, result: TaskResult, kept: list[str]) -> RunReply:
         sandbox=result.sandbox,
         budget_usd=result.budget_usd,
         budget_exhausted=result.budget_exhausted,
+        warnings=list(result.warnings),
     )
 
 

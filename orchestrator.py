@@ -680,6 +680,7 @@ class _Conductor:
             sandbox=sorted(self.layers),
             budget_usd=self.usage.budget_usd,
             budget_exhausted=self.budget_hit.is_set(),
+            warnings=list(self.warnings),
         )
 
     # ---- archive -------------------------------------------------------------------------------

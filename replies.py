@@ -99,6 +99,8 @@ class RunReply(TypedDict):
     """Confinement layers that were active for the agents."""
     budget_usd: float | None
     budget_exhausted: bool
+    warnings: list[str]
+    """What went wrong that the run survived (a judge that could not rule, SANDBOX=off, ...)."""
 
 
 class ErrorDetail(TypedDict):

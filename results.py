@@ -79,6 +79,8 @@ class TaskResult:
     budget_usd: float | None = None
     budget_exhausted: bool = False
     """The budget stopped model work early; the answer is built from what was done by then."""
+    warnings: list[str] = field(default_factory=list)
+    """What went wrong that the run survived; shown as it happened, and in `--json`."""
 
     def cost_summary(self) -> CostSummary:
         return self.usage.cost_summary()

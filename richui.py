@@ -253,7 +253,11 @@ class RichUI(PlainUI):
         self._show(Text(clean(text)))
 
     def warn(self, text: str) -> None:
-        self._show(Text(f"! {clean(text)}", style="yellow"))
+        """In the live display where the person looks; quiet, on stderr like PlainUI."""
+        if self.quiet:
+            super().warn(text)
+        else:
+            self._show(Text(f"! {clean(text)}", style="yellow"))
 
     def ask(self, question: str) -> str | None:
         self._stop_live()

@@ -250,8 +250,9 @@ class PlainUI:
         self._line("info", text)
 
     def warn(self, text: str) -> None:
-        """A warning is narration: it explains, it does not report a failure (that is problem)."""
-        self._line("warn", text)
+        """Something the run survived: always on stderr, never silenced (quiet hides narration,
+        not what a person or a script should know about the answer)."""
+        self._write(self.err, "[warn]".ljust(_TAG_WIDTH) + one_line(text, 400) + "\n")
 
     # ---- questions -----------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CONSOLE_SCRIPT, TEST_KEY, agentgod_command, agentgod_env
-from fakeapi import FakeMessagesAPI, Request
+from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
@@ -101,7 +101,7 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
     assert set(data) == {
         "ok", "task", "answer", "complexity", "agents", "failures", "revisions",
         "council_improved", "kept", "cost", "phases", "duration_seconds", "run_file", "sandbox",
-        "budget_usd", "budget_exhausted",
+        "budget_usd", "budget_exhausted", "warnings",
     }  # fmt: skip
     assert data["ok"] is True and data["task"] == "a json task"
     assert data["answer"] == "MERGED: fact_finder"
@@ -131,6 +131,9 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
     assert Path(data["run_file"]).exists()
     assert isinstance(data["sandbox"], list)
     assert (data["budget_usd"], data["budget_exhausted"]) == (None, False)
+    assert data["warnings"] == [
+        "SANDBOX=off: agents run without OS confinement, only with limits"
+    ], "the tests' agentgod runs with SANDBOX=off, and says so"
     assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
 
 
@@ -387,3 +390,21 @@ def test_the_repl_asks_for_a_missing_key_tests_it_and_saves_it_privately(
     env_file = isolated_home / ".env"
     assert f"ANTHROPIC_API_KEY={typed_key}" in env_file.read_text()
     assert env_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_warnings_reach_stderr_under_quiet_and_json_lists_them(
+    factory: Factory, isolated_home: Path
+) -> None:
+    factory.api.route(lambda request: factory.kind(request) == "judge", Reply.error(400, "no"))
+    quiet = agentgod(isolated_home, factory.api, "-q", "a task")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "SANDBOX=off" in quiet.stderr
+    assert "the judge could not rule" in quiet.stderr
+    assert quiet.stdout.strip() == "MERGED: fact_finder", "quiet: only the answer on stdout"
+    as_json = agentgod(isolated_home, factory.api, "--json", "a task")
+    data = json.loads(as_json.stdout)
+    assert data["ok"] is True
+    assert data["warnings"] == [
+        "SANDBOX=off: agents run without OS confinement, only with limits",
+        "the judge could not rule: The Anthropic API refused the request.",
+    ]

@@ -178,20 +178,30 @@ def test_answer_narration_and_problems_each_take_their_stream() -> None:
     assert "planning" not in out.getvalue() + err.getvalue()
 
 
-def test_quiet_silences_narration_but_never_the_answer_or_a_problem() -> None:
+def test_quiet_silences_narration_but_never_the_answer_a_warning_or_a_problem() -> None:
     view, out, err = plain(quiet=True)
     view.banner("0.1.0", "claude", "/home")
     view.task_started("task")
     for hook, args in HOOK_ARGS.items():
-        getattr(view, hook)(*args)
+        if hook != "warn":
+            getattr(view, hook)(*args)
     view.cost(SUMMARY, 3.0)
     view.transcript(TRANSCRIPT_AGENTS, [], 0, False, None, [])
     view.warn("careful")
     view.answer("the answer")
     view.problem("It broke.", "Try again.", "boom")
     assert out.getvalue() == "the answer\n"
-    assert err.getvalue().startswith("[error]")
+    assert err.getvalue().splitlines()[0] == "[warn]     careful"
+    assert err.getvalue().splitlines()[1].startswith("[error]")
     assert "It broke." in err.getvalue()
+
+
+def test_a_warning_goes_to_stderr_even_when_narration_goes_to_stdout() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    view = ui.PlainUI(out=out, err=err, narrate_to=out)
+    view.warn("the judge could not rule")
+    assert out.getvalue() == ""
+    assert "the judge could not rule" in err.getvalue()
 
 
 def test_command_results_go_to_stdout_even_when_quiet() -> None:
