@@ -49,6 +49,12 @@ from results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskR
 _NOT_REPAIRABLE = frozenset({AgentKind.TIMEOUT, AgentKind.UNSTARTABLE, AgentKind.BUDGET})
 AGENT_SHARE_TOKENS = 16_384
 """Under a budget, the most tokens one agent run may use (all its calls together)."""
+TRANSIENT_FAILURES = frozenset({"rate_limit", "overloaded", "timeout", "connection", "api_error"})
+"""How the API failed an agent's call when running the same code again may well work."""
+TRANSIENT_RERUNS = 2
+"""Reruns of unchanged code after a transient failure, before it counts as the code's fault."""
+RERUN_BACKOFF_SECONDS = 1.0
+"""The wait before the first rerun; it doubles for the next."""
 DOOR_SETTLE_SECONDS = 2.0
 """After an agent ends, how long its broker channel may take to bill a reply still arriving."""
 
@@ -447,19 +453,29 @@ class _Conductor:
         seconds = 0.0
         attempt = 0
         spent = AgentUsage()
+        reruns = 0
         while True:
             attempt += 1
             self.events.agent_running(spec.name, attempt)
             result, door = self.execute(spec.name, path, task_text, upstream, effort, warm)
             warm = None
             seconds += result.seconds
+            transient = False
             if door is not None:
                 door.wait_ended(DOOR_SETTLE_SECONDS)  # its last reply is billed before we read
-                spent.merge(door.usage)
-                if not result.ok and door.usage.refusals.get("budget"):
+                billed = door.usage
+                spent.merge(billed)
+                if not result.ok and billed.refusals.get("budget"):
                     result.kind = AgentKind.BUDGET
                     self.note_budget()
-            out_of_tries = attempt > self.settings.agent_repair_attempts
+                transient = not result.ok and bool(TRANSIENT_FAILURES & set(billed.failures))
+            if transient and reruns < TRANSIENT_RERUNS and result.kind == AgentKind.CRASH:
+                # A rewrite cannot fix the network: run the same code again, after a pause.
+                if self.stopped.wait(RERUN_BACKOFF_SECONDS * 2**reruns) or self.budget_hit.is_set():
+                    break
+                reruns += 1
+                continue
+            out_of_tries = attempt - 1 - reruns >= self.settings.agent_repair_attempts
             if result.ok or out_of_tries or result.kind in _NOT_REPAIRABLE:
                 break
             if self.stopped.is_set() or self.budget_hit.is_set():

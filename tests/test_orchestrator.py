@@ -569,3 +569,19 @@ def test_no_agent_process_holds_the_key(factory: Factory) -> None:
     assert "ANTHROPIC_API_KEY" not in request.prompt
     assert "AGENTGOD_BROKER_FD" in request.prompt
     assert TEST_KEY not in request.prompt
+
+
+def test_a_transient_api_failure_reruns_the_same_code_instead_of_rewriting_it(
+    factory: Factory,
+) -> None:
+    factory.plans = [plan(agent_spec("steady"), complexity="simple")]
+    overloaded = iter([True] * 3)  # the SDK's own retries in the parent: 3 tries, then it gives up
+    factory.agent_reply = lambda name, request: (
+        Reply.error(529, "Overloaded") if next(overloaded, False) else f"result from {name}"
+    )
+    result = orchestrator.handle_task("t")
+    [steady] = result.agents
+    assert steady.ok
+    assert steady.attempts == 2, "one failed run, then the same code again"
+    assert len(factory.of("generate")) == 1, "no rewrite: the code was not at fault"
+    assert steady.usage.failures == {"overloaded": 1}
