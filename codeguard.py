@@ -28,7 +28,6 @@ How it judges, in order:
 """
 
 import ast
-import sys
 
 import guardpolicy as policy
 from guardnames import (
@@ -36,7 +35,6 @@ from guardnames import (
     NameFacts,
     bound_name,
     has_splat,
-    is_dunder,
     keyword_arg,
     literal_str,
     module_scope_bindings,
@@ -48,7 +46,6 @@ _RUNTIME_NAMES: dict[str, str] = {
     "json": "json", "os": "os", "sys": "sys", "time": "time", "threading": "threading",
     "Path": "pathlib.Path",
 }  # fmt: skip
-_UTF8_NAMES = frozenset({"utf-8", "utf8", "utf-8-sig", "ascii", "us-ascii"})
 
 
 # ---- public entry point --------------------------------------------------------------------------
@@ -65,7 +62,7 @@ def check_agent_source(source: str) -> list[str]:
     except (ValueError, RecursionError, MemoryError) as error:
         return [f"line 1: the source cannot be parsed ({type(error).__name__}); simplify it"]
     complaints = _Complaints()
-    cookie = _foreign_encoding(source)
+    cookie = policy.foreign_encoding(source)
     if cookie:
         complaints.add(
             1,
@@ -78,30 +75,6 @@ def check_agent_source(source: str) -> list[str]:
     except RecursionError:
         complaints.add(1, 0, "the source nests too deeply to check; flatten the expression")
     return complaints.lines()
-
-
-def _foreign_encoding(source: str) -> str | None:
-    """A non-UTF-8 coding cookie in the first two lines, else None.
-
-    Python decodes a file by its cookie, but this checker sees already-decoded text: under
-    `# coding: utf-7`, a comment here (`+AAo-os.system(...)`) is a statement there.
-    """
-    for line in source.splitlines()[:2]:
-        text = line.lstrip(" \t\f")
-        if not text.startswith("#"):
-            continue
-        at = text.find("coding")
-        while at != -1:
-            if text[at + 6 : at + 7] in (":", "="):
-                name = ""
-                for char in text[at + 7 :].lstrip(" \t"):
-                    if not (char.isalnum() or char in "-_."):
-                        break
-                    name += char
-                if name.lower().replace("_", "-") not in _UTF8_NAMES:
-                    return name
-            at = text.find("coding", at + 1)
-    return None
 
 
 class _Complaints:
@@ -240,64 +213,17 @@ class _Guard(ast.NodeVisitor):
 
     def _check_import(self, dotted: str, node: ast.AST, shown: str) -> bool:
         """Report an import of a module outside the allowlist; True if one was reported."""
-        top = dotted.split(".")[0]
-        if top == "__future__":
-            return False
-        if top in policy.PACKAGE_IMPORTS or (
-            top in sys.stdlib_module_names and not top.startswith("_")
-        ):
-            return self._check_qualified(dotted, node, shown)
-        if top in sys.stdlib_module_names:
-            self.report(node, f"{shown}: {top} is a private implementation module")
-        else:
-            packages = ", ".join(sorted(policy.PACKAGE_IMPORTS))
-            self.report(
-                node,
-                f"{shown}: {top} is not an allowed module; use the standard library"
-                f" or one of the allowed packages ({packages})",
-            )
-        return True
-
-    # -- qualified names: the rules that know which module a name belongs to
+        problem = policy.import_refusal(dotted)
+        if problem is not None:
+            self.report(node, shown + problem)
+        return problem is not None
 
     def _check_qualified(self, qname: str, node: ast.AST, shown: str) -> bool:
         """Apply every module-aware rule to one qualified name; True if one was reported."""
-        if qname.startswith(BUILTIN):
-            return False
-        parts = qname.split(".")
-        for i in range(1, len(parts) + 1):
-            prefix = ".".join(parts[:i])
-            reason = policy.BLOCKED_REASONS.get(prefix) or policy.BLOCKED_PACKAGE_MODULES.get(
-                prefix
-            )
-            if reason is not None:
-                self.report(node, f"{shown}: {prefix} {reason}")
-                return True
-        for i, part in enumerate(parts[1:], start=1):
-            if part.startswith("_") and not is_dunder(part):
-                owner = ".".join(parts[:i])
-                self.report(node, f"{shown}: {part} is private to {owner}; {policy.INTERNALS}")
-                return True
-            if part in policy.DETOUR_MODULES:
-                owner = ".".join(parts[:i])
-                self.report(
-                    node, f"{shown} reaches module {part} through {owner}; import {part} directly"
-                )
-                return True
-        for prefix in sorted(policy.MODULE_ALLOWLISTS, key=len, reverse=True):
-            allowed, reason = policy.MODULE_ALLOWLISTS[prefix]
-            depth = prefix.count(".") + 1
-            if qname.startswith(prefix + ".") and parts[depth] not in allowed:
-                if prefix == "os":
-                    reason = policy.os_reason(parts[depth])
-                self.report(node, f"{shown} {reason}")
-                return True
-        for i in range(2, len(parts) + 1):
-            prefix = ".".join(parts[:i])
-            if prefix in policy.QUALIFIED_BLOCKS:
-                self.report(node, f"{shown} {policy.QUALIFIED_BLOCKS[prefix]}")
-                return True
-        return False
+        problem = None if qname.startswith(BUILTIN) else policy.qualified_refusal(qname)
+        if problem is not None:
+            self.report(node, shown + problem)
+        return problem is not None
 
     # -- names
 
@@ -404,7 +330,7 @@ class _Guard(ast.NodeVisitor):
         for qname in sorted(self.facts.qnames(node)):
             if self._judge_reference(node, qname, position):
                 return
-        if is_dunder(attr):
+        if policy.is_dunder(attr):
             harmless = (attr in policy.DUNDER_READS and isinstance(node.ctx, ast.Load)) or (
                 attr in policy.DUNDER_CALLS and position == "call"
             )
@@ -483,7 +409,7 @@ class _Guard(ast.NodeVisitor):
                 node, f"{name}() with a computed attribute name can reach anything; write obj.attr"
             )
             return
-        if is_dunder(attr):
+        if policy.is_dunder(attr):
             self.report(node, f"{name}(..., {attr!r}): {attr} {policy.INTERNALS}")
             return
         if name == "hasattr":  # only answers yes or no

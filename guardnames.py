@@ -410,11 +410,6 @@ def literal_str(node: ast.AST) -> str | None:
     return None
 
 
-def is_dunder(name: str) -> bool:
-    """Whether a name is a data-model name (__x__), not merely private (_x, __x)."""
-    return len(name) > 4 and name.startswith("__") and name.endswith("__")
-
-
 def has_splat(call: ast.Call) -> bool:
     """Whether a call passes *args or **kwargs, which hide what its arguments are."""
     return any(isinstance(a, ast.Starred) for a in call.args) or any(

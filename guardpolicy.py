@@ -2,8 +2,12 @@
 
 The policy alone, as tables a reviewer can read without the checker: every entry carries the reason
 an agent is told when it breaks the rule. codeguard.py applies these tables to a syntax tree;
-executor.py reads ALLOWED_PACKAGES to decide what it installs. Nothing here looks at code.
+executor.py reads ALLOWED_PACKAGES to decide what it installs. Nothing here parses Python: the
+functions at the end judge names and strings - dotted module paths, open modes, coding cookies -
+because what those may say is policy too.
 """
+
+import sys
 
 # ---- what agents may install and import ----------------------------------------------------------
 
@@ -311,6 +315,8 @@ POLICED_MODULES = frozenset(
 ENVIRON_COPIERS = frozenset({"dict", "len", "sorted", "list", "set", "tuple", "str", "repr"})
 # SQL that makes an in-memory sqlite3 database write a file.
 SQL_FILE_WRITERS = ("attach database", "attach '", 'attach "', "vacuum into")
+# Source encodings under which the text this checker reads is the text Python runs.
+UTF8_NAMES = frozenset({"utf-8", "utf8", "utf-8-sig", "ascii", "us-ascii"})
 
 
 def os_reason(name: str) -> str:
@@ -322,6 +328,49 @@ def os_reason(name: str) -> str:
     if name in OS_FILES:
         return FILES
     return "is not one of the read-only os functions agents may use (os.path, os.listdir, ...)"
+
+
+def import_refusal(dotted: str) -> str | None:
+    """Why `import <dotted>` is refused (text to follow the import as shown), else None."""
+    top = dotted.split(".")[0]
+    if top == "__future__":
+        return None
+    if top in PACKAGE_IMPORTS or (top in sys.stdlib_module_names and not top.startswith("_")):
+        return qualified_refusal(dotted)
+    if top in sys.stdlib_module_names:
+        return f": {top} is a private implementation module"
+    packages = ", ".join(sorted(PACKAGE_IMPORTS))
+    return (
+        f": {top} is not an allowed module; use the standard library or one of the allowed"
+        f" packages ({packages})"
+    )
+
+
+def qualified_refusal(qname: str) -> str | None:
+    """Why a module-qualified name (os.system, glob.os, sys.modules) is refused, as text to follow
+    the name as shown, else None. Every prefix counts: os.environ.pop is judged as os.environ's."""
+    parts = qname.split(".")
+    for i in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:i])
+        reason = BLOCKED_REASONS.get(prefix) or BLOCKED_PACKAGE_MODULES.get(prefix)
+        if reason is not None:
+            return f": {prefix} {reason}"
+    for i, part in enumerate(parts[1:], start=1):
+        owner = ".".join(parts[:i])
+        if part.startswith("_") and not is_dunder(part):
+            return f": {part} is private to {owner}; {INTERNALS}"
+        if part in DETOUR_MODULES:
+            return f" reaches module {part} through {owner}; import {part} directly"
+    for prefix in sorted(MODULE_ALLOWLISTS, key=len, reverse=True):
+        allowed, reason = MODULE_ALLOWLISTS[prefix]
+        depth = prefix.count(".") + 1
+        if qname.startswith(prefix + ".") and parts[depth] not in allowed:
+            return f" {os_reason(parts[depth]) if prefix == 'os' else reason}"
+    for i in range(2, len(parts) + 1):
+        prefix = ".".join(parts[:i])
+        if prefix in QUALIFIED_BLOCKS:
+            return f" {QUALIFIED_BLOCKS[prefix]}"
+    return None
 
 
 def _mode_head(mode: str) -> str:
@@ -338,3 +387,32 @@ def looks_like_mode(text: str) -> bool:
 def opens_for_writing(mode: str) -> bool:
     """Whether an open mode can write, create, append or truncate."""
     return bool(set(_mode_head(mode)) & set("wxa+"))
+
+
+def is_dunder(name: str) -> bool:
+    """Whether a name is a data-model name (__x__), not merely private (_x, __x)."""
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def foreign_encoding(source: str) -> str | None:
+    """A non-UTF-8 coding cookie in the first two lines, else None.
+
+    Python decodes a file by its cookie, but this checker sees already-decoded text: under
+    `# coding: utf-7`, a comment here (`+AAo-os.system(...)`) is a statement there.
+    """
+    for line in source.splitlines()[:2]:
+        text = line.lstrip(" \t\f")
+        if not text.startswith("#"):
+            continue
+        at = text.find("coding")
+        while at != -1:
+            if text[at + 6 : at + 7] in (":", "="):
+                name = ""
+                for char in text[at + 7 :].lstrip(" \t"):
+                    if not (char.isalnum() or char in "-_."):
+                        break
+                    name += char
+                if name.lower().replace("_", "-") not in UTF8_NAMES:
+                    return name
+            at = text.find("coding", at + 1)
+    return None
