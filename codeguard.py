@@ -18,8 +18,9 @@ How it judges, in order:
   (any binding anywhere counts everywhere), so an alias (`import os as o`, `s = o.system`) is
   judged as the thing it names. Modules and argument-checked callables may not travel as values,
   which is what keeps that resolution honest.
-- Dynamic code (eval, exec, computed getattr), dunder attributes and interpreter internals
-  (frames, sys.modules) are refused wherever they appear, called or not.
+- Dynamic code (eval, exec, computed getattr, classes built from dicts), dunder attributes and
+  interpreter internals (frames, sys.modules) are refused wherever they appear, called or not -
+  also where a match pattern or a format string field reads them.
 - Processes, file writes and environment changes are refused by module-qualified rules (an
   allowlist of read-only os functions) and by attribute names that mean one thing on any object
   (write_text, unlink, create_subprocess_exec).
@@ -37,7 +38,8 @@ from guardnames import (
     has_splat,
     keyword_arg,
     literal_str,
-    module_scope_bindings,
+    scope_bindings,
+    unwrap,
 )
 
 # Names the trusted runtime header binds. generator.check_assembled checks the model's body on its
@@ -117,8 +119,8 @@ def _check_run(tree: ast.Module, complaints: _Complaints) -> None:
             )
         if entry.decorator_list:
             complaints.add(*where, "run is decorated; it must be a plain function")
-    for node in module_scope_bindings(tree, "run"):
-        if node is not entry:
+    for name, node in scope_bindings(tree.body):
+        if name == "run" and node is not entry:
             complaints.add(
                 getattr(node, "lineno", 1),
                 getattr(node, "col_offset", 0),
@@ -273,6 +275,14 @@ class _Guard(ast.NodeVisitor):
             return True
         if qname == "os.environ" and self._judge_environ(node, position):
             return True
+        builds = qname == BUILTIN + "type" or qname in policy.METACLASSES
+        if builds and position == "value" and not self.facts.inert(node):
+            self.report(
+                node,
+                f"{self._show(node)} is passed on as a value; called with three arguments it"
+                f" {policy.BUILDS_CLASSES} (call type(x) directly, or rename your variable)",
+            )
+            return True
         if qname in policy.POLICED_MODULES and position not in ("receiver", "alias"):
             self.report(
                 node,
@@ -327,6 +337,9 @@ class _Guard(ast.NodeVisitor):
                 node, f"{shown}: assigning or deleting a module's attribute changes it for all code"
             )
             return
+        if not isinstance(node.ctx, ast.Load) and attr in policy.FORBIDDEN_METHODS:
+            self.report(node, f"{shown}: {attr} {policy.FORBIDDEN_METHODS[attr]}")
+            return
         for qname in sorted(self.facts.qnames(node)):
             if self._judge_reference(node, qname, position):
                 return
@@ -357,6 +370,8 @@ class _Guard(ast.NodeVisitor):
                 " can be checked",
             )
             return
+        if attr in ("format", "format_map") and position != "call":
+            self._judge_format_string(node.value, node)  # handed on, it formats all the same
 
     # -- calls
 
@@ -367,13 +382,17 @@ class _Guard(ast.NodeVisitor):
         for arg in node.args:
             self.visit(arg)
         for keyword in node.keywords:
+            if keyword.arg in policy.FORBIDDEN_METHODS:
+                reason = policy.FORBIDDEN_METHODS[keyword.arg]
+                self.report(keyword, f"{keyword.arg}=...: {reason}")
             self.visit(keyword)
 
     def _judge_call(self, node: ast.Call) -> None:
         position = self.facts.position(node)
+        func = unwrap(node.func)  # (t := type)(...) calls type
         builtin = {
             q.removeprefix(BUILTIN)
-            for q in (self.facts.resolve(node.func.id) if isinstance(node.func, ast.Name) else ())
+            for q in (self.facts.resolve(func.id) if isinstance(func, ast.Name) else ())
             if q.startswith(BUILTIN)
         }
         literal = self.facts.literal_getattr(node)
@@ -388,6 +407,19 @@ class _Guard(ast.NodeVisitor):
         if "type" in builtin and (len(node.args) != 1 or node.keywords or has_splat(node)):
             self.report(node, "type() with three arguments builds a class at runtime; use class")
             return
+        if self.facts.qnames(node.func) & policy.METACLASSES:
+            self.report(node, f"{self._show(node.func, 'call')} {policy.BUILDS_CLASSES}")
+            return
+        if (len(node.args) >= 3 or has_splat(node)) and self.facts.made_by_type(node.func):
+            self.report(
+                node,
+                f"{self._show(node.func, 'call')} calls the class type() returned with three"
+                f" arguments; if that class is a metaclass, this {policy.BUILDS_CLASSES}",
+            )
+            return
+        spec = self.facts.format_string_of(node)
+        if spec is not None:
+            self._judge_format_string(spec, node)
         if node not in self._covered:
             self._judge_call_shape(node)
         if (
@@ -399,6 +431,25 @@ class _Guard(ast.NodeVisitor):
                 node,
                 f"{self._show(node)} returns an ElementTree (its .write takes a path);"
                 " call .getroot() on it right away",
+            )
+
+    def _judge_format_string(self, spec: ast.expr, where: ast.AST) -> None:
+        """A format string is judged by the fields it spells, literal parts folded together; one
+        spliced together at runtime is refused, as a computed getattr would be."""
+        variants = self.facts.text_variants(spec)
+        for parts in variants:
+            known = [part for part in parts if part is not None]
+            problem = (
+                policy.format_field_problem("".join(known)) if len(known) == len(parts) else None
+            )
+            if problem is not None:
+                self.report(where, f"format string {problem}")
+                return
+        if self.facts.spliced(spec) and any(None in parts for parts in variants):
+            self.report(
+                where,
+                f"{self._show(spec)} is a format string built at runtime, whose fields could reach"
+                " anything; write the format string as one literal",
             )
 
     def _judge_reflection(self, node: ast.Call, name: str) -> None:
@@ -435,6 +486,12 @@ class _Guard(ast.NodeVisitor):
                     self._check_forward_ref(inner)
 
     def _shape_problem(self, node: ast.Call, name: str, kind: str) -> str | None:
+        if self.facts.qnames(node.func) & policy.WEAKREF_CALLBACKS and (
+            len(node.args) > 1 or node.keywords or has_splat(node)
+        ):
+            return f"passes a callback, which {policy.FINALISER}"
+        if name == "make_dataclass" and (has_splat(node) or keyword_arg(node, "namespace")):
+            return f"passes a namespace, which {policy.BUILDS_CLASSES}"
         if name in policy.OPENERS:
             return self._mode_problem(node, name, kind)
         if name in policy.TEMPFILE_MAKERS:
@@ -533,22 +590,16 @@ class _Guard(ast.NodeVisitor):
             if text is None:
                 return "with a computed attribute name can reach anything"
             for part in text.split("."):
-                if part.startswith("_") or part in policy.ANYWHERE or part in policy.CALL_ONLY:
+                refused = part.startswith("_") or policy.attribute_refusal(part) is not None
+                if refused or part in policy.CALL_ONLY or part in policy.DETOUR_MODULES:
                     return f"reaches {part!r} by string, which these checks refuse as an attribute"
-                if (
-                    part in policy.DETOUR_MODULES
-                    or part in policy.OS_FILES
-                    or part in policy.OS_PROCESS
-                ):
+                if part in policy.OS_FILES or part in policy.OS_PROCESS:
                     return f"reaches {part!r} by string, which these checks refuse as an attribute"
         return None
 
     # -- statements and the rest
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        parent = self.facts.parents.get(node)
-        if isinstance(parent, ast.ClassDef) and node.name in policy.FORBIDDEN_METHODS:
-            self.report(node, f"def {node.name}: {policy.FORBIDDEN_METHODS[node.name]}")
         if node.returns is not None:
             self._check_annotation(node.returns)
         self.generic_visit(node)
@@ -556,11 +607,34 @@ class _Guard(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        for stmt in node.body:
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else []
-            for target in targets:
-                if isinstance(target, ast.Name) and target.id in policy.FORBIDDEN_METHODS:
-                    self.report(stmt, f"{target.id} = ...: {policy.FORBIDDEN_METHODS[target.id]}")
+        for name, binding in scope_bindings(node.body):
+            if name in policy.FORBIDDEN_METHODS:
+                self.report(binding, f"{name} in a class body: {policy.FORBIDDEN_METHODS[name]}")
+            if name == "__match_args__" and isinstance(binding, ast.Name):
+                # case C(x) reads the attributes __match_args__ names, as getattr would.
+                for value in self.facts.values_of(name):
+                    for item in ast.walk(value):
+                        text = literal_str(item)
+                        reason = None if text is None else policy.attribute_refusal(text)
+                        if reason is not None:
+                            self.report(item, f"__match_args__ names {text}, which {reason}")
+        self.generic_visit(node)
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        """case C(name=...) reads subject.name: judged as that attribute, nested patterns too."""
+        subject = self.facts.pattern_subject(node)
+        for attr in node.kwd_attrs:
+            synthetic = ast.Attribute(value=subject, attr=attr, ctx=ast.Load())
+            ast.copy_location(synthetic, node)
+            self.facts.parents[synthetic] = node
+            self._judge_attribute(synthetic, "value")
+        self.generic_visit(node)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        for key in node.keys:
+            text = literal_str(key)
+            if text in policy.DUNDER_KEYS:
+                self.report(key, f"case {{{text!r}: ...}}: key {text} {policy.INTERNALS}")
         self.generic_visit(node)
 
     def visit_arg(self, node: ast.arg) -> None:
@@ -587,10 +661,17 @@ class _Guard(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str):
-            flat = " ".join(node.value.lower().split())
-            if any(sql in flat for sql in policy.SQL_FILE_WRITERS):
-                self.report(node, f"SQL that attaches or writes a database file; {policy.FILES}")
+        if not isinstance(node.value, str):
+            return
+        flat = " ".join(node.value.lower().split())
+        if any(sql in flat for sql in policy.SQL_FILE_WRITERS):
+            self.report(node, f"SQL that attaches or writes a database file; {policy.FILES}")
+        if node.value in policy.FORBIDDEN_METHODS:
+            reason = policy.FORBIDDEN_METHODS[node.value]
+            self.report(node, f"the string {node.value!r} names a method: {reason}")
+        problem = policy.format_field_problem(node.value)
+        if problem is not None:
+            self.report(node, f"format string {problem}")
 
     # -- strings that typing evaluates
 

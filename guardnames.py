@@ -2,16 +2,22 @@
 
 codeguard judges a name as the thing it names (`import os as o; s = o.system` is os.system), so
 before any rule runs this module resolves the whole file once: imports, aliases to a fixed point,
-which names hold paths or ElementTrees, what each class defines itself, and how each expression is
-used. Flow-insensitive on purpose: any binding anywhere counts everywhere, so reordering
-assignments cannot hide one. Pure syntax: nothing is imported or executed.
+which names hold paths, ElementTrees or instances of known classes, what each class defines itself,
+the texts a string expression may have, and how each expression is used. Flow-insensitive on
+purpose: any binding anywhere counts everywhere, so reordering assignments cannot hide one. Pure
+syntax: nothing is imported or executed.
 """
 
 import ast
 import sys
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping
+from typing import TypeVar
 
 import guardpolicy as policy
+
+_Key = TypeVar("_Key", bound=Hashable)
+_Value = TypeVar("_Value")
 
 BUILTIN = "builtin."  # prefix of the qualified names given to unshadowed builtins
 
@@ -26,20 +32,22 @@ _PATH_METHODS = frozenset(
 )  # fmt: skip
 _PATH_ITERATORS = frozenset({"iterdir", "glob", "rglob"})
 _ETREE_MAKERS = frozenset({"xml.etree.ElementTree.parse", "xml.etree.ElementTree.ElementTree"})
+_FORMATTERS = frozenset({"format", "format_map", "vformat"})  # methods that read format fields
+_FORMATTER = frozenset({"string.Formatter"})
 # Bounds on resolution, so a crafted alias chain cannot make the fixpoint slow or unbounded.
 _MAX_QUALNAME_PARTS = 8
 _MAX_MEANINGS = 32
 
 
-def module_scope_bindings(tree: ast.Module, name: str) -> list[ast.AST]:
-    """Nodes that bind `name` in module scope (function, lambda and class bodies excluded)."""
-    found: list[ast.AST] = []
-    stack: list[ast.AST] = list(tree.body)
+def scope_bindings(body: list[ast.stmt]) -> list[tuple[str, ast.AST]]:
+    """(name, node) for each binding made in the scope whose statements are `body` (a module's or
+    a class's): nested function, lambda, class and comprehension bodies are scopes of their own."""
+    found: list[tuple[str, ast.AST]] = []
+    stack: list[ast.AST] = list(body)
     while stack:
         node = stack.pop()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            if node.name == name:
-                found.append(node)
+            found.append((node.name, node))
             stack.extend(node.decorator_list)
             if isinstance(node, ast.ClassDef):
                 stack.extend([*node.bases, *node.keywords])
@@ -52,8 +60,9 @@ def module_scope_bindings(tree: ast.Module, name: str) -> list[ast.AST]:
         if isinstance(node, ast.comprehension):
             stack.extend([node.iter, *node.ifs])
             continue
-        if bound_name(node) == name:
-            found.append(node)
+        bound = bound_name(node)
+        if bound:
+            found.append((bound, node))
         stack.extend(child for child in ast.iter_child_nodes(node) if child is not None)
     return found
 
@@ -90,28 +99,33 @@ class NameFacts:
         self._values: dict[str, list[ast.expr]] = {}
         self._annotations: dict[str, list[ast.expr]] = {}
         self._iterations: dict[str, list[ast.expr]] = {}
-        self._bound: set[str] = set()
+        # How often each name is bound, by any means: a name all of whose bindings are plain
+        # assignments has known values (sole_values).
+        self._bindings: Counter[str] = Counter()
         # Names bound to so many qualified names that resolving them could not finish quickly.
         self.overloaded: dict[str, ast.expr] = {}
         self.class_names: dict[ast.ClassDef, frozenset[str]] = {}
-        classes: dict[str, list[ast.ClassDef]] = {}
+        self._classes: dict[str, list[ast.ClassDef]] = {}
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
                 self.parents[child] = node
             self._collect(node)
             if isinstance(node, ast.ClassDef):
-                classes.setdefault(node.name, []).append(node)
+                self._classes.setdefault(node.name, []).append(node)
         self._path_names: set[str] = set()
         self._etree_names: set[str] = set()
+        # Answers per name for the queries that follow bindings (see _memo).
+        self._instance_cache: dict[tuple[str, frozenset[str]], bool] = {}
+        self._text_cache: dict[str, list[list[str | None]]] = {}
         self._solve()
-        self._solve_class_names(classes)
+        self._solve_class_names(self._classes)
 
     # -- collection
 
     def _collect(self, node: ast.AST) -> None:
         bound = bound_name(node)
         if bound:
-            self._bound.add(bound)
+            self._bindings[bound] += 1
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
@@ -131,6 +145,8 @@ class NameFacts:
                 self._assign(node.target, node.value)
         elif isinstance(node, ast.NamedExpr):
             self._assign(node.target, node.value)
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            self._assign(node.optional_vars, node.context_expr)
         elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
             if isinstance(node.target, ast.Name):
                 self._iterations.setdefault(node.target.id, []).append(node.iter)
@@ -225,7 +241,7 @@ class NameFacts:
             found.add(self._runtime[name])
         if name in policy.FORBIDDEN_BUILTINS or name in policy.CHECKED_BUILTINS:
             found.add(BUILTIN + name)  # even where rebound (see policy.CHECKED_BUILTINS)
-        elif name not in self._bound and (
+        elif name not in self._bindings and (
             name in sys.stdlib_module_names or name in policy.PACKAGE_IMPORTS
         ):
             found.add(name)
@@ -294,6 +310,139 @@ class NameFacts:
         if isinstance(node, ast.Name):
             return node.id in self._etree_names
         return isinstance(node, ast.Call) and bool(self.qnames(node.func) & _ETREE_MAKERS)
+
+    def values_of(self, name: str) -> list[ast.expr]:
+        """Every value assigned to `name` anywhere (it may also be bound in other ways)."""
+        return self._values.get(name, [])
+
+    def sole_values(self, name: str) -> list[ast.expr]:
+        """The values assigned to `name`, or [] if it is also bound some other way (a parameter,
+        a loop variable, an import...) and so may hold anything."""
+        values = self._values.get(name, [])
+        return values if len(values) == self._bindings[name] else []
+
+    def instance_of(self, node: ast.AST, classes: frozenset[str]) -> bool:
+        """Whether an expression surely holds the result of calling one of `classes` (qualified
+        names): such a call, or a name every binding of which is one."""
+        node = unwrap(node)
+        if isinstance(node, ast.Call):
+            return bool(self.qnames(node.func) & classes)
+        if not isinstance(node, ast.Name):
+            return False
+        values = self.sole_values(node.id)
+        return _memo(
+            self._instance_cache,
+            (node.id, classes),
+            False,
+            lambda: bool(values) and all(self.instance_of(v, classes) for v in values),
+        )
+
+    def text_variants(self, node: ast.AST, depth: int = 0) -> list[list[str | None]]:
+        """The texts a string expression may evaluate to, each as parts where None stands for
+        text only known at runtime: `"a" + x` is [["a", None]], a parameter is [[None]]."""
+        node = unwrap(node)
+        if depth > _MAX_QUALNAME_PARTS:
+            return [[None]]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [[node.value]]
+        if isinstance(node, ast.JoinedStr):
+            return [[literal_str(part) for part in node.values]]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left = self.text_variants(node.left, depth + 1)
+            right = self.text_variants(node.right, depth + 1)
+            return [a + b for a in left for b in right][:_MAX_MEANINGS]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):  # "... %s" % x
+            return [[*v, None] for v in self.text_variants(node.left, depth + 1)]
+        if isinstance(node, ast.IfExp):
+            both = self.text_variants(node.body, depth + 1) + self.text_variants(
+                node.orelse, depth + 1
+            )
+            return both[:_MAX_MEANINGS]
+        if isinstance(node, ast.Name) and (values := self.sole_values(node.id)):
+            return _memo(
+                self._text_cache,
+                node.id,
+                [[None]],
+                lambda: [v for value in values for v in self.text_variants(value)][:_MAX_MEANINGS],
+            )
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("format", "format_map")
+        ):
+            return [[*v, None] for v in self.text_variants(node.func.value, depth + 1)]
+        return [[None]]
+
+    def inert(self, node: ast.AST) -> bool:
+        """Whether a class-building value is only compared, shown, annotated, isinstance-checked
+        or named as a metaclass= (whose class statement is checked): nothing can call it there."""
+        parent = self.parents.get(node)
+        if isinstance(parent, ast.Tuple):
+            node, parent = parent, self.parents.get(parent)
+        if isinstance(parent, ast.Compare | ast.FormattedValue):
+            return True
+        if isinstance(parent, ast.keyword) and parent.arg == "metaclass":
+            return isinstance(self.parents.get(parent), ast.ClassDef)
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name):
+            return parent.func.id in ("isinstance", "issubclass") and node in parent.args[1:]
+        return self.in_annotation(node)
+
+    def made_by_type(self, func: ast.expr) -> bool:
+        """Whether a callee is what type(x) returned (directly, or through a name bound to it)."""
+        callee = unwrap(func)
+        made = [callee]
+        if isinstance(callee, ast.Name):
+            made = [unwrap(value) for value in self.values_of(callee.id)]
+        return any(
+            isinstance(m, ast.Call) and BUILTIN + "type" in self.qnames(m.func) for m in made
+        )
+
+    def format_string_of(self, call: ast.Call) -> ast.expr | None:
+        """The format string a str.format/format_map or Formatter.format/vformat call reads."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr not in _FORMATTERS:
+            return None
+        str_method = isinstance(func.value, ast.Name) and func.value.id == "str"  # str.format(s)
+        if func.attr == "vformat" or str_method or self.instance_of(func.value, _FORMATTER):
+            return call.args[0] if call.args else None
+        return func.value
+
+    def spliced(self, node: ast.expr) -> bool:
+        """Whether a string is spliced together (f-string, + or %), itself or where it is bound."""
+        found = [unwrap(node)]
+        if isinstance(found[0], ast.Name):
+            found = [unwrap(v) for v in self.values_of(found[0].id)]
+        return any(isinstance(f, ast.JoinedStr | ast.BinOp) for f in found)
+
+    def pattern_subject(self, pattern: ast.pattern) -> ast.expr:
+        """What a pattern is matched against, as far as the syntax tells (a placeholder if not)."""
+        parent = self.parents.get(pattern)
+        if isinstance(parent, ast.match_case):
+            match = self.parents.get(parent)
+            if isinstance(match, ast.Match):
+                return match.subject
+        if isinstance(parent, ast.MatchAs | ast.MatchOr):
+            return self.pattern_subject(parent)
+        if isinstance(parent, ast.MatchClass) and pattern in parent.kwd_patterns:
+            attr = parent.kwd_attrs[parent.kwd_patterns.index(pattern)]
+            return ast.Attribute(value=self.pattern_subject(parent), attr=attr, ctx=ast.Load())
+        return ast.Name(id="<item>", ctx=ast.Load())
+
+    def in_annotation(self, node: ast.AST) -> bool:
+        """Whether an expression is (part of) an annotation, which is never called."""
+        child, parent = node, self.parents.get(node)
+        while parent is not None and not isinstance(child, ast.stmt):
+            if (
+                (isinstance(parent, ast.arg) and parent.annotation is child)
+                or (isinstance(parent, ast.AnnAssign) and parent.annotation is child)
+                or (
+                    isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and parent.returns is child
+                )
+            ):
+                return True
+            child, parent = parent, self.parents.get(parent)
+        return False
 
     # -- how expressions are used
 
@@ -378,6 +527,17 @@ class NameFacts:
         if isinstance(func, ast.Name):
             return {q.rsplit(".", 1)[-1] for q in self.resolve(func.id)}, "static"
         return set(), "instance"
+
+
+def _memo(
+    cache: dict[_Key, _Value], key: _Key, unknown: _Value, compute: Callable[[], _Value]
+) -> _Value:
+    """compute() once per key, so following bindings stays linear in the file's size however
+    names refer to each other; a key met again while it is computed (a cycle) counts as unknown."""
+    if key not in cache:
+        cache[key] = unknown
+        cache[key] = compute()
+    return cache[key]
 
 
 def _self_stores(method: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:

@@ -3,10 +3,12 @@
 The policy alone, as tables a reviewer can read without the checker: every entry carries the reason
 an agent is told when it breaks the rule. codeguard.py applies these tables to a syntax tree;
 executor.py reads ALLOWED_PACKAGES to decide what it installs. Nothing here parses Python: the
-functions at the end judge names and strings - dotted module paths, open modes, coding cookies -
-because what those may say is policy too.
+functions at the end judge names and strings - dotted module paths, open modes, format strings,
+coding cookies - because what those may say is policy too.
 """
 
+import re
+import string
 import sys
 
 # ---- what agents may install and import ----------------------------------------------------------
@@ -40,6 +42,8 @@ SYSTEM = "controls terminals, devices or system-wide state"
 NETWORK = "serves, opens local sockets or speaks non-HTTP protocols; agents are HTTP clients"
 ENVIRON = "changes the process environment; agents may only read it (os.environ.get)"
 TERMINAL = "waits for a person at a terminal; agents have none (stdin carries the task)"
+FINALISER = "runs code at an unpredictable moment (collection, exit), after run() has answered"
+BUILDS_CLASSES = "builds a class from a namespace these checks never see; write a class statement"
 
 
 def _group(reason: str, *modules: str) -> dict[str, str]:
@@ -92,6 +96,7 @@ BLOCKED_REASONS: dict[str, str] = {
         "ftplib", "poplib", "imaplib", "nntplib", "telnetlib", "asynchat", "asyncore",
     ),
     **_group(TERMINAL, "getpass"),
+    **_group(FINALISER, "atexit"),
 }  # fmt: skip
 # Kept on purpose: os and sys (read-only use is needed; their dangerous attributes are refused
 # below), threading and asyncio (no process or server helpers reachable), tempfile (writes only
@@ -176,13 +181,23 @@ QUALIFIED_BLOCKS: dict[str, str] = {
     "sys.setdlopenflags": INTERNALS,
     "sys.breakpointhook": TERMINAL,
     "xml.etree.ElementTree.ElementTree.write": FILES,
+    "weakref.finalize": FINALISER,
 }
-# Methods a class may not define, whatever it is named or derived from.
+# weakref constructors whose second argument is a callback run when the referent dies.
+WEAKREF_CALLBACKS = frozenset(
+    f"weakref.{name}" for name in ("ref", "proxy", "WeakMethod", "KeyedRef", "ReferenceType")
+)
+# Metaclasses: called, or derived from, they build classes the way three-argument type() does.
+# Builtin type is judged apart, since type(x) with one argument is ordinary.
+METACLASSES = frozenset({"abc.ABCMeta", "enum.EnumMeta", "enum.EnumType", "typing.NamedTupleMeta"})
+# Methods a class may not define, whatever it is named or derived from. Judged by name wherever a
+# name is bound, stored or spelled as a string: a base class can hide behind aliases, a method can
+# be attached after the class statement, and a class can be built from a dict.
 FORBIDDEN_METHODS: dict[str, str] = {
-    "__del__": "a finaliser runs at an unpredictable moment (collection, exit); it is the"
-    " published smolagents escape - use a context manager instead",
+    "__del__": f"a finaliser {FINALISER}; it is the published smolagents escape - use a context"
+    " manager instead",
     # string.Formatter walks attribute paths written in a format string ("{0.__init__.__globals__}")
-    # and hands what it finds to these hooks. Judged by name: a base class can hide behind aliases.
+    # and hands what it finds to these hooks.
     **_group(
         "overrides a string.Formatter hook that receives objects reached through attribute paths"
         " written in format strings",
@@ -392,6 +407,47 @@ def opens_for_writing(mode: str) -> bool:
 def is_dunder(name: str) -> bool:
     """Whether a name is a data-model name (__x__), not merely private (_x, __x)."""
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def attribute_refusal(name: str) -> str | None:
+    """Why reaching attribute `name` through a string (a format field) is refused, else None."""
+    if is_dunder(name):
+        return None if name in DUNDER_READS else INTERNALS
+    if name.startswith("_") and name not in NAMEDTUPLE_API:
+        return f"is private to another object; {INTERNALS}"
+    if name.startswith("co_"):
+        return INTERNALS
+    return ANYWHERE.get(name)
+
+
+_FIELD_STEP = re.compile(r"\.([^.\[]*)|\[([^\]]*)\]")
+
+
+def format_field_problem(text: str) -> str | None:
+    """What a format string's fields reach that code may not ("{0.__globals__}" is f.__globals__).
+
+    str.format and string.Formatter walk attribute and index paths written in the string itself, so
+    a field is judged like the attribute or subscript it stands for, nested fields in a format spec
+    ("{0:{1.__class__}}") included. A string str.format would reject is no format string.
+    """
+    if "{" not in text:
+        return None
+    try:
+        fields = [(field, spec) for _, field, spec, _ in string.Formatter().parse(text) if field]
+    except ValueError:
+        return None
+    for field, spec in fields:
+        start = min((i for i in (field.find("."), field.find("[")) if i >= 0), default=len(field))
+        for step in _FIELD_STEP.finditer(field, start):
+            attr, key = step.groups()
+            if attr is not None and (reason := attribute_refusal(attr)) is not None:
+                return f"its field {{{field}}} reaches {attr}, which {reason}"
+            if key in DUNDER_KEYS:
+                return f"its field {{{field}}} reaches key {key}, which {INTERNALS}"
+        nested = format_field_problem(spec) if spec else None
+        if nested is not None:
+            return nested
+    return None
 
 
 def foreign_encoding(source: str) -> str | None:

@@ -1123,6 +1123,132 @@ REJECTED = [
     _case("def f(x: \"'os.system(1)'\"):\n    return x", 1, "os.system", "nested-forward-ref"),
     _case("a = os\na = a.b\na = a.c\na = a.d", 1, "too many", "overloaded-alias"),
     _case("# -*- coding: utf_7 -*-\nx = 1 +AAo-print(1)", 1, "utf_7", "utf7-coding-cookie"),
+    # -- pattern matching reads attributes too
+    _case(
+        "match f:\n    case object(__globals__=g):\n        pass",
+        2,
+        "__globals__",
+        "match-kwd-dunder",
+    ),
+    _case(
+        "match f:\n    case object(__init__=object(__globals__=g)):\n        pass",
+        2,
+        "__globals__",
+        "match-nested-kwd-dunder",
+    ),
+    _case(
+        "match fs:\n    case [object(__globals__=g), *rest]:\n        pass",
+        2,
+        "__globals__",
+        "match-kwd-in-sequence",
+    ),
+    _case("match gen:\n    case object(gi_frame=fr):\n        pass", 2, "gi_frame", "match-frame"),
+    _case("match glob:\n    case object(os=o):\n        pass", 2, "os", "match-module-detour"),
+    _case(
+        "match ns:\n    case {'__builtins__': b}:\n        pass",
+        2,
+        "__builtins__",
+        "match-mapping-key",
+    ),
+    _case("class C:\n    __match_args__ = ('__init__',)", 2, "__init__", "match-args-dunder"),
+    # -- string.Formatter hooks attached after the class, and format strings that walk to dunders
+    _case(
+        "import string\nclass L(string.Formatter):\n    pass\n"
+        "L.format_field: object = lambda self, value, spec: value",
+        4,
+        "format_field",
+        "formatter-hook-annotated",
+    ),
+    _case(
+        "import string\nclass L(string.Formatter):\n    pass\nsetattr(L, 'format_field', hook)",
+        4,
+        "format_field",
+        "formatter-hook-setattr",
+    ),
+    _case(
+        "import string\nclass L(string.Formatter):\n    pass\n"
+        "for L.convert_field in [hook]:\n    pass",
+        4,
+        "convert_field",
+        "formatter-hook-for-target",
+    ),
+    _case(
+        "import string\nfm = string.Formatter()\nfm.format_field = hook",
+        3,
+        "format_field",
+        "formatter-hook-on-instance",
+    ),
+    _case(
+        "import string\nclass L(string.Formatter):\n    format_field: object = print",
+        3,
+        "format_field",
+        "formatter-hook-class-annotated",
+    ),
+    _case(
+        "import string\nclass L(string.Formatter):\n    for format_field in [print]:\n        pass",
+        3,
+        "format_field",
+        "formatter-hook-class-for",
+    ),
+    _case("s = '{0.__globals__[os]}'.format(f)", 1, "__globals__", "format-field-dunder"),
+    _case("s = '{0.__init__.__globals__}'.format_map(m)", 1, "__init__", "format-map-dunder"),
+    _case("s = '{0[__builtins__]}'.format(ns)", 1, "__builtins__", "format-field-dunder-key"),
+    _case("s = '{0:{1.__globals__}}'.format(x, f)", 1, "__globals__", "format-spec-nested-field"),
+    _case("s = '{0.gi_frame.f_globals}'.format(gen)", 1, "gi_frame", "format-field-frame"),
+    _case("T = '{0.__class__}'\ns = T.format(x)", 1, "__class__", "format-string-constant"),
+    _case(
+        "import string\ns = string.Formatter().vformat('{0.__globals__}', [f], {})",
+        2,
+        "__globals__",
+        "formatter-vformat-dunder",
+    ),
+    _case("s = ('{0.__glob' + 'als__}').format(f)", 1, "format string", "format-string-spliced"),
+    _case("s = f'{{0.{name}}}'.format(f)", 1, "format string", "format-string-fstring"),
+    _case(
+        "t = '{0.__glob' + 'als__}'\ns = t.format(f)",
+        2,
+        "format string",
+        "format-string-spliced-name",
+    ),
+    _case(
+        "import string\nfm = string.Formatter()\ns = fm.format(f'{{0.__{name}__}}', f)",
+        3,
+        "format string",
+        "formatter-format-spliced",
+    ),
+    _case("fmt = ('{0.__glob' + 'als__}').format\ns = fmt(f)", 1, "__globals__", "format-uncalled"),
+    # -- classes built at runtime: type() however it travels, metaclasses
+    _case("X = [type][0]('X', (), {})", 1, "type", "type-in-a-list"),
+    _case("X = (t := type)('X', (), {})", 1, "type()", "type-through-walrus"),
+    _case("class C:\n    t = type\nX = C.t('X', (), {})", 2, "type", "type-as-class-attribute"),
+    _case("def f():\n    return type\nX = f()('X', (), {})", 2, "type", "type-returned"),
+    _case("def f(t=type):\n    return t('X', (), {})", 1, "type", "type-default-argument"),
+    _case("X = type(int)('X', (), {})", 1, "type", "type-of-a-class-called"),
+    _case("T = type(int)\nX = T('X', (), {})", 2, "type", "type-of-a-class-aliased"),
+    _case(
+        "import functools\np = functools.partial(type, 'X')\nX = p((), {})",
+        2,
+        "type",
+        "type-in-partial",
+    ),
+    _case("class Meta(type):\n    pass", 1, "type", "metaclass-subclass"),
+    _case("import abc\nX = abc.ABCMeta('X', (), {})", 2, "ABCMeta", "abcmeta-called"),
+    _case(
+        "import dataclasses\nX = dataclasses.make_dataclass('X', [], namespace=ns)",
+        2,
+        "namespace",
+        "make-dataclass-namespace",
+    ),
+    _case("ns = {'format_field': hook}", 1, "format_field", "hook-name-as-dict-key"),
+    # -- finalisers
+    _case("ns = {'__del__': lambda self: print('late')}", 1, "__del__", "del-in-class-dict"),
+    _case("ns = dict(__del__=finaliser)", 1, "__del__", "del-as-keyword"),
+    _case("import atexit\natexit.register(print, 'late')", 1, "atexit", "atexit"),
+    _case(
+        "import weakref\nweakref.finalize(obj, print, 'late')", 2, "finalize", "weakref-finalize"
+    ),
+    _case("from weakref import finalize", 1, "finalize", "from-weakref-finalize"),
+    _case("import weakref\nr = weakref.ref(obj, callback)", 2, "callback", "weakref-callback"),
     # -- run() itself
     _case(
         "async def run(task, previous_outputs):\n    return task",
@@ -1323,13 +1449,24 @@ def test_str_replace_stays_legal_while_path_replace_is_refused() -> None:
         "client.connect()",
         "import os.path\nfolder = os.path.dirname(os.path.abspath('x'))",
         "cached = hasattr(holder, '_cache') and getattr(holder, 'name', None)",
+        "label = '{0.__name__}: {1} {name!r} {items[0]}'.format(cls, 1, name='n', items=[1])\n"
+        "PROMPT = 'Summarise {task}'\ntext = PROMPT.format(task='x')",
+        "ok = isinstance(x, type) or issubclass(type(x), (int, type)) or type(x) is dict\n"
+        "name = type(x).__name__\nkind = type(x)\nlabel = f'{type}'",
+        "from abc import ABCMeta, abstractmethod\nclass Base(metaclass=ABCMeta):\n"
+        "    @abstractmethod\n    def go(self) -> type[int]:\n        return int\n"
+        "def make(cls: type, table: dict[str, type]) -> None:\n    return None",
+        "import weakref\ncache = weakref.WeakValueDictionary()\nr = weakref.ref(obj)",
+        "match point:\n    case Point(x=0, y=y) if y > 0:\n        pass\n"
+        "    case {'kind': kind, **rest}:\n        pass",
     ],
     ids=[
         "environ-copies", "type-as-variable", "own-extract-method", "literal-strings",
         "dict-key-with-parens", "datetime-replace", "zip-read", "tar-read", "gzip-read",
         "sqlite-memory-keyword", "tempdir-prefix", "environ-get-alias", "bs4-extract",
         "std-streams", "module-dunders", "connect-without-database", "import-os-path",
-        "hasattr-private",
+        "hasattr-private", "format-harmless-fields", "type-inert-uses", "metaclass-keyword",
+        "weakref-without-callback", "match-ordinary",
     ],
 )  # fmt: skip
 def test_ordinary_code_near_the_rules_is_accepted(body: str) -> None:
