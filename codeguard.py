@@ -25,7 +25,8 @@ How it judges, in order:
   allowlist of read-only os functions) and by attribute names that mean one thing on any object
   (write_text, unlink, create_subprocess_exec).
 - Calls that are dangerous only with some arguments (open's mode, sqlite3.connect's database,
-  tempfile's dir, Path.replace's one-argument shape) must pass literal, harmless ones.
+  tempfile's dir, Path.replace's one-argument shape, execute's SQL) must pass literal, harmless
+  ones.
 """
 
 import ast
@@ -492,6 +493,8 @@ class _Guard(ast.NodeVisitor):
             return f"passes a callback, which {policy.FINALISER}"
         if name == "make_dataclass" and (has_splat(node) or keyword_arg(node, "namespace")):
             return f"passes a namespace, which {policy.BUILDS_CLASSES}"
+        if name in ("execute", "executemany", "executescript") and kind != "own":
+            return self._sql_problem(node, script=name == "executescript")
         if name in policy.OPENERS:
             return self._mode_problem(node, name, kind)
         if name in policy.TEMPFILE_MAKERS:
@@ -552,6 +555,23 @@ class _Guard(ast.NodeVisitor):
                 return "opens with a mode that is not a literal string"
             if policy.opens_for_writing(mode):
                 return f"opens with mode {mode!r}; {policy.FILES}"
+        return None
+
+    def _sql_problem(self, node: ast.Call, script: bool) -> str | None:
+        """SQL may only reach sqlite3 as text this check can read (see policy.sql_problem)."""
+        if "sqlite3" not in self.facts.imported:
+            return None  # no sqlite3 connection can exist, so this execute is someone else's
+        if has_splat(node):
+            return "passes * or ** arguments, so its SQL cannot be checked"
+        sql = keyword_arg(node, "sql") or keyword_arg(node, "sql_script")
+        sql = sql or (node.args[0] if node.args else None)
+        for parts in self.facts.text_variants(sql) if sql is not None else []:
+            problem = policy.sql_problem(parts, script)
+            if problem is not None:
+                return (
+                    f"runs SQL that {problem}, and agents may not write files; write SQL as"
+                    " literals and pass values as ? parameters"
+                )
         return None
 
     @staticmethod
@@ -663,9 +683,6 @@ class _Guard(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if not isinstance(node.value, str):
             return
-        flat = " ".join(node.value.lower().split())
-        if any(sql in flat for sql in policy.SQL_FILE_WRITERS):
-            self.report(node, f"SQL that attaches or writes a database file; {policy.FILES}")
         if node.value in policy.FORBIDDEN_METHODS:
             reason = policy.FORBIDDEN_METHODS[node.value]
             self.report(node, f"the string {node.value!r} names a method: {reason}")

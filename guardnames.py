@@ -96,6 +96,7 @@ class NameFacts:
         self._runtime = runtime
         self.parents: dict[ast.AST, ast.AST] = {}
         self._imports: dict[str, set[str]] = {}
+        self.imported: set[str] = set()  # top-level modules the source imports
         self._values: dict[str, list[ast.expr]] = {}
         self._annotations: dict[str, list[ast.expr]] = {}
         self._iterations: dict[str, list[ast.expr]] = {}
@@ -129,9 +130,11 @@ class NameFacts:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
+                self.imported.add(parts[0])
                 target = alias.name if alias.asname else parts[0]
                 self._imports.setdefault(alias.asname or parts[0], set()).add(target)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            self.imported.add(node.module.split(".")[0])
             for alias in node.names:
                 self._imports.setdefault(alias.asname or alias.name, set()).add(
                     f"{node.module}.{alias.name}"
@@ -358,6 +361,9 @@ class NameFacts:
                 node.orelse, depth + 1
             )
             return both[:_MAX_MEANINGS]
+        if isinstance(node, ast.Name) and (items := self._iterated_items(node.id)):
+            found = [v for item in items for v in self.text_variants(item, depth + 1)]
+            return found[:_MAX_MEANINGS]
         if isinstance(node, ast.Name) and (values := self.sole_values(node.id)):
             return _memo(
                 self._text_cache,
@@ -372,6 +378,21 @@ class NameFacts:
         ):
             return [[*v, None] for v in self.text_variants(node.func.value, depth + 1)]
         return [[None]]
+
+    def _iterated_items(self, name: str) -> list[ast.expr]:
+        """The items a loop variable takes, if its only bindings are loops over literal lists,
+        tuples or sets (`for statement in SCHEMA:` with SCHEMA = ("CREATE ...", ...))."""
+        loops = self._iterations.get(name, [])
+        if not loops or len(loops) != self._bindings[name]:
+            return []
+        items: list[ast.expr] = []
+        for loop in loops:
+            shown = self.sole_values(loop.id) if isinstance(loop, ast.Name) else [loop]
+            literals = [s for s in shown if isinstance(s, ast.List | ast.Tuple | ast.Set)]
+            if not literals or len(literals) != len(shown):
+                return []
+            items += [item for literal in literals for item in literal.elts]
+        return items
 
     def inert(self, node: ast.AST) -> bool:
         """Whether a class-building value is only compared, shown, annotated, isinstance-checked

@@ -4,7 +4,7 @@ The policy alone, as tables a reviewer can read without the checker: every entry
 an agent is told when it breaks the rule. codeguard.py applies these tables to a syntax tree;
 executor.py reads ALLOWED_PACKAGES to decide what it installs. Nothing here parses Python: the
 functions at the end judge names and strings - dotted module paths, open modes, format strings,
-coding cookies - because what those may say is policy too.
+SQL, coding cookies - because what those may say is policy too.
 """
 
 import re
@@ -183,6 +183,10 @@ QUALIFIED_BLOCKS: dict[str, str] = {
     "xml.etree.ElementTree.ElementTree.write": FILES,
     "weakref.finalize": FINALISER,
 }
+# Module-level functions that run a module's command-line program on sys.argv (or the list given);
+# several write or extract files (zipfile.main, tarfile.main, gzip.main, json.tool.main).
+COMMAND_LINE_MAINS = frozenset({"main", "test", "demo"})
+COMMAND_LINE = "runs the module's command-line program, which can write or extract files"
 # weakref constructors whose second argument is a callback run when the referent dies.
 WEAKREF_CALLBACKS = frozenset(
     f"weakref.{name}" for name in ("ref", "proxy", "WeakMethod", "KeyedRef", "ReferenceType")
@@ -232,7 +236,8 @@ ANYWHERE: dict[str, str] = {
         "makefifo", "makedev", "mkfifo", "mknod", "utime", "urlretrieve", "URLopener",
         "FancyURLopener", "PyZipFile", "FileHandler", "WatchedFileHandler",
         "RotatingFileHandler", "TimedRotatingFileHandler", "write_history_file",
-        "append_history_file", "dump_stats", "keylog_filename",
+        "append_history_file", "dump_stats", "keylog_filename", "Wave_write", "Aifc_write",
+        "Au_write",
     ),
     # typing.get_type_hints and ForwardRef evaluate strings; Formatter.get_field walks attribute
     # paths written in a string; sqlite extensions are native code; the yaml names build objects.
@@ -279,6 +284,7 @@ TEMPFILE_MAKERS: dict[str, int] = {
 CALL_ONLY = frozenset(
     {*OPENERS, *TEMPFILE_MAKERS, "replace", "rename", "extract", "basicConfig"}
     | {"attrgetter", "methodcaller", "getattr", "setattr", "delattr", "hasattr"}
+    | {"execute", "executemany", "executescript"}
 )
 # Judged by qualified name only: sqlite3 cannot travel as a value, so `client.connect(url)` on
 # some other object is never sqlite3's.
@@ -328,8 +334,17 @@ POLICED_MODULES = frozenset(
     }
 )  # fmt: skip
 ENVIRON_COPIERS = frozenset({"dict", "len", "sorted", "list", "set", "tuple", "str", "repr"})
-# SQL that makes an in-memory sqlite3 database write a file.
-SQL_FILE_WRITERS = ("attach database", "attach '", 'attach "', "vacuum into")
+# SQL statements whose kind cannot write a file, whatever text is spliced into them at runtime:
+# sqlite3's execute() runs exactly one statement, so its first keyword decides what it can do.
+SAFE_SQL_STATEMENTS = frozenset(
+    {
+        "select", "insert", "update", "delete", "replace", "create", "drop", "alter", "with",
+        "values", "begin", "commit", "end", "rollback", "savepoint", "release", "analyze",
+        "reindex", "detach",
+    }
+)  # fmt: skip
+# Pragmas that choose where SQLite writes files.
+FILE_PRAGMAS = frozenset({"temp_store_directory", "data_store_directory"})
 # Source encodings under which the text this checker reads is the text Python runs.
 UTF8_NAMES = frozenset({"utf-8", "utf8", "utf-8-sig", "ascii", "us-ascii"})
 
@@ -381,6 +396,8 @@ def qualified_refusal(qname: str) -> str | None:
         depth = prefix.count(".") + 1
         if qname.startswith(prefix + ".") and parts[depth] not in allowed:
             return f" {os_reason(parts[depth]) if prefix == 'os' else reason}"
+    if len(parts) > 1 and parts[-1] in COMMAND_LINE_MAINS:
+        return f" {COMMAND_LINE}"
     for i in range(2, len(parts) + 1):
         prefix = ".".join(parts[:i])
         if prefix in QUALIFIED_BLOCKS:
@@ -447,6 +464,57 @@ def format_field_problem(text: str) -> str | None:
         nested = format_field_problem(spec) if spec else None
         if nested is not None:
             return nested
+    return None
+
+
+_SQL_LEXEME = re.compile(
+    r"--[^\n]*|/\*.*?(?:\*/|\Z)|'(?:[^']|'')*'?|\"(?:[^\"]|\"\")*\"?|`[^`]*`?|\[[^\]]*\]?"
+    r"|[a-z_][a-z0-9_$]*|\S",
+    re.DOTALL,
+)
+SQL_HOLE = "\x00"
+"""Stands for SQL text only known at runtime (an f-string field, a variable) in sql_problem."""
+
+
+def _sql_statements(text: str) -> list[list[str]]:
+    """SQL as statements of lower-case tokens: comments dropped and each quoted string or name one
+    token ("'"), so comments, line breaks, spacing and case cannot hide a keyword."""
+    statements: list[list[str]] = [[]]
+    for match in _SQL_LEXEME.finditer(text.lower()):
+        lexeme = match.group()
+        if lexeme.startswith(("--", "/*")):
+            continue
+        if lexeme == ";":
+            statements.append([])
+        else:
+            statements[-1].append("'" if lexeme[0] in "'\"`[" else lexeme)
+    return [tokens for tokens in statements if tokens]
+
+
+def sql_problem(parts: list[str | None], script: bool) -> str | None:
+    """What SQL handed to sqlite3 (None parts are runtime text) may do that agents may not.
+
+    An in-memory database writes files only through ATTACH, VACUUM INTO and a few pragmas. Text
+    spliced in at runtime is harmless only where it cannot start a statement: execute() runs one
+    statement whose kind its first keyword fixes; executescript() runs any number.
+    """
+    text = "".join(SQL_HOLE if part is None else part for part in parts)
+    if script and SQL_HOLE in text:
+        return "is a script built at runtime, so any part of it could be another statement"
+    for tokens in _sql_statements(text):
+        while tokens[:1] == ["explain"] or tokens[:2] == ["query", "plan"]:
+            tokens = tokens[2:] if tokens[0] == "query" else tokens[1:]
+        head = tokens[0] if tokens else ""
+        if head == "attach":
+            return "attaches a database file"
+        if head == "vacuum" and ("into" in tokens or SQL_HOLE in tokens):
+            return "writes the database to a file (VACUUM INTO)"
+        if head == "pragma":
+            named = tokens[3:4] if tokens[2:3] == ["."] else tokens[1:2]  # [schema .] name
+            if not named or named[0] == SQL_HOLE or named[0] in FILE_PRAGMAS:
+                return "sets a pragma that chooses where SQLite writes files"
+        elif SQL_HOLE in tokens and head not in SAFE_SQL_STATEMENTS:
+            return "is a statement whose kind is only known at runtime"
     return None
 
 

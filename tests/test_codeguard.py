@@ -947,7 +947,9 @@ REJECTED = [
     _case(
         "import sqlite3\nconn = sqlite3.connect(path)", 2, "sqlite3.connect", "sqlite-variable-path"
     ),
-    _case("conn.execute(\"ATTACH DATABASE 'x.db' AS x\")", 1, "SQL", "sqlite-attach"),
+    _case(
+        "import sqlite3\nconn.execute(\"ATTACH DATABASE 'x.db' AS x\")", 2, "SQL", "sqlite-attach"
+    ),
     _case("conn.enable_load_extension(True)", 1, "enable_load_extension", "sqlite-extension"),
     _case('import zipfile\nzipfile.ZipFile("a.zip", "w")', 2, "'w'", "zipfile-write"),
     _case('import tarfile\ntarfile.open("a.tar", "w:gz")', 2, "'w:gz'", "tarfile-write"),
@@ -1217,6 +1219,9 @@ REJECTED = [
         "formatter-format-spliced",
     ),
     _case("fmt = ('{0.__glob' + 'als__}').format\ns = fmt(f)", 1, "__globals__", "format-uncalled"),
+    _case(
+        "import sqlite3\nrun_sql = conn.execute\nrun_sql(sql)", 2, "execute", "sql-execute-aliased"
+    ),
     # -- classes built at runtime: type() however it travels, metaclasses
     _case("X = [type][0]('X', (), {})", 1, "type", "type-in-a-list"),
     _case("X = (t := type)('X', (), {})", 1, "type()", "type-through-walrus"),
@@ -1249,6 +1254,70 @@ REJECTED = [
     ),
     _case("from weakref import finalize", 1, "finalize", "from-weakref-finalize"),
     _case("import weakref\nr = weakref.ref(obj, callback)", 2, "callback", "weakref-callback"),
+    # -- file writers off the opener list
+    _case(
+        "import zipfile\nzipfile.main(['-c', 'out.zip', 'in'])", 2, "zipfile.main", "zipfile-main"
+    ),
+    _case("import tarfile\ntarfile.main()", 2, "tarfile.main", "tarfile-main"),
+    _case("from gzip import main", 1, "main", "from-gzip-import-main"),
+    _case("import json.tool\njson.tool.main()", 2, "json.tool.main", "json-tool-main"),
+    _case("import filecmp\nfilecmp.demo()", 2, "filecmp.demo", "filecmp-demo"),
+    _case("import wave\nw = wave.Wave_write('x.wav')", 2, "Wave_write", "wave-writer-class"),
+    _case("import sunau\nw = sunau.Au_write('x.au')", 2, "Au_write", "sunau-writer-class"),
+    # -- SQL that writes files, however it is spelled or built
+    _case(
+        "import sqlite3\nconn.execute('ATTACH ? AS x', (path,))", 2, "attaches", "sql-attach-param"
+    ),
+    _case("import sqlite3\nconn.execute('ATTACH x AS y')", 2, "attaches", "sql-attach-identifier"),
+    _case(
+        "import sqlite3\nconn.execute('ATT' + \"ACH 'x.db' AS x\")",
+        2,
+        "attaches",
+        "sql-concatenated",
+    ),
+    _case(
+        "import sqlite3\nconn.execute(f\"{verb} 'x.db' AS x\")", 2, "runtime", "sql-fstring-verb"
+    ),
+    _case(
+        "import sqlite3\nconn.execute(\"VACUUM/**/INTO 'x.db'\")", 2, "VACUUM INTO", "sql-comment"
+    ),
+    _case(
+        "import sqlite3\nconn.execute(\"VACUUM main INTO 'x.db'\")",
+        2,
+        "VACUUM",
+        "sql-vacuum-schema",
+    ),
+    _case(
+        "import sqlite3\nconn.execute(\"/* x */ AtTaCh --y\\n 'x.db' AS x\")",
+        2,
+        "attaches",
+        "sql-comments-and-case",
+    ),
+    _case(
+        "import sqlite3\nconn.execute(\"PRAGMA temp_store_directory = '/tmp/x'\")",
+        2,
+        "pragma",
+        "sql-file-pragma",
+    ),
+    _case(
+        "import sqlite3\nQ = \"ATTACH 'x.db' AS x\"\nconn.execute(Q)", 3, "attaches", "sql-constant"
+    ),
+    _case("import sqlite3\ncur.executescript(script)", 2, "script", "sql-script-variable"),
+    _case(
+        "import sqlite3\ncur.executescript('CREATE TABLE t(a);' + more)",
+        2,
+        "script",
+        "sql-script-spliced",
+    ),
+    _case(
+        "import sqlite3\ndef q(sql):\n    return conn.execute(sql)", 3, "runtime", "sql-parameter"
+    ),
+    _case(
+        "import sqlite3\nfor s in ['SELECT 1', \"ATTACH 'x' AS y\"]:\n    conn.execute(s)",
+        3,
+        "attaches",
+        "sql-loop-over-attach",
+    ),
     # -- run() itself
     _case(
         "async def run(task, previous_outputs):\n    return task",
@@ -1449,6 +1518,16 @@ def test_str_replace_stays_legal_while_path_replace_is_refused() -> None:
         "client.connect()",
         "import os.path\nfolder = os.path.dirname(os.path.abspath('x'))",
         "cached = hasattr(holder, '_cache') and getattr(holder, 'name', None)",
+        "PROMPT = 'Never run ATTACH DATABASE or VACUUM INTO.'\nanswer = call_llm(PROMPT)",
+        "import sqlite3\nconn = sqlite3.connect(':memory:')\n"
+        "for table in ('a', 'b'):\n    conn.execute(f'CREATE TABLE {table} (x TEXT)')\n"
+        "    rows = conn.execute(f'SELECT * FROM {table} WHERE x = ?', ('-',)).fetchall()",
+        "import sqlite3\nconn = sqlite3.connect(':memory:')\n"
+        "QUERY = 'SELECT 1 -- no ATTACH here'\nconn.execute(QUERY)\n"
+        "conn.executescript('CREATE TABLE t (a); INSERT INTO t VALUES (1);')",
+        "import sqlite3\nSCHEMA = ('CREATE TABLE a (x)', 'CREATE INDEX ix ON a (x)')\n"
+        "conn = sqlite3.connect(':memory:')\nfor statement in SCHEMA:\n    conn.execute(statement)",
+        "def attach(files):\n    return files\nmail.attach(part)",
         "label = '{0.__name__}: {1} {name!r} {items[0]}'.format(cls, 1, name='n', items=[1])\n"
         "PROMPT = 'Summarise {task}'\ntext = PROMPT.format(task='x')",
         "ok = isinstance(x, type) or issubclass(type(x), (int, type)) or type(x) is dict\n"
@@ -1465,8 +1544,9 @@ def test_str_replace_stays_legal_while_path_replace_is_refused() -> None:
         "dict-key-with-parens", "datetime-replace", "zip-read", "tar-read", "gzip-read",
         "sqlite-memory-keyword", "tempdir-prefix", "environ-get-alias", "bs4-extract",
         "std-streams", "module-dunders", "connect-without-database", "import-os-path",
-        "hasattr-private", "format-harmless-fields", "type-inert-uses", "metaclass-keyword",
-        "weakref-without-callback", "match-ordinary",
+        "hasattr-private", "attach-in-a-prompt", "sql-fstring-select", "sql-literals",
+        "sql-loop-over-literals", "attach-as-a-name", "format-harmless-fields", "type-inert-uses",
+        "metaclass-keyword", "weakref-without-callback", "match-ordinary",
     ],
 )  # fmt: skip
 def test_ordinary_code_near_the_rules_is_accepted(body: str) -> None:
