@@ -361,6 +361,9 @@ class _Guard(ast.NodeVisitor):
         if attr in policy.ANYWHERE:
             self.report(node, f"{shown}: {attr} {policy.ANYWHERE[attr]}")
             return
+        if attr == "send" and self.facts.instance_of(node.value, policy.HTTP_CONNECTIONS):
+            self.report(node, f"{shown} writes raw bytes to the socket; {policy.NETWORK}")
+            return
         if attr.startswith("co_"):
             self.report(node, f"{shown}: code-object attribute {attr} {policy.INTERNALS}")
             return

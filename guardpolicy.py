@@ -194,6 +194,8 @@ WEAKREF_CALLBACKS = frozenset(
 # Metaclasses: called, or derived from, they build classes the way three-argument type() does.
 # Builtin type is judged apart, since type(x) with one argument is ordinary.
 METACLASSES = frozenset({"abc.ABCMeta", "enum.EnumMeta", "enum.EnumType", "typing.NamedTupleMeta"})
+# Objects whose attribute `send` writes raw bytes to the connection's socket.
+HTTP_CONNECTIONS = frozenset({"http.client.HTTPConnection", "http.client.HTTPSConnection"})
 # Methods a class may not define, whatever it is named or derived from. Judged by name wherever a
 # name is bound, stored or spelled as a string: a base class can hide behind aliases, a method can
 # be attached after the class statement, and a class can be built from a dict.
@@ -258,7 +260,11 @@ ANYWHERE: dict[str, str] = {
     **_group(
         NETWORK,
         "start_server", "start_unix_server", "open_unix_connection", "create_server",
-        "create_unix_server", "create_unix_connection",
+        "create_unix_server", "create_unix_connection", "open_connection", "create_connection",
+        "create_datagram_endpoint", "connect_accepted_socket", "sock_connect", "sock_accept",
+        "sock_recv", "sock_recv_into", "sock_recvfrom", "sock_recvfrom_into", "sock_sendall",
+        "sock_sendto", "sock_sendfile", "connect_read_pipe", "connect_write_pipe", "add_reader",
+        "add_writer", "sock",
     ),
     # A module reached through another object is a module the import allowlist never saw.
     **_group(

@@ -1318,6 +1318,45 @@ REJECTED = [
         "attaches",
         "sql-loop-over-attach",
     ),
+    # -- raw sockets
+    _case(
+        "import asyncio\nasync def go():\n    return await asyncio.open_connection('h', 25)",
+        3,
+        "open_connection",
+        "asyncio-open-connection",
+    ),
+    _case(
+        "import asyncio\nasync def go():\n    loop = asyncio.get_running_loop()\n"
+        "    await loop.create_connection(Proto, 'h', 25)",
+        4,
+        "create_connection",
+        "asyncio-create-connection",
+    ),
+    _case(
+        "async def go(loop, s):\n    await loop.sock_sendall(s, b'x')",
+        2,
+        "sock_sendall",
+        "loop-sock",
+    ),
+    _case(
+        "async def go(loop):\n    await loop.create_datagram_endpoint(P, remote_addr=('h', 1))",
+        2,
+        "create_datagram_endpoint",
+        "asyncio-datagram",
+    ),
+    _case(
+        "import http.client\nc = http.client.HTTPConnection('h', 6379)\nc.connect()\n"
+        "c.sock.sendall(b'FLUSHALL\\r\\n')",
+        4,
+        "sock",
+        "http-client-sock",
+    ),
+    _case(
+        "import http.client\nc = http.client.HTTPConnection('h', 6379)\nc.send(b'FLUSHALL\\r\\n')",
+        3,
+        "send",
+        "http-client-send",
+    ),
     # -- run() itself
     _case(
         "async def run(task, previous_outputs):\n    return task",
@@ -1536,6 +1575,8 @@ def test_str_replace_stays_legal_while_path_replace_is_refused() -> None:
         "    @abstractmethod\n    def go(self) -> type[int]:\n        return int\n"
         "def make(cls: type, table: dict[str, type]) -> None:\n    return None",
         "import weakref\ncache = weakref.WeakValueDictionary()\nr = weakref.ref(obj)",
+        "import asyncio\nasync def go():\n    await asyncio.sleep(0)\n"
+        "    return await asyncio.gather(asyncio.to_thread(print, 1))",
         "match point:\n    case Point(x=0, y=y) if y > 0:\n        pass\n"
         "    case {'kind': kind, **rest}:\n        pass",
     ],
@@ -1546,7 +1587,8 @@ def test_str_replace_stays_legal_while_path_replace_is_refused() -> None:
         "std-streams", "module-dunders", "connect-without-database", "import-os-path",
         "hasattr-private", "attach-in-a-prompt", "sql-fstring-select", "sql-literals",
         "sql-loop-over-literals", "attach-as-a-name", "format-harmless-fields", "type-inert-uses",
-        "metaclass-keyword", "weakref-without-callback", "match-ordinary",
+        "metaclass-keyword", "weakref-without-callback", "asyncio-without-sockets",
+        "match-ordinary",
     ],
 )  # fmt: skip
 def test_ordinary_code_near_the_rules_is_accepted(body: str) -> None:
