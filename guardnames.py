@@ -32,6 +32,7 @@ _PATH_METHODS = frozenset(
 )  # fmt: skip
 _PATH_ITERATORS = frozenset({"iterdir", "glob", "rglob"})
 _ETREE_MAKERS = frozenset({"xml.etree.ElementTree.parse", "xml.etree.ElementTree.ElementTree"})
+_ZIP_ARCHIVES = frozenset({"zipfile.ZipFile"})  # whose open(name[, mode]) reads by default
 _FORMATTERS = frozenset({"format", "format_map", "vformat"})  # methods that read format fields
 _FORMATTER = frozenset({"string.Formatter"})
 # Bounds on resolution, so a crafted alias chain cannot make the fixpoint slow or unbounded.
@@ -117,6 +118,7 @@ class NameFacts:
         self._etree_names: set[str] = set()
         # Answers per name for the queries that follow bindings (see _memo).
         self._instance_cache: dict[tuple[str, frozenset[str]], bool] = {}
+        self._own_cache: dict[str, frozenset[str]] = {}
         self._text_cache: dict[str, list[list[str | None]]] = {}
         self._solve()
         self._solve_class_names(self._classes)
@@ -340,6 +342,25 @@ class NameFacts:
             lambda: bool(values) and all(self.instance_of(v, classes) for v in values),
         )
 
+    def _own_instance(self, node: ast.AST) -> frozenset[str]:
+        """Names the agent's own class defines, if `node` surely is an instance of it: a call of a
+        class bound only by its class statements, or a name every binding of which is one."""
+        node = unwrap(node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            defs = self._classes.get(node.func.id, [])
+            if not defs or self._bindings[node.func.id] != len(defs):
+                return frozenset()
+            return frozenset.intersection(*(self.class_names[cls] for cls in defs))
+        values = self.sole_values(node.id) if isinstance(node, ast.Name) else []
+        if not values or not isinstance(node, ast.Name):
+            return frozenset()
+        return _memo(
+            self._own_cache,
+            node.id,
+            frozenset(),
+            lambda: frozenset.intersection(*(self._own_instance(v) for v in values)),
+        )
+
     def text_variants(self, node: ast.AST, depth: int = 0) -> list[list[str | None]]:
         """The texts a string expression may evaluate to, each as parts where None stands for
         text only known at runtime: `"a" + x` is [["a", None]], a parameter is [[None]]."""
@@ -499,14 +520,12 @@ class NameFacts:
         return "value"
 
     def own(self, receiver: ast.expr, attr: str) -> bool:
-        """Whether receiver.attr is self.<name> inside a class that defines that name itself."""
+        """Whether receiver.attr is the agent's own: self.<name> inside a class that defines that
+        name itself, or <name> on what surely is an instance of such a class (p = Parser())."""
         method = self._method_of(receiver)
-        return (
-            method is not None
-            and isinstance(receiver, ast.Name)
-            and receiver.id == method[1]
-            and attr in method[0]
-        )
+        if method is not None and isinstance(receiver, ast.Name) and receiver.id == method[1]:
+            return attr in method[0]
+        return attr in self._own_instance(receiver)
 
     def _method_of(self, node: ast.AST) -> tuple[frozenset[str], str] | None:
         """(names its class defines itself, its self parameter) for the method enclosing node.
@@ -542,6 +561,8 @@ class NameFacts:
                 return set(), "own"
             if self.is_path(receiver):
                 return {name}, "path-class" if self.qnames(receiver) else "path"
+            if self.instance_of(receiver, _ZIP_ARCHIVES):
+                return {name}, "zip"
             if self.qnames(receiver):
                 return {name}, "static"
             return {name}, "etree" if self.is_etree(receiver) else "instance"

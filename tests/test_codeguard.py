@@ -1558,6 +1558,14 @@ def test_str_replace_stays_legal_while_path_replace_is_refused() -> None:
         "import os.path\nfolder = os.path.dirname(os.path.abspath('x'))",
         "cached = hasattr(holder, '_cache') and getattr(holder, 'name', None)",
         "PROMPT = 'Never run ATTACH DATABASE or VACUUM INTO.'\nanswer = call_llm(PROMPT)",
+        "import io\nimport zipfile\nwith zipfile.ZipFile(io.BytesIO(blob)) as archive:\n"
+        "    for member in archive.namelist():\n        with archive.open(member) as fh:\n"
+        "            head = fh.read(10)",
+        "import zipfile\ntext = zipfile.ZipFile(buffer).open(info).read()",
+        "class Extractor:\n    def extract(self, text):\n        return text.split()\n"
+        "extractor = Extractor()\nwords = extractor.extract('a b')",
+        "class Finder:\n    def extract(self, text):\n        return text\n"
+        "found = Finder().extract('x')",
         "import sqlite3\nconn = sqlite3.connect(':memory:')\n"
         "for table in ('a', 'b'):\n    conn.execute(f'CREATE TABLE {table} (x TEXT)')\n"
         "    rows = conn.execute(f'SELECT * FROM {table} WHERE x = ?', ('-',)).fetchall()",
@@ -1585,7 +1593,8 @@ def test_str_replace_stays_legal_while_path_replace_is_refused() -> None:
         "dict-key-with-parens", "datetime-replace", "zip-read", "tar-read", "gzip-read",
         "sqlite-memory-keyword", "tempdir-prefix", "environ-get-alias", "bs4-extract",
         "std-streams", "module-dunders", "connect-without-database", "import-os-path",
-        "hasattr-private", "attach-in-a-prompt", "sql-fstring-select", "sql-literals",
+        "hasattr-private", "attach-in-a-prompt", "zip-member-by-variable", "zip-open-direct",
+        "own-extract-on-instance", "own-extract-on-call", "sql-fstring-select", "sql-literals",
         "sql-loop-over-literals", "attach-as-a-name", "format-harmless-fields", "type-inert-uses",
         "metaclass-keyword", "weakref-without-callback", "asyncio-without-sockets",
         "match-ordinary",
