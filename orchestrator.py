@@ -211,6 +211,11 @@ class _Conductor:
             effort=self.settings.effort,
             settings=self.settings,
         )
+        if plan.trimmed:
+            self.warn(
+                f"the plan held more than MAX_AGENTS={self.settings.max_agents} agents; "
+                f"left out: {', '.join(plan.trimmed)}"
+            )
         effort = models.effort_for(plan.complexity, self.settings.effort)
         ordered = taskgraph.topological_order(plan.agents)
         waves = [[a.name for a in wave] for wave in taskgraph.waves(ordered)]

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, Field, create_model, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, create_model, field_validator, model_validator
 
 import config
 import ledger
@@ -109,7 +109,7 @@ class AgentSpec(BaseModel):
             "they finish and receives their outputs (and their own upstream outputs). An empty "
             "list means it needs none and can run in parallel with other independent agents. "
             "Never list the agent itself or create a cycle. If no agent in the plan declares any "
-            "dependency, the plan runs as a strict sequence."
+            "dependency, the plan runs as a strict sequence, unless the plan says independent."
         )
     )
     dependencies: list[str] = Field(
@@ -167,12 +167,22 @@ class Plan(BaseModel):
             "depends on. Use as few as the task needs."
         ),
     )
+    independent: bool = Field(
+        default=False,
+        description=(
+            "True only when no agent lists a dependency because none needs another's output, so "
+            "all of them run at once. False (the default) when the plan declares no dependency "
+            "and they should run one after another in list order. Ignored when any agent "
+            "declares a dependency."
+        ),
+    )
     reasoning: str = Field(
         description=(
             "Two to four sentences, written after the team above: why this grade, why this split "
             "of the work, and why these dependencies."
         )
     )
+    _trimmed: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _make_safe_for_downstream(self) -> "Plan":
@@ -182,15 +192,18 @@ class Plan(BaseModel):
         then taskgraph.sanitise - so every Plan downstream carries a clean DAG.
         """
         limit = self.agent_limit or config.settings().max_agents
-        if len(self.agents) > limit:
-            raise ValueError(f"a plan may hold at most {limit} agents, got {len(self.agents)}")
+        agents = _without_repeats(self.agents)
+        # The API does not enforce the schema's bound, so a plan can arrive too big: keep the
+        # first agents the planner listed (it lists producers first) rather than lose the task.
+        self._trimmed = [agent.name for agent in agents[limit:]]
+        agents = agents[:limit]
 
         # Every name as given keeps priority over invented suffixes, so a dependency on an agent
         # the model really named "writer_2" can never be captured by a renamed duplicate.
-        taken = {agent.name for agent in self.agents}
+        taken = {agent.name for agent in agents}
         seen: set[str] = set()
         final_names: list[str] = []
-        for agent in self.agents:
+        for agent in agents:
             if agent.name in seen:
                 final_names.append(_disambiguate(agent.name, taken))
                 taken.add(final_names[-1])
@@ -209,10 +222,57 @@ class Plan(BaseModel):
                     "depends_on": [_usable_name(dep) for dep in agent.depends_on],
                 }
             )
-            for agent, final in zip(self.agents, final_names, strict=True)
+            for agent, final in zip(agents, final_names, strict=True)
         ]
-        self.agents = taskgraph.sanitise(renamed)
+        self.agents = taskgraph.sanitise(
+            renamed, independent=self.independent, implied=_mentioned_upstream(renamed)
+        )
         return self
+
+    @property
+    def trimmed(self) -> list[str]:
+        """Agents dropped because the plan held more than MAX_AGENTS, in the planner's order."""
+        return list(self._trimmed)
+
+
+def _without_repeats(agents: list[AgentSpec]) -> list[AgentSpec]:
+    """The team with every agent emitted twice (same name, role and brief) kept once.
+
+    A model that repeats an agent means one agent, and building it twice bills it twice; the
+    same name for different work is a clash, which the renaming that follows resolves.
+    """
+    kept: list[AgentSpec] = []
+    seen: set[tuple[str, str, str]] = set()
+    for agent in agents:
+        key = (agent.name, " ".join(agent.role.split()), " ".join(agent.instructions.split()))
+        if key not in seen:
+            seen.add(key)
+            kept.append(agent)
+    return kept
+
+
+def _mentioned_upstream(agents: list[AgentSpec]) -> dict[str, list[str]]:
+    """The agents each brief names but whose depends_on forgot them.
+
+    A consumer whose instructions use "the output of researcher" needs researcher, wherever the
+    two are listed; without the edge it could run first and see nothing. Only names of this plan
+    count, as whole words; taskgraph.sanitise adds these only where no declared edge says
+    otherwise.
+    """
+    names = [agent.name for agent in agents]
+    implied: dict[str, list[str]] = {}
+    for agent in agents:
+        brief = f"{agent.role}\n{agent.instructions}"
+        mentioned = [
+            name
+            for name in names
+            if name != agent.name
+            and name not in agent.depends_on
+            and re.search(rf"(?<![a-z0-9_]){re.escape(name)}(?![a-z0-9_])", brief)
+        ]
+        if mentioned:
+            implied[agent.name] = mentioned
+    return implied
 
 
 @functools.cache
@@ -232,7 +292,8 @@ def plan_model(max_agents: int) -> type[Plan]:
             list[AgentSpec],
             Field(
                 min_length=1,
-                max_length=max_agents,
+                # Stated in the schema, not enforced by it: an oversized plan is trimmed instead.
+                json_schema_extra={"maxItems": max_agents},
                 description=(
                     f"The team of 1 to {max_agents} agents, each with one job, listed so every "
                     "agent comes after the agents it depends on. Use as few as the task needs."
@@ -285,7 +346,9 @@ finished; agents with nothing pending run in parallel.
 nothing else. If an agent needs another agent's output, declare it, or it will never see it.
 - Give an empty list to agents that work from the task alone, so independent work runs in \
 parallel. Name only agents in this plan, never the agent itself, and never form a cycle.
-- If no agent declares any dependency, the whole plan runs as a strict sequence in list order.
+- If no agent declares any dependency, the whole plan runs as a strict sequence in list order, \
+unless you set `independent` to true: do that when the agents truly need nothing from one another \
+and should all run at once.
 
 ## Keep agents generic
 Agents are kept and reused on future tasks, and the task text reaches them at run time. Names, \

@@ -12,7 +12,7 @@ never thought about it, not that the agents are independent.
 
 import dataclasses
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, TypeVar
 
 
@@ -63,14 +63,22 @@ def _reaches(edges: dict[str, list[str]], start: str, target: str) -> bool:
     return False
 
 
-def sanitise(agents: Sequence[N]) -> list[N]:
+def sanitise(
+    agents: Sequence[N],
+    *,
+    independent: bool = False,
+    implied: Mapping[str, Sequence[str]] | None = None,
+) -> list[N]:
     """Copies of ``agents`` whose dependencies form a clean DAG.
 
     Self, unknown and repeated references are dropped (first occurrence wins). Edges are then
     accepted in list order, agent by agent and dependency by dependency, and an edge that would
     close a cycle among those already accepted is dropped - so the result is deterministic and the
     edge a cycle loses is always the latest one declared. If no valid dependency was declared at
-    all, agent i depends on agent i-1.
+    all, agent i depends on agent i-1 - an empty graph means the order was never thought about -
+    unless the plan said `independent`, when they stay unconnected and run at once.
+    `implied` edges (name -> the names it needs, though it did not declare them) are accepted
+    after every declared one, each only where it closes no cycle, so a declared edge always wins.
     """
     index = _index(agents)
     declared: list[list[str]] = []
@@ -79,18 +87,23 @@ def sanitise(agents: Sequence[N]) -> list[N]:
             [dep for dep in dict.fromkeys(agent.depends_on) if dep in index and dep != agent.name]
         )
 
-    if not any(declared):
+    inferred = [
+        [dep for dep in (implied or {}).get(agent.name, ()) if dep in index and dep != agent.name]
+        for agent in agents
+    ]
+    if not any(declared) and not any(inferred) and not independent:
         return [
             _with_depends_on(agent, [agents[position - 1].name] if position else [])
             for position, agent in enumerate(agents)
         ]
 
     accepted: dict[str, list[str]] = {agent.name: [] for agent in agents}
-    for agent, deps in zip(agents, declared, strict=True):
-        for dep in deps:
-            # agent -> dep closes a cycle exactly when dep already (transitively) depends on agent.
-            if not _reaches(accepted, dep, agent.name):
-                accepted[agent.name].append(dep)
+    for edges in (declared, inferred):
+        for agent, deps in zip(agents, edges, strict=True):
+            for dep in deps:
+                # agent -> dep closes a cycle exactly when dep already (transitively) needs agent.
+                if dep not in accepted[agent.name] and not _reaches(accepted, dep, agent.name):
+                    accepted[agent.name].append(dep)
     return [_with_depends_on(agent, accepted[agent.name]) for agent in agents]
 
 

@@ -585,3 +585,36 @@ def test_a_transient_api_failure_reruns_the_same_code_instead_of_rewriting_it(
     assert steady.attempts == 2, "one failed run, then the same code again"
     assert len(factory.of("generate")) == 1, "no rewrite: the code was not at fault"
     assert steady.usage.failures == {"overloaded": 1}
+
+
+def test_a_plan_that_says_independent_runs_its_agents_at_once(factory: Factory) -> None:
+    factory.plans = [{**plan(*(agent_spec(f"angle_{n}") for n in "abcd")), "independent": True}]
+    factory.agent_latency = 0.5
+    result = orchestrator.handle_task("Four angles, nothing shared")
+    assert all(a.ok for a in result.agents)
+    calls = [runtime_requests(factory)[f"angle_{n}"] for n in "abcd"]
+    assert max(r.arrived for r in calls) < min(r.replied for r in calls), "all four in flight"
+    assert result.waves == [["angle_a", "angle_b", "angle_c", "angle_d"]]
+
+
+def test_a_plan_without_dependencies_and_without_independent_is_still_a_chain(
+    factory: Factory,
+) -> None:
+    factory.plans = [plan(*(agent_spec(f"step_{n}") for n in "abc"))]
+    result = orchestrator.handle_task("t")
+    assert result.waves == [["step_a"], ["step_b"], ["step_c"]]
+
+
+def test_an_oversized_plan_is_trimmed_with_a_warning_not_a_dead_task(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAX_AGENTS", "2")
+    factory.plans = [
+        plan(*(agent_spec(f"part_{n}", role=f"Part {n}") for n in "abcd"), complexity="simple")
+    ]
+    events = Recorder()
+    result = orchestrator.handle_task("t", events=events)
+    assert [a.name for a in result.agents] == ["part_a", "part_b"]
+    warnings = [args[0] for name, args in events.seen if name == "warn"]
+    assert warnings == ["the plan held more than MAX_AGENTS=2 agents; left out: part_c, part_d"]
+    assert result.warnings == warnings

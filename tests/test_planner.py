@@ -15,6 +15,7 @@ from pydantic import ValidationError
 import config
 import ledger
 import planner
+import taskgraph
 from kinds import AGENT_NAME
 from planner import AgentSpec, Plan, build_prompts, plan_model, safe_agent_name
 
@@ -142,18 +143,37 @@ def test_agent_spec_fields_are_ordered_and_described() -> None:
 
 
 def test_duplicates_are_disambiguated_in_order() -> None:
-    result = plan(spec("writer"), spec("Writer"), spec("writer "))
+    result = plan(
+        spec("writer", instructions="Draft it."),
+        spec("Writer", instructions="Polish it."),
+        spec("writer ", instructions="Shorten it."),
+    )
     assert [agent.name for agent in result.agents] == ["writer", "writer_2", "writer_3"]
 
 
+def test_an_agent_emitted_twice_is_built_once() -> None:
+    twice = spec("writer", role="Writes the report.", instructions="Write it  well.")
+    again = spec("Writer", role="Writes the report.", instructions="Write it well.")
+    result = plan(spec("researcher"), twice, again, spec("editor", ["writer", "researcher"]))
+    assert team(result) == {
+        "researcher": [],
+        "writer": [],
+        "editor": ["writer", "researcher"],
+    }, "one writer: the repeat is gone, not renamed writer_2"
+
+
 def test_a_suffix_never_captures_a_name_the_model_gave() -> None:
-    result = plan(spec("writer"), spec("writer", ["writer_2"]), spec("writer_2", ["writer"]))
+    result = plan(
+        spec("writer"),
+        spec("writer", ["writer_2"], instructions="Second."),
+        spec("writer_2", ["writer"], instructions="Third."),
+    )
     assert team(result) == {"writer": [], "writer_3": ["writer_2"], "writer_2": ["writer"]}
 
 
 def test_disambiguated_long_names_stay_within_the_limit() -> None:
     long_name = "n" * 40
-    result = plan(spec(long_name), spec(long_name))
+    result = plan(spec(long_name), spec(long_name, instructions="Another job."))
     assert [agent.name for agent in result.agents] == [long_name, "n" * 38 + "_2"]
 
 
@@ -201,11 +221,12 @@ def test_validating_a_validated_plan_changes_nothing() -> None:
 # --- Plan: size limits and schema -------------------------------------------------------------
 
 
-def test_bounded_model_rejects_oversized_and_empty_plans() -> None:
-    agents = [spec(f"agent_{i}") for i in range(4)]
+def test_an_oversized_plan_is_trimmed_to_the_limit_and_says_what_it_dropped() -> None:
+    agents = [spec(f"agent_{i}", instructions=f"Job {i}.") for i in range(5)]
     assert len(plan(*agents[:3], limit=3).agents) == 3
-    with pytest.raises(ValidationError):
-        plan(*agents, limit=3)
+    trimmed = plan(*agents, limit=3)
+    assert [agent.name for agent in trimmed.agents] == ["agent_0", "agent_1", "agent_2"]
+    assert trimmed.trimmed == ["agent_3", "agent_4"]
     with pytest.raises(ValidationError):
         plan(limit=3)
 
@@ -231,8 +252,8 @@ def test_plan_enforces_the_configured_limit(monkeypatch: pytest.MonkeyPatch) -> 
     assert len(
         Plan.model_validate({**payload, "agents": [spec(f"a_{i}") for i in range(3)]}).agents
     )
-    with pytest.raises(ValidationError, match="at most 3"):
-        Plan.model_validate({**payload, "agents": [spec(f"a_{i}") for i in range(4)]})
+    four = [spec(f"a_{i}", instructions=f"Job {i}.") for i in range(4)]
+    assert Plan.model_validate({**payload, "agents": four}).trimmed == ["a_3"]
     limit = config.settings().max_agents
     assert plan_model(limit).model_json_schema()["properties"]["agents"]["maxItems"] == 3
 
@@ -240,7 +261,7 @@ def test_plan_enforces_the_configured_limit(monkeypatch: pytest.MonkeyPatch) -> 
 def test_plan_fields_are_ordered_grade_team_prose_and_described() -> None:
     for model in (Plan, plan_model(6)):
         properties = model.model_json_schema()["properties"]
-        assert list(properties) == ["complexity", "agents", "reasoning"]
+        assert list(properties) == ["complexity", "agents", "independent", "reasoning"]
         assert all(prop.get("description") for prop in properties.values())
         assert properties["complexity"]["enum"] == ["simple", "standard", "deep"]
 
@@ -288,3 +309,31 @@ def test_plan_agents_makes_one_bounded_call(
     assert call.body["max_tokens"] == 8192
     assert call.body["output_config"]["effort"] == "low"
     assert usage.totals().calls == 1
+
+
+def test_a_plan_can_say_its_agents_are_independent() -> None:
+    agents = [spec(f"part_{n}", instructions=f"Part {n}.") for n in "abcd"]
+    chained = plan(*agents)
+    assert team(chained)["part_d"] == ["part_c"], "no dependency declared: a chain"
+    free = plan_model(6).model_validate(
+        {"complexity": "standard", "agents": agents, "independent": True, "reasoning": "r"}
+    )
+    assert all(deps == [] for deps in team(free).values())
+
+
+def test_a_consumer_named_in_a_brief_runs_after_its_producer() -> None:
+    result = plan(
+        spec("writer", instructions="Write the report from the researcher's findings."),
+        spec("researcher", instructions="Find the facts."),
+    )
+    assert team(result) == {"writer": ["researcher"], "researcher": []}
+    ordered = [agent.name for agent in taskgraph.topological_order(result.agents)]
+    assert ordered == ["researcher", "writer"]
+
+
+def test_a_declared_edge_wins_over_one_a_brief_implies() -> None:
+    result = plan(
+        spec("writer", instructions="The fact_checker reviews this afterwards."),
+        spec("fact_checker", ["writer"], instructions="Check the draft."),
+    )
+    assert team(result) == {"writer": [], "fact_checker": ["writer"]}
