@@ -94,7 +94,7 @@ def run(invocation: cli.Invocation) -> int:
         task = invocation.task or cli.read_task(sys.stdin)
         session.task = task
         session.ensure_key()
-        return session.run_task(task)
+        return session.answer(task)
     except cli.UsageError as error:
         if invocation.json:
             _print_json({"ok": False, "task": session.task, "error": _usage_json(error)})
@@ -262,23 +262,42 @@ class Session:
                 self.slash(text)
                 continue
             try:
-                if not self._small_talk(text):
-                    self.run_task(text)
+                self.answer(text)
             except KeyboardInterrupt as error:
                 self.fail(error, cli.EXIT_INTERRUPTED)  # back to the prompt, not out
             except Exception as error:
                 self.fail(error, cli.EXIT_FAILED)
 
+    def answer(self, text: str) -> int:
+        """Small talk gets one cheap reply; anything else is a task for a team."""
+        if self._small_talk(text):
+            return cli.EXIT_OK
+        return self.run_task(text)
+
     def _small_talk(self, text: str) -> bool:
-        """Answer "hi" or "what can you do?" directly, without building a team."""
+        """Answer "hi" or "what can you do?" directly, without building a team.
+
+        The same in every mode: a one-shot `agentgod "hi"` or a piped "hi" must not pay for a
+        plan, agents and a merge to say hello back.
+        """
         import intake
 
         if len(text.split()) > CHAT_MAX_WORDS or "\n" in text:
             return False
-        reply = intake.triage(text, usage=self.usage)
-        if reply:
+        spent = ledger.Usage(budget_usd=config.settings().budget_usd)
+        try:
+            reply = intake.triage(text, usage=spent)
+        except Exception:  # the check is a courtesy: if it fails, the task still gets its team
+            reply = None
+        finally:
+            self.usage.merge(spent)
+        if reply is None:
+            return False
+        if self.invocation.json:
+            _print_json(_chat_json(text, reply, spent))
+        else:
             self.ui.answer(reply)
-        return reply is not None
+        return True
 
     def slash(self, text: str) -> None:
         command, _, argument = text.partition(" ")
@@ -507,6 +526,30 @@ def _cost_json(cost: CostSummary) -> CostReply:
         cache_write_tokens=cost["cache_write_tokens"],
         cache_read_tokens=cost["cache_read_tokens"],
         usd=cost["usd"],
+    )
+
+
+def _chat_json(task: str, reply: str, spent: ledger.Usage) -> RunReply:
+    """Small talk in the run's own shape, so a script reads every answer the same way."""
+    cost = _cost_json(spent.cost_summary())
+    return RunReply(
+        ok=True,
+        task=task,
+        answer=reply,
+        complexity="chat",
+        agents=[],
+        failures=[],
+        revisions=0,
+        council_improved=False,
+        kept=[],
+        cost=cost,
+        phases={"intake": cost},
+        duration_seconds=0.0,
+        run_file=None,
+        sandbox=[],
+        budget_usd=None,
+        budget_exhausted=False,
+        warnings=[],
     )
 
 

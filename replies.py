@@ -84,6 +84,7 @@ class RunReply(TypedDict):
     task: str
     answer: str
     complexity: str
+    """simple, standard or deep; chat for small talk answered without building a team."""
     agents: list[AgentReply]
     failures: list[FailureReply]
     revisions: int

@@ -18,6 +18,7 @@ from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
 import cli
+import intake
 
 
 @pytest.fixture
@@ -178,7 +179,8 @@ def test_a_budget_too_small_for_anything_fails_before_any_call(
     done = agentgod(isolated_home, fake_api, "--json", "--budget", "0.001", "a task")
     assert done.returncode == 1
     assert json.loads(done.stdout)["error"]["type"] == "budget"
-    assert fake_api.messages() == []
+    # Only the small-talk check (one cheap call, within the budget) reached the API: no plan.
+    assert [r.system == intake.CHAT_PROMPT for r in fake_api.messages()] == [True]
 
 
 def test_missing_key_without_a_terminal_exits_1_with_advice(isolated_home: Path) -> None:
@@ -411,3 +413,19 @@ def test_warnings_reach_stderr_under_quiet_and_json_lists_them(
         "SANDBOX=off: agents run without OS confinement, only with limits",
         "the judge could not rule: The Anthropic API refused the request.",
     ]
+
+
+def test_small_talk_in_one_shot_and_pipes_is_one_cheap_call_and_no_team(
+    factory: Factory, isolated_home: Path
+) -> None:
+    done = agentgod(isolated_home, factory.api, "hi")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Hello! Give me a task."
+    piped = agentgod(isolated_home, factory.api, "-", "--json", stdin="hello\n")
+    data = json.loads(piped.stdout)
+    assert (data["ok"], data["answer"], data["complexity"], data["agents"]) == (
+        True, "Hello! Give me a task.", "chat", [],
+    )  # fmt: skip
+    assert data["cost"]["llm_calls"] == 1
+    assert [factory.kind(r) for r in factory.api.messages()] == ["triage", "triage"]
+    assert not (isolated_home / "runs").exists(), "no team, no run to archive"
