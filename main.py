@@ -16,7 +16,7 @@ import select
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import cli
 import config
@@ -61,15 +61,17 @@ CHAT_MAX_WORDS = 12
 """Only input this short is worth a small-talk check; anything longer is a task."""
 
 
-def cli_main() -> int:
+def cli_main() -> NoReturn:
     """The `agentgod` console script and `python main.py`."""
     code = cli.main(sys.argv[1:])
-    if code == cli.EXIT_INTERRUPTED:
-        # Worker threads may still be waiting on a model reply; do not let them hold the exit.
+    # Background threads may still be waiting on a model reply, or half-way through importing
+    # the pipeline (the REPL's warm-up): finalising the interpreter under them can abort it, so
+    # the exit is made here, once what was written has been flushed.
+    with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
-        os._exit(code)
-    return code
+    os._exit(code)
 
 
 def run(invocation: cli.Invocation) -> int:

@@ -96,6 +96,11 @@ class _Round:
     agents: list[AgentRun]
     failures: list[Failure]
     waves: list[list[str]]
+    specs: list[planner.AgentSpec] = field(default_factory=list)
+    """The plan's agents in build order."""
+    outputs: dict[str, str] = field(default_factory=dict)
+    """What each agent that succeeded printed, by name."""
+    effort: str = ""
 
 
 class _Schedule:
@@ -152,6 +157,8 @@ class _Conductor:
         self.evolved: dict[str, tuple[str, str]] = {}
         self.layers: set[str] = set()
         self.council_improved = False
+        self.revisions = 0
+        """Times the judge sent the answer back (each a re-merge, and a new round if need be)."""
         if self.usage.budget_usd is None:
             self.usage.budget_usd = self.settings.budget_usd
         self.budget_hit = threading.Event()
@@ -185,8 +192,16 @@ class _Conductor:
             if verdict is None or verdict.done:
                 break
             self.events.revision_started(revision, verdict.missing)
+            self.revisions = revision
+            revised = judgment.revision_task(self.task, verdict.missing)
+            # Tier one: the outputs already paid for, merged again with the gap in view.
+            answer = self.remerge(revised)
+            verdict = self.judge(answer)
+            if verdict is None or verdict.done:
+                break
+            # Tier two: a new plan for the gap; agents that already succeeded are not rebuilt.
             try:
-                answer = self.round(judgment.revision_task(self.task, verdict.missing))
+                answer = self.round(revised, carried=self.successes())
             except AllAgentsFailedError:
                 break  # keep the answer we have rather than lose it to a failed retry
             except ledger.BudgetExhaustedError:
@@ -197,7 +212,22 @@ class _Conductor:
         result.run_file = self.archive(result)
         return result
 
-    def round(self, task_text: str) -> str:
+    def successes(self) -> dict[str, str]:
+        """Every output an agent of an earlier round produced, by agent name (latest wins)."""
+        return {name: text for done in self.rounds for name, text in done.outputs.items()}
+
+    def remerge(self, task_text: str) -> str:
+        """The last round's outputs merged again for the revised task: one call, no agents."""
+        last = self.rounds[-1]
+        last.answer = self.merge(task_text, last.outputs, last.specs, last, last.effort)
+        return last.answer
+
+    def round(self, task_text: str, carried: dict[str, str] | None = None) -> str:
+        """Plan, build, run, merge (and the council): one pass over `task_text`.
+
+        `carried` outputs (an earlier round's) stand for the planned agents of the same name:
+        those are neither written nor run again.
+        """
         if self.ahead:
             self.pool.start_standby(
                 min(self.settings.max_parallel_agents, self.settings.max_agents)
@@ -227,16 +257,17 @@ class _Conductor:
                     "name": a.name,
                     "role": a.role,
                     "depends_on": list(a.depends_on),
-                    "reused": kept[a.name] is not None,
+                    "reused": kept[a.name] is not None or a.name in (carried or {}),
                 }
                 for a in ordered
             ],
             waves,
         )
         self.events.phase_finished(Phase.PLAN, time.monotonic() - phase)
-        this_round = _Round(plan.complexity, "", [], [], waves)
+        this_round = _Round(plan.complexity, "", [], [], waves, ordered, {}, effort)
         self.rounds.append(this_round)
-        outputs = self.build_and_run(ordered, kept, task_text, effort, this_round)
+        outputs = self.build_and_run(ordered, kept, task_text, effort, this_round, carried or {})
+        this_round.outputs = outputs
         if not outputs and self.budget_hit.is_set():
             raise ledger.BudgetExhaustedError(self.usage.cost_usd(), self.usage.budget_usd or 0.0)
         if not outputs:
@@ -272,27 +303,34 @@ class _Conductor:
         task_text: str,
         effort: str,
         this_round: _Round,
+        carried: dict[str, str],
     ) -> dict[str, str]:
         """Write and run the agents, each as early as its own code and its upstream allow.
 
         The scheduler: every agent's build is submitted at once; whenever anything finishes,
         each agent whose code exists and whose dependencies are done is started. Results are
-        absorbed here, on the calling thread, so the round's state changes in one place.
+        absorbed here, on the calling thread, so the round's state changes in one place. An
+        agent with a `carried` output is done before the round starts.
         """
         closures = {a.name: taskgraph.dependency_closure(agents, a.name) for a in agents}
-        records = {a.name: AgentRun(a.name, a.role, reused=False) for a in agents}
-        this_round.agents = list(records.values())
         schedule = _Schedule(agents)
-        outputs: dict[str, str] = {}
+        outputs = {a.name: carried[a.name] for a in agents if a.name in carried}
+        for name in outputs:
+            schedule.finish(name)
+        fresh = [a for a in agents if a.name not in carried]
+        records = {a.name: AgentRun(a.name, a.role, reused=False) for a in fresh}
+        this_round.agents = list(records.values())
         self.events.phase_started(Phase.BUILD)
         self.events.phase_started(Phase.RUN)
         phase = time.monotonic()
+        if not fresh:
+            self.events.phase_finished(Phase.BUILD, 0.0)
         with self.worker_pools() as (builders, runners):
             work: dict[Future[Any], planner.AgentSpec] = {
                 builders.submit(self.build, a, kept[a.name], closures[a.name], effort): a
-                for a in agents
+                for a in fresh
             }
-            building = len(agents)
+            building = len(fresh)
             while not schedule.done():
                 if self.budget_hit.is_set():
                     for spec in schedule.unstarted():
@@ -687,7 +725,7 @@ class _Conductor:
             complexity=last.complexity,
             agents=agents,
             failures=[f for r in self.rounds for f in r.failures],
-            revisions=len(self.rounds) - 1,
+            revisions=self.revisions,
             council_improved=self.council_improved,
             pending=[
                 PendingAgent(name, role, source)
@@ -733,7 +771,7 @@ class _Conductor:
                 for a in agents
             ],
             failures=[(f.name, f.reason) for r in self.rounds for f in r.failures],
-            revisions=max(0, len(self.rounds) - 1),
+            revisions=self.revisions,
             council_improved=self.council_improved,
             cost=self.usage.cost_summary(),
             duration_seconds=time.monotonic() - self.started,

@@ -260,19 +260,51 @@ def test_stderr_of_a_failed_agent_never_reaches_downstream_or_the_merger(
     assert result.failures[0].reason == "ValueError: SECRETSAUCE"
 
 
-def test_the_judge_sends_a_second_round_with_the_original_task_and_the_gap(
-    factory: Factory,
-) -> None:
+def test_one_judge_miss_is_first_merged_again_with_the_gap(factory: Factory) -> None:
+    """Tier one: the paid-for outputs, merged again; nothing is planned, written or run again."""
     factory.plans = [plan(agent_spec("drafter"), complexity="simple")]
-    factory.verdicts = [{"missing": "Include a worked example.", "done": False}]
+    factory.verdicts = [
+        {"missing": "Include a worked example.", "done": False},
+        {"missing": "", "done": True},
+    ]
     result = orchestrator.handle_task("Explain recursion in three sentences.")
     assert result.revisions == 1
-    first_plan, second_plan = factory.of("plan")
-    assert "Explain recursion in three sentences." in first_plan.prompt
-    assert "Explain recursion in three sentences." in second_plan.prompt
+    counts = {kind: len(factory.of(kind)) for kind in ("plan", "generate", "agent", "merge")}
+    assert counts == {"plan": 1, "generate": 1, "agent": 1, "merge": 2}
+    assert len(factory.of("judge")) == 2, "the re-merge is judged again"
+    second_merge = factory.of("merge")[1]
+    assert "Explain recursion in three sentences." in second_merge.prompt
+    assert "Include a worked example." in second_merge.prompt
+    for judged in factory.of("judge"):
+        assert "Explain recursion in three sentences." in judged.prompt
+        assert "Include a worked example." not in judged.prompt, "judged against the user's words"
+
+
+def test_still_short_after_the_remerge_plans_again_and_reuses_what_worked(
+    factory: Factory,
+) -> None:
+    """Tier two: a new plan; an agent that already succeeded is neither rewritten nor rerun."""
+    factory.plans = [
+        plan(agent_spec("drafter"), complexity="simple"),
+        plan(
+            agent_spec("drafter"),
+            agent_spec("example_finder"),
+            agent_spec("combiner", ["drafter", "example_finder"]),
+            complexity="simple",
+        ),
+    ]
+    miss = {"missing": "Include a worked example.", "done": False}
+    factory.verdicts = [miss, miss]
+    result = orchestrator.handle_task("Explain recursion in three sentences.")
+    assert result.revisions == 1
+    second_plan = factory.of("plan")[1]
     assert "Include a worked example." in second_plan.prompt
-    assert len(factory.of("judge")) == 1, "the last round is not judged again (TASK_REVISIONS=1)"
-    assert "Explain recursion in three sentences." in factory.of("judge")[0].prompt
+    generated = sorted(name for name in runtime_requests(factory))
+    assert generated == ["combiner", "drafter", "example_finder"]
+    assert len(factory.of("generate")) == 3, "drafter once; the two new agents once each"
+    assert len([r for r in factory.of("agent") if "agent=drafter" in r.prompt]) == 1
+    assert "result from drafter" in factory.of("merge")[-1].prompt
+    assert len(factory.of("judge")) == 2, "the last round is not judged again (TASK_REVISIONS=1)"
 
 
 def test_no_judge_when_revisions_are_off(factory: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
