@@ -30,6 +30,7 @@ How it judges, in order:
 """
 
 import ast
+from collections.abc import Collection
 
 import guardpolicy as policy
 from guardnames import (
@@ -54,7 +55,7 @@ _RUNTIME_NAMES: dict[str, str] = {
 # ---- public entry point --------------------------------------------------------------------------
 
 
-def check_agent_source(source: str) -> list[str]:
+def check_agent_source(source: str, *, declared: Collection[str] | None = None) -> list[str]:
     """Every reason to refuse `source`, as "line N: ..." strings in line order; [] accepts it."""
     if not isinstance(source, str):
         return [f"line 1: expected source text (str), got {type(source).__name__}"]
@@ -74,10 +75,21 @@ def check_agent_source(source: str) -> list[str]:
         )
     try:
         _check_run(tree, complaints)
-        _Guard(NameFacts(tree, _RUNTIME_NAMES), complaints).visit(tree)
+        imports = None if declared is None else package_imports(declared)
+        _Guard(NameFacts(tree, _RUNTIME_NAMES), complaints, imports).visit(tree)
     except RecursionError:
         complaints.add(1, 0, "the source nests too deeply to check; flatten the expression")
     return complaints.lines()
+
+
+def package_imports(packages: Collection[str]) -> frozenset[str]:
+    """The import names of the allowed packages among `packages` (pip names, any case)."""
+    wanted = {name.strip().lower().replace("_", "-") for name in packages}
+    return frozenset(
+        module
+        for pip, module in policy.ALLOWED_PACKAGES.items()
+        if pip.lower().replace("_", "-") in wanted
+    )
 
 
 class _Complaints:
@@ -135,9 +147,13 @@ def _check_run(tree: ast.Module, complaints: _Complaints) -> None:
 class _Guard(ast.NodeVisitor):
     """Walks the tree once and reports every rule an expression or statement breaks."""
 
-    def __init__(self, facts: NameFacts, complaints: _Complaints) -> None:
+    def __init__(
+        self, facts: NameFacts, complaints: _Complaints, declared: frozenset[str] | None
+    ) -> None:
         self.facts = facts
         self.complaints = complaints
+        self.declared = declared
+        """Import names of the packages this agent may use; None: any allowed package."""
         # Expressions already explained by a complaint about the chain they belong to.
         self._covered: set[ast.AST] = set()
         self._note = ""  # appended to complaints found inside a string typing evaluates
@@ -216,7 +232,7 @@ class _Guard(ast.NodeVisitor):
 
     def _check_import(self, dotted: str, node: ast.AST, shown: str) -> bool:
         """Report an import of a module outside the allowlist; True if one was reported."""
-        problem = policy.import_refusal(dotted)
+        problem = policy.import_refusal(dotted, self.declared)
         if problem is not None:
             self.report(node, shown + problem)
         return problem is not None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -240,13 +241,14 @@ def agent_body(source: str) -> str | None:
     return source[start + len(BODY_START) : end].strip("\n") + "\n"
 
 
-def check_assembled(source: str) -> list[str]:
+def check_assembled(source: str, *, declared: Collection[str] | None = None) -> list[str]:
     """codeguard's complaints about an assembled agent (a stored one included), body-relative.
 
     The file must be exactly what `assemble_agent` writes for the name, role and body it holds:
     any other byte outside the body (a changed header, a second footer, code after it) or a
     marker line inside the body is refused before codeguard runs, so codeguard always judges
-    the whole of what the model wrote and nothing else can hide beside it.
+    the whole of what the model wrote and nothing else can hide beside it. `declared` (the
+    agent's planned packages) makes any other package's import a complaint: it is not installed.
     """
     start = source.find(BODY_START)
     name = re.search(r"^AGENT_NAME = (.*)$", source[: max(start, 0)], re.MULTILINE)
@@ -264,19 +266,20 @@ def check_assembled(source: str) -> list[str]:
     for marker in MARKERS:
         if marker in body:
             return [f"the agent's code contains the runtime's marker line {marker!r}"]
-    return codeguard.check_agent_source(body)
+    return codeguard.check_agent_source(body, declared=declared)
 
 
 def _brief(spec: AgentSpec, upstream: list[str]) -> str:
     """The per-agent part of the prompt; the system prompt stays identical for caching."""
     keys = ", ".join(repr(name) for name in upstream) if upstream else "none — it is empty"
-    packages = ", ".join(spec.dependencies) if spec.dependencies else "none"
+    modules = sorted(codeguard.package_imports(spec.dependencies))
+    packages = ", ".join(f"`import {module}`" for module in modules) or "none (standard library)"
     return (
         f"Agent name: {spec.name}\n"
         f"Role: {spec.role}\n\n"
         f"Instructions:\n{spec.instructions}\n\n"
         f"previous_outputs keys this agent receives: {keys}\n"
-        f"Extra packages available: {packages}\n"
+        f"Extra packages installed for this agent: {packages}\n"
     )
 
 
@@ -327,7 +330,7 @@ def generate_agent_code(
         except AssemblyError as error:
             reasons = error.reasons
             continue
-        reasons = check_assembled(source)
+        reasons = check_assembled(source, declared=spec.dependencies)
         if not reasons:
             return source
     raise GenerationError(spec.name, reasons)

@@ -366,11 +366,20 @@ def os_reason(name: str) -> str:
     return "is not one of the read-only os functions agents may use (os.path, os.listdir, ...)"
 
 
-def import_refusal(dotted: str) -> str | None:
-    """Why `import <dotted>` is refused (text to follow the import as shown), else None."""
+def import_refusal(dotted: str, declared: frozenset[str] | None = None) -> str | None:
+    """Why `import <dotted>` is refused (text to follow the import as shown), else None.
+
+    `declared` is the import names of the packages this agent's plan asked for; when given, any
+    other package is refused too: it is not installed for this agent, so the import would crash.
+    """
     top = dotted.split(".")[0]
     if top == "__future__":
         return None
+    if declared is not None and top in PACKAGE_IMPORTS and top not in declared:
+        return (
+            f": {top} is not installed for this agent (its plan did not ask for it);"
+            " use the standard library instead"
+        )
     if top in PACKAGE_IMPORTS or (top in sys.stdlib_module_names and not top.startswith("_")):
         return qualified_refusal(dotted)
     if top in sys.stdlib_module_names:

@@ -448,8 +448,14 @@ class _Conductor:
         if spec.dependencies:
             report = executor.install_dependencies(spec.dependencies)
             self.events.packages(spec.name, report.installed, report.refused, report.failed)
+            if report.refused:
+                refused = ", ".join(report.refused)
+                self.warn(f"{spec.name}: not a vetted package, so not installed: {refused}")
             if report.detail:
                 self.warn(f"{spec.name}: packages not installed: {_one_line(report.detail)}")
+        if spec.pins:
+            pins = ", ".join(spec.pins)
+            self.warn(f"{spec.name}: {pins}: version pins are not honoured; the vetted one is used")
         if source is None:
             try:
                 source = generator.generate_agent_code(

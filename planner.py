@@ -15,12 +15,19 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field, PrivateAttr, create_model, field_validator, model_validator
 
 import config
+import guardpolicy
 import ledger
 import llm
 import taskgraph
 
 MAX_NAME_LENGTH = 40
 _PIP_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_PIN = re.compile(r"[<>=!~\[;@ (]")
+"""Where a requirement's name ends and its version, extras or markers begin."""
+VETTED_PACKAGES = "\n".join(
+    f"- {pip} (import {module})" for pip, module in sorted(guardpolicy.ALLOWED_PACKAGES.items())
+)
+"""The only packages an agent can have, as the planner is shown them."""
 _WINDOWS_DEVICES = frozenset(
     ["con", "prn", "aux", "nul"]
     + [f"com{digit}" for digit in range(1, 10)]
@@ -135,11 +142,27 @@ class AgentSpec(BaseModel):
     def _strip(cls, text: str) -> str:
         return text.strip()
 
-    @field_validator("dependencies")
-    @classmethod
-    def _clean_packages(cls, packages: list[str]) -> list[str]:
-        cleaned = (package.strip().lower() for package in packages)
-        return list(dict.fromkeys(package for package in cleaned if _PIP_NAME.match(package)))
+    _pins: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _clean_packages(self) -> "AgentSpec":
+        """Pip names only: a version pin is cut off (the vetted version is what gets installed)
+        and remembered in `pins`, so the user is told; text that is no name at all is dropped."""
+        names: list[str] = []
+        for raw in self.dependencies:
+            text = raw.strip().lower()
+            name = _PIN.split(text, maxsplit=1)[0].strip()
+            if _PIP_NAME.match(name):
+                names.append(name)
+                if name != text:
+                    self._pins.append(raw.strip())
+        self.dependencies = list(dict.fromkeys(names))
+        return self
+
+    @property
+    def pins(self) -> list[str]:
+        """Dependencies the planner asked for with a version or extras, as it wrote them."""
+        return list(self._pins)
 
 
 class Plan(BaseModel):
@@ -371,7 +394,9 @@ fits, and never a near-duplicate of one that does.
 ## Packages
 dependencies lists extra pip packages and should almost always be empty: call_llm and the \
 standard library cover nearly everything. Ask for a package only when the job is impossible \
-without it; unapproved packages are refused.
+without it. Only these vetted packages exist (pip name, then the module it is imported as); \
+give pip names without versions, and anything else is refused:
+{packages}
 
 ## Reasoning
 Write it last, in two to four sentences, about the team you actually emitted: why this grade, why \
@@ -385,7 +410,7 @@ def build_prompts(task: str, *, library_hint: str = "", max_agents: int) -> tupl
     The library goes before the task: long reference material first and the request last is the
     order the model follows best, and it keeps the task the last thing it reads.
     """
-    system = PLANNER_PROMPT.format(max_agents=max_agents)
+    system = PLANNER_PROMPT.format(max_agents=max_agents, packages=VETTED_PACKAGES)
     parts: list[str] = []
     if library_hint.strip():
         parts.append(f"<agent_library>\n{library_hint.strip()}\n</agent_library>")

@@ -10,10 +10,15 @@ import generator
 from planner import AgentSpec
 
 
-def spec(name: str, role: str = "test agent") -> AgentSpec:
-    """A validated AgentSpec with no upstream agents and no packages, as the planner makes one."""
+def spec(name: str, role: str = "test agent", dependencies: list[str] | None = None) -> AgentSpec:
+    """A validated AgentSpec with no upstream agents (and no packages unless given), as the
+    planner makes one."""
     return AgentSpec(
-        name=name, role=role, instructions="do the thing", depends_on=[], dependencies=[]
+        name=name,
+        role=role,
+        instructions="do the thing",
+        depends_on=[],
+        dependencies=dependencies or [],
     )
 
 

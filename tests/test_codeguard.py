@@ -1724,3 +1724,11 @@ def test_the_checker_never_raises_on_real_world_python() -> None:
     for path in files:
         complaints = codeguard.check_agent_source(path.read_text(encoding="utf-8"))
         assert all(COMPLAINT.match(c) for c in complaints), path
+
+
+def test_a_package_the_agent_did_not_declare_is_refused_when_its_plan_is_known() -> None:
+    source = "import yaml\nimport dateutil\n\ndef run(task, previous_outputs):\n    return task\n"
+    assert codeguard.check_agent_source(source) == [], "without a plan, any vetted package"
+    [complaint] = codeguard.check_agent_source(source, declared=["PyYAML"])
+    assert complaint.startswith("line 2: import dateutil: dateutil is not installed for this agent")
+    assert codeguard.check_agent_source(source, declared=["pyyaml", "python-dateutil"]) == []

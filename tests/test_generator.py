@@ -271,3 +271,26 @@ def test_the_generator_prompt_forbids_baking_in_the_subject() -> None:
 def test_codeguard_knows_exactly_what_the_runtime_imports() -> None:
     """codeguard checks the model's part alone, so it must know what the header already bound."""
     assert codeguard._RUNTIME_NAMES == generator._RUNTIME_IMPORTS
+
+
+def test_the_generator_is_shown_import_names_and_never_a_refused_package(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    fake_api.queue(Reply(f"```python\n{GOOD_BODY}```"))
+    generator.generate_agent_code(
+        spec("parser_agent", dependencies=["pyyaml", "requests", "numpy"]), []
+    )
+    prompt = fake_api.messages()[0].prompt
+    assert "Extra packages installed for this agent: `import requests`, `import yaml`" in prompt
+    assert "numpy" not in prompt
+
+
+def test_an_import_the_plan_did_not_ask_for_is_sent_back_not_saved(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    undeclared = "import requests\ndef run(task, previous_outputs):\n    return task\n"
+    fake_api.queue(Reply(undeclared), Reply(GOOD_BODY))
+    source = generator.generate_agent_code(spec("fetcher"), [])
+    assert "import requests" not in source
+    second = fake_api.messages()[1]
+    assert "requests is not installed for this agent" in second.prompt

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import config
+import guardpolicy
 import ledger
 import planner
 import taskgraph
@@ -124,7 +125,8 @@ def test_agent_spec_sanitises_each_field_on_its_own() -> None:
     assert agent.name == "evil_agent"
     assert agent.role == "Finds things."
     assert agent.instructions == "Look carefully."
-    assert agent.dependencies == ["requests", "pyyaml"]
+    assert agent.dependencies == ["requests", "numpy", "pyyaml"]
+    assert agent.pins == ["numpy>=1.26"], "the pin is cut off, and remembered to tell the user"
 
 
 def test_agent_spec_fields_are_ordered_and_described() -> None:
@@ -270,7 +272,7 @@ def test_plan_fields_are_ordered_grade_team_prose_and_described() -> None:
 
 
 def test_planner_prompt_formats_with_the_limit_only() -> None:
-    system = planner.PLANNER_PROMPT.format(max_agents=5)
+    system = planner.PLANNER_PROMPT.format(max_agents=5, packages=planner.VETTED_PACKAGES)
     assert "at most 5 agents" in system
     assert "{" not in system
     for needle in ("depends_on", "call_llm", "simple", "deep", "<agent_library>", "snake_case"):
@@ -303,7 +305,9 @@ def test_plan_agents_makes_one_bounded_call(
     (call,) = fake_api.messages()
     assert call.schema is not None
     assert call.schema["properties"]["agents"].get("maxItems", 2) == 2
-    assert call.system == planner.PLANNER_PROMPT.format(max_agents=2)
+    assert call.system == planner.PLANNER_PROMPT.format(
+        max_agents=2, packages=planner.VETTED_PACKAGES
+    )
     assert "<task>\nWhat is 2+2?\n</task>" in call.prompt
     assert "<agent_library>\nlib\n</agent_library>" in call.prompt
     assert call.body["max_tokens"] == 8192
@@ -337,3 +341,9 @@ def test_a_declared_edge_wins_over_one_a_brief_implies() -> None:
         spec("fact_checker", ["writer"], instructions="Check the draft."),
     )
     assert team(result) == {"writer": [], "fact_checker": ["writer"]}
+
+
+def test_the_planner_is_shown_every_vetted_package_with_its_import_name() -> None:
+    system, _ = build_prompts("t", max_agents=3)
+    for pip, module in guardpolicy.ALLOWED_PACKAGES.items():
+        assert f"- {pip} (import {module})" in system
