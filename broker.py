@@ -413,6 +413,8 @@ class Broker:
         self.max_request_bytes = max_request_bytes
         self.max_tokens_cap = max_tokens_cap
         self._channels: list[Channel] = []
+        self.budget_needed = 0.0
+        """The largest worst case of an agent call the run's budget refused, in dollars."""
         self._lock = threading.Lock()
         self._closed = False
 
@@ -584,6 +586,8 @@ class Broker:
         try:
             hold = self._ledger.hold(model, input_tokens=estimate, max_tokens=max_tokens)
         except self._budget_error as error:
+            with self._lock:
+                self.budget_needed = max(self.budget_needed, getattr(error, "needed_usd", 0.0))
             raise _Refusal("budget", f"the run's budget is spent: {error}") from None
         try:
             try:

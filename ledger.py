@@ -34,17 +34,23 @@ class ModelUsage:
         ) / 1_000_000
 
 
-MIN_OUTPUT_TOKENS = 1024
-"""Under a budget, a call that cannot afford this much output is not worth starting."""
+MIN_OUTPUT_TOKENS = 256
+"""Under a budget, a call that cannot afford this much output is not worth starting.
+
+Low on purpose: a hold reserves the call's worst case and is given back the moment the real reply
+is billed, so a tight budget should still let short calls (a plan, a verdict) through."""
 
 
 class BudgetExhaustedError(RuntimeError):
     """The next model call would cross the budget, so it was not made."""
 
-    def __init__(self, spent_usd: float, budget_usd: float) -> None:
-        super().__init__(f"the ${budget_usd:g} budget is spent (${spent_usd:.4f} so far)")
+    def __init__(self, spent_usd: float, budget_usd: float, needed_usd: float = 0.0) -> None:
+        needs = f"; the next call needed up to ${needed_usd:.4f}" if needed_usd else ""
+        super().__init__(f"the ${budget_usd:g} budget is spent (${spent_usd:.4f} so far{needs})")
         self.spent_usd = spent_usd
         self.budget_usd = budget_usd
+        self.needed_usd = needed_usd
+        """The worst case of the call that was not made: what it would have had to set aside."""
 
 
 @dataclass(frozen=True)
@@ -195,7 +201,8 @@ class Usage:
                     self._held_usd += usd
                     return Hold(tokens, usd)
                 if self._held_usd <= 1e-12:
-                    raise BudgetExhaustedError(self.cost_usd(), self.budget_usd)
+                    needed = input_usd + min(min_tokens, max_tokens) * price.output / 1_000_000
+                    raise BudgetExhaustedError(self.cost_usd(), self.budget_usd, needed)
                 self._lock.wait()
 
     def release(self, hold: Hold) -> None:

@@ -162,6 +162,8 @@ class _Conductor:
         if self.usage.budget_usd is None:
             self.usage.budget_usd = self.settings.budget_usd
         self.budget_hit = threading.Event()
+        self.budget_needed = 0.0
+        """The largest worst case of a call the budget refused: what the next step needed."""
         self.warnings: list[str] = []
         self.warnings_lock = threading.Lock()
         self.ahead = self.usage.budget_usd is None
@@ -204,8 +206,8 @@ class _Conductor:
                 answer = self.round(revised, carried=self.successes())
             except AllAgentsFailedError:
                 break  # keep the answer we have rather than lose it to a failed retry
-            except ledger.BudgetExhaustedError:
-                self.note_budget()
+            except ledger.BudgetExhaustedError as error:
+                self.note_budget(error.needed_usd)
                 break
         self.bookkeep_library()
         result = self.result(answer)
@@ -269,7 +271,9 @@ class _Conductor:
         outputs = self.build_and_run(ordered, kept, task_text, effort, this_round, carried or {})
         this_round.outputs = outputs
         if not outputs and self.budget_hit.is_set():
-            raise ledger.BudgetExhaustedError(self.usage.cost_usd(), self.usage.budget_usd or 0.0)
+            raise ledger.BudgetExhaustedError(
+                self.usage.cost_usd(), self.usage.budget_usd or 0.0, self.budget_needed
+            )
         if not outputs:
             raise AllAgentsFailedError(this_round.failures, self.settings.agent_timeout_seconds)
         this_round.answer = self.merge(task_text, outputs, ordered, this_round, effort)
@@ -288,11 +292,20 @@ class _Conductor:
         mode = self.settings.council
         return council.should_convene(complexity, mode) and not self.budget_hit.is_set()
 
-    def note_budget(self) -> None:
-        """The budget stopped model work: say so once, and launch nothing more."""
+    def note_budget(self, needed_usd: float = 0.0) -> None:
+        """The budget stopped model work: say so once, and launch nothing more.
+
+        `needed_usd` is the worst case of the call that could not be made, when one was refused
+        here (an agent refused at the broker reports none): it tells the user how much more the
+        next step would have taken.
+        """
+        self.budget_needed = max(self.budget_needed, needed_usd)
         if not self.budget_hit.is_set():
             self.budget_hit.set()
-            self.events.budget_exhausted(self.usage.cost_usd(), self.usage.budget_usd or 0.0)
+            spent, cap = self.usage.cost_usd(), self.usage.budget_usd or 0.0
+            self.events.budget_exhausted(spent, cap)
+            needs = f"; the next call needed up to ${needed_usd:.4f}" if needed_usd else ""
+            self.warn(f"the budget stopped the run: ${spent:.4f} of ${cap:.4f} spent{needs}")
 
     # ---- build and run -------------------------------------------------------------------------
 
@@ -467,8 +480,8 @@ class _Conductor:
                 )
             except generator.GenerationError as error:
                 return _Built(None, reasons=error.reasons)
-            except ledger.BudgetExhaustedError:
-                self.note_budget()
+            except ledger.BudgetExhaustedError as error:
+                self.note_budget(error.needed_usd)
                 return _Built(
                     None,
                     reasons=["the budget ran out before it was written"],
@@ -516,7 +529,7 @@ class _Conductor:
                 spent.merge(billed)
                 if not result.ok and billed.refusals.get("budget"):
                     result.kind = AgentKind.BUDGET
-                    self.note_budget()
+                    self.note_budget(self.broker.budget_needed)
                 transient = not result.ok and bool(TRANSIENT_FAILURES & set(billed.failures))
             if transient and reruns < TRANSIENT_RERUNS and result.kind == AgentKind.CRASH:
                 # A rewrite cannot fix the network: run the same code again, after a pause.
@@ -541,8 +554,8 @@ class _Conductor:
                 )
             except generator.GenerationError:
                 break
-            except ledger.BudgetExhaustedError:
-                self.note_budget()
+            except ledger.BudgetExhaustedError as error:
+                self.note_budget(error.needed_usd)
                 break
             if self.stopped.is_set():
                 break
@@ -655,8 +668,8 @@ class _Conductor:
                 effort=effort,
                 settings=self.settings,
             )
-        except ledger.BudgetExhaustedError:
-            self.note_budget()
+        except ledger.BudgetExhaustedError as error:
+            self.note_budget(error.needed_usd)
             answer = merger.fallback_answer(ordered)  # what the agents found, unmerged
         self.events.phase_finished(Phase.MERGE, time.monotonic() - phase)
         return answer
@@ -674,8 +687,8 @@ class _Conductor:
                 effort=effort,
                 settings=self.settings,
             )
-        except ledger.BudgetExhaustedError:
-            self.note_budget()
+        except ledger.BudgetExhaustedError as error:
+            self.note_budget(error.needed_usd)
             verdict = council.CouncilVerdict(answer, improved=False)
         except Exception as error:  # the answer is paid for; a failed review must not lose it
             self.warn(f"the council could not sit: {problems.explain(error).headline}")
@@ -704,8 +717,8 @@ class _Conductor:
                 effort=effort,
                 settings=self.settings,
             )
-        except ledger.BudgetExhaustedError:
-            self.note_budget()
+        except ledger.BudgetExhaustedError as error:
+            self.note_budget(error.needed_usd)
             return None
         except Exception as error:
             self.warn(f"the judge could not rule: {problems.explain(error).headline}")

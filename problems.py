@@ -190,7 +190,10 @@ def _sandbox(error: BaseException) -> Problem:
 def _budget(error: BaseException) -> Problem:
     spent = getattr(error, "spent_usd", None)
     cap = getattr(error, "budget_usd", None)
+    needed = getattr(error, "needed_usd", 0.0) or 0.0
     figures = f" (spent ${spent:.4f} of ${cap:.4f})" if spent is not None and cap else ""
+    if needed:
+        figures += f"; the next call needed up to ${needed:.4f}"
     return Problem(
         f"The budget ran out before any answer was ready{figures}.",
         "Raise --budget or BUDGET_USD, or ask for less at once.",

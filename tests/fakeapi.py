@@ -187,6 +187,11 @@ class FakeMessagesAPI:
         with self._lock:
             self._routes.insert(0, (predicate, handler))
 
+    def forget_cache(self) -> None:
+        """Start the prompt cache cold again, as a new day's first request would find it."""
+        with self._lock:
+            self._cached_prefixes.clear()
+
     def messages(self) -> list[Request]:
         """Recorded POST /v1/messages requests, in arrival order."""
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -650,3 +651,30 @@ def test_an_oversized_plan_is_trimmed_with_a_warning_not_a_dead_task(
     warnings = [args[0] for name, args in events.seen if name == "warn"]
     assert warnings == ["the plan held more than MAX_AGENTS=2 agents; left out: part_c, part_d"]
     assert result.warnings == warnings
+
+
+def test_a_budget_of_one_and_a_half_times_the_true_cost_completes_the_run(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Holds reserve each call's worst case but give it back once billed: no 3x headroom."""
+    factory.plans = [plan(agent_spec("a"), agent_spec("b"), agent_spec("c", ["a", "b"]))]
+    true_cost = orchestrator.handle_task("t").usage.cost_usd()
+    factory.api.forget_cache()
+    monkeypatch.setenv("BUDGET_USD", f"{true_cost * 1.5:.6f}")
+    result = orchestrator.handle_task("t")
+    assert not result.budget_exhausted
+    assert all(agent.ok for agent in result.agents)
+    assert result.usage.cost_usd() <= true_cost * 1.5
+
+
+def test_a_run_stopped_by_the_budget_says_what_the_next_call_needed(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BUDGET_USD", "0.01")
+    factory.plans = [plan(agent_spec("first"), agent_spec("second", ["first"]))]
+    with pytest.raises(ledger.BudgetExhaustedError) as caught:
+        orchestrator.handle_task("t")
+    assert caught.value.needed_usd > 0
+    headline = problems.explain(caught.value).headline
+    assert re.search(r"the next call needed up to \$0\.\d{4}", headline), headline
+    assert caught.value.spent_usd <= 0.01
