@@ -729,11 +729,18 @@ class _Conductor:
         return verdict
 
     def bookkeep_library(self) -> None:
-        """Wins and losses for reused agents; a repaired kept agent evolves without asking."""
-        for name, won in self.library_outcomes.items():
-            library.record_outcome(name, won)
-        for name, (role, source) in self.evolved.items():
-            library.remember(name, role, source, evolved=True)
+        """Wins and losses for reused agents; a repaired kept agent evolves without asking.
+
+        The answer is paid for by now: a library that cannot be written is a warning, never the
+        end of the run.
+        """
+        try:
+            for name, won in self.library_outcomes.items():
+                library.record_outcome(name, won)
+            for name, (role, source) in self.evolved.items():
+                library.remember(name, role, source, evolved=True)
+        except Exception as error:
+            self.warn(f"the library could not be updated: {problems.explain(error).technical}")
 
     def result(self, answer: str) -> TaskResult:
         last = self.rounds[-1]
