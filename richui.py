@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -82,6 +84,45 @@ class _Agent:
     since: float = field(default_factory=time.monotonic)
     seconds: float | None = None
     note: str = ""
+
+
+class _Verbatim(Markdown):
+    """Markdown that shows every character the model wrote.
+
+    rich's own parser reads `<file>` or `Vec<u8>` as inline HTML and then drops it, joins the
+    lines of a paragraph with spaces, and strips their indentation. Here HTML is plain text, a
+    line break stays a line break, and a paragraph whose later lines are indented (code the
+    model forgot to fence) is shown as a code block, indentation intact.
+    """
+
+    def __init__(self, markup: str) -> None:
+        super().__init__("")
+        self.markup = markup
+        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+        self.parsed = _verbatim_tokens(parser.parse(markup))
+
+
+def _verbatim_tokens(tokens: list[Token]) -> list[Token]:
+    """Soft breaks made hard; indented paragraphs made code blocks (see _Verbatim)."""
+    kept: list[Token] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        inline = tokens[index + 1] if index + 1 < len(tokens) else None
+        if token.type == "paragraph_open" and inline is not None and inline.type == "inline":
+            lines = inline.content.split("\n")
+            if any(line[:1].isspace() for line in lines[1:]):
+                block = Token("fence", "code", 0, block=True, content=inline.content + "\n")
+                block.level = token.level
+                kept.append(block)
+                index += 3  # paragraph_open, inline, paragraph_close
+                continue
+        for child in token.children or []:
+            if child.type == "softbreak":
+                child.type = "hardbreak"
+        kept.append(token)
+        index += 1
+    return kept
 
 
 class RichUI(PlainUI):
@@ -194,7 +235,7 @@ class RichUI(PlainUI):
         self._stop_live()
         self.answer_console.print(
             Panel(
-                Markdown(clean(text)),
+                _Verbatim(clean(text)),
                 title="answer",
                 title_align="left",
                 border_style="cyan",

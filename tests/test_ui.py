@@ -682,3 +682,51 @@ def test_rich_hooks_from_many_threads_do_not_deadlock_the_live_display() -> None
     final = console.export_text()
     final = final[final.rindex("agent_0") :]
     assert final.count("done") == len(names)
+
+
+ANSWER_WITH_TAGS = (
+    "Call it as `mytool`:\n\n"
+    "mytool --input <file> --output <dir>\n\n"
+    "It returns a Vec<u8>, and <br> or <div>x</div> are text here too.\n"
+)
+UNFENCED_CODE = (
+    "Here it is:\n\ndef area(r):\n    if r < 0:\n        raise ValueError(r)\n    return r\n"
+)
+
+
+def _rendered_answer(text: str, width: int) -> list[str]:
+    """The answer panel's lines as a terminal of `width` columns shows them, borders removed."""
+    console = Console(record=True, width=width, force_terminal=True, file=io.StringIO())
+    RichUI(console=console).answer(text)
+    return [line.strip("│ ").rstrip() for line in console.export_text().splitlines()]
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_rich_answer_keeps_every_tag_shaped_word(width: int) -> None:
+    shown = "\n".join(_rendered_answer(ANSWER_WITH_TAGS, width))
+    assert "mytool --input <file> --output <dir>" in shown
+    assert "Vec<u8>" in shown
+    assert "<br> or <div>x</div> are text" in shown
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_rich_answer_keeps_the_lines_and_indentation_of_unfenced_code(width: int) -> None:
+    console = Console(record=True, width=width, force_terminal=True, file=io.StringIO())
+    RichUI(console=console).answer(UNFENCED_CODE)
+    rows = [line.strip("│").rstrip() for line in console.export_text().splitlines()]
+    first = next(row for row in rows if "def area(r):" in row)
+    indent = first.index("def")
+    at = rows.index(first)
+    assert [row[indent:] for row in rows[at : at + 4]] == [
+        "def area(r):",
+        "    if r < 0:",
+        "        raise ValueError(r)",
+        "    return r",
+    ]
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_rich_answer_keeps_line_breaks_in_a_paragraph(width: int) -> None:
+    shown = _rendered_answer("x = 1\ny = 2\nprint(x + y)\n", width)
+    inside = [line for line in shown if line and not line.startswith(("╭", "╰"))]
+    assert inside == ["x = 1", "y = 2", "print(x + y)"]
