@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import NoReturn, TextIO
@@ -26,6 +27,8 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 VERBS = ("library", "history", "stats", "last", "forget")
+PROMPT_ONLY = ("help", "cost", "clear", "quit", "exit")
+"""Slash commands that mean something only at the interactive prompt."""
 HINT = "try 'agentgod --help'"
 
 # Invisible characters that editors and clipboards smuggle into piped text.
@@ -102,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("-q", "--quiet", action="store_true", help="print only the answer")
     out.add_argument("--json", action="store_true", help="print one JSON object")
     run = parser.add_argument_group("this run")
-    run.add_argument("--model", metavar="M", help="model id (sets MODEL)")
+    run.add_argument("-m", "--model", metavar="M", help="model id (sets MODEL)")
     run.add_argument(
         "--effort", choices=[e.value for e in Effort], help="reasoning effort (sets LLM_EFFORT)"
     )
@@ -131,21 +134,49 @@ def _split_task(argv: list[str]) -> tuple[list[str], str | None]:
 
 
 def _verb(words: list[str]) -> tuple[str, str | None] | None:
-    """A verb only when the words are exactly its shape; anything else is a task."""
-    if not words or words[0] not in VERBS:
+    """A verb when the words are its shape; None for a task.
+
+    A verb followed by one word is a mistyped verb, not a task: a paid run is the wrong answer
+    to `history abc`. A slash command given on the command line (`agentgod /history`) is the
+    verb it names. `--task` runs any of these words as a task.
+    """
+    if not words:
         return None
-    verb, rest = words[0], words[1:]
-    if verb in ("library", "stats", "last") and not rest:
+    first = words[0]
+    if first.startswith("/") and re.fullmatch(r"/[A-Za-z]+", first):
+        name = first[1:].lower()
+        if name in PROMPT_ONLY:
+            raise UsageError(
+                f"{first} is a command of the interactive prompt",
+                "run 'agentgod' with no task to start the prompt",
+            )
+        if name not in VERBS:
+            if len(words) == 1:
+                raise UsageError(f"unknown command {first}", f"verbs: {', '.join(VERBS)}")
+            return None
+        first = name
+    elif first not in VERBS:
+        return None
+    verb, rest = first, words[1:]
+    as_task = f"to run it as a task: agentgod --task {' '.join(words)}"
+    if not rest:
+        if verb == "forget":
+            raise UsageError("forget needs the NAME of a library agent", "see 'agentgod library'")
         return verb, None
-    if verb == "history" and not rest:
-        return verb, None
-    if verb == "history" and len(rest) == 1 and rest[0].isdigit() and int(rest[0]) > 0:
+    if len(rest) > 1:
+        if words[0].startswith("/"):
+            raise UsageError(f"too many words after {words[0]}", as_task)
+        return None
+    if verb == "forget":
         return verb, rest[0]
-    if verb == "forget" and len(rest) == 1:
-        return verb, rest[0]
-    if verb == "forget" and not rest:
-        raise UsageError("forget needs the NAME of a library agent", "see 'agentgod library'")
-    return None
+    if verb == "history":
+        if rest[0].isdigit() and int(rest[0]) > 0:
+            return verb, rest[0]
+        raise UsageError(
+            f"history takes a positive whole number of runs, got {rest[0]!r}",
+            f"e.g. 'agentgod history 5'; {as_task}",
+        )
+    raise UsageError(f"{verb} takes no argument, got {rest[0]!r}", as_task)
 
 
 def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
