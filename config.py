@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import threading
 from dataclasses import dataclass
 from enum import StrEnum
@@ -53,6 +54,15 @@ class ConfigError(ValueError):
         self.allowed = allowed
         self.got = got
         super().__init__(f"{setting} must be {allowed}, got {got!r}")
+
+
+class HomeError(RuntimeError):
+    """AGENTGOD_HOME cannot hold AgentGOD's files: a file, or a folder that cannot be written."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
 
 
 class MissingApiKeyError(RuntimeError):
@@ -123,6 +133,24 @@ def home() -> Path:
     """AGENTGOD_HOME from the real environment only: it decides where .env itself lives."""
     raw = os.environ.get("AGENTGOD_HOME", "").strip()
     return Path(raw).expanduser().resolve() if raw else default_home()
+
+
+def check_home() -> Path:
+    """The home, created if missing and proven writable; raises HomeError naming the path.
+
+    Called before a run spends anything: a home in /proc or on a file would otherwise be found
+    out by the first agent file written, after the plan was paid for.
+    """
+    where = home()
+    if where.exists() and not where.is_dir():
+        raise HomeError(where, "it is a file, not a folder")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=where, prefix=".agentgod-probe-"):
+            pass
+    except OSError as error:
+        raise HomeError(where, error.strerror or type(error).__name__) from None
+    return where
 
 
 _dotenv_cache: dict[Path, tuple[int, dict[str, str]]] = {}

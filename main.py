@@ -77,8 +77,6 @@ def cli_main() -> NoReturn:
 def run(invocation: cli.Invocation) -> int:
     """Carry out a parsed command line; returns the exit code of the CLI contract."""
     cli.apply(invocation)
-    if invocation.mode in ("task", "repl", "stdin"):
-        llm.preload_sdk()
     interactive = _stdin_is_tty() and not invocation.no_input and invocation.mode != "stdin"
     ui = make_ui(
         plain=invocation.plain,
@@ -89,14 +87,17 @@ def run(invocation: cli.Invocation) -> int:
     session = Session(ui, invocation, interactive)
     try:
         if invocation.mode == "verb":
+            session.settle_settings()
             return session.verb(invocation.verb or "", invocation.verb_arg)
+        if invocation.mode != "repl":
+            session.task = invocation.task or cli.read_task(sys.stdin)
+        config.check_home()  # before anything is spent or started
+        llm.preload_sdk()
         config.settings()
         if invocation.mode == "repl":
             return session.repl()
-        task = invocation.task or cli.read_task(sys.stdin)
-        session.task = task
         session.ensure_key()
-        return session.answer(task)
+        return session.answer(session.task)
     except cli.UsageError as error:
         if invocation.json:
             _print_json({"ok": False, "task": session.task, "error": _usage_json(error)})
@@ -133,6 +134,20 @@ class Session:
             _print_json({"ok": False, "task": task, "error": _error_json(problem)})
         self.ui.problem(problem.headline, problem.advice, problem.technical)
         return code
+
+    def settle_settings(self) -> None:
+        """A read-only verb works despite a bad setting: warn, and use its default instead.
+
+        An empty value in the real environment hides the `.env` one and means "the default",
+        so the bad setting is set aside for this process only.
+        """
+        for _ in config.SETTING_NAMES:
+            try:
+                config.settings()
+                return
+            except config.ConfigError as error:
+                self.warn(f"{error}; its default is used for this command")
+                os.environ[error.setting] = ""
 
     # ---- the key -------------------------------------------------------------------------------
 
@@ -260,8 +275,9 @@ class Session:
                 continue
             if text.lower() in ("quit", "exit", "/quit", "/exit"):
                 return cli.EXIT_OK
-            if text.startswith("/"):
-                self.slash(text)
+            command = _as_command(text)
+            if command:
+                self.slash(command)
                 continue
             try:
                 self.answer(text)
@@ -311,7 +327,13 @@ class Session:
             "/last": "last",
             "/forget": "forget",
         }
-        if command in verbs:
+        if command == "/history" and argument and not _positive_number(argument):
+            self.ui.problem(
+                f"/history takes a positive whole number of runs, not {argument!r}.",
+                "For example /history 5; /history alone shows the last 10.",
+                "",
+            )
+        elif command in verbs:
             self.verb(verbs[command], argument or None)
         elif command == "/cost":
             self.ui.session_cost(self.usage.cost_summary())
@@ -344,7 +366,9 @@ class Session:
             ]
             return self._show(rows, self.ui.library, "The library is empty.")
         if verb == "history":
-            limit = int(argument) if argument and argument.isdigit() else 10
+            if argument is not None and not _positive_number(argument):
+                raise cli.UsageError(f"history takes a positive whole number, got {argument!r}")
+            limit = int(argument) if argument else 10
             runs = [_history_json(row) for row in runlog.history(limit)]
             return self._show(runs, self.ui.history, "No runs yet.")
         if verb == "stats":
@@ -422,6 +446,29 @@ class Prompt:
         if self.readline is None:
             return True
         return not self.readline.get_line_buffer().strip()
+
+
+BARE_COMMANDS = ("help", "clear", "library", "history", "stats", "cost", "last")
+"""Prompt commands that work without their slash: `clear` must never be a paid task."""
+
+
+def _as_command(text: str) -> str | None:
+    """The slash command a prompt line means, or None when the line is a task.
+
+    `/anything` is a command; so is a bare command word alone, or `history` and one more word
+    (a mistyped number is reported, not run as a task).
+    """
+    if text.startswith("/"):
+        return text
+    words = text.split()
+    first = words[0].lower()
+    if first in BARE_COMMANDS and (len(words) == 1 or (first == "history" and len(words) == 2)):
+        return "/" + " ".join([first, *words[1:]])
+    return None
+
+
+def _positive_number(text: str) -> bool:
+    return text.isdigit() and int(text) > 0
 
 
 def _warm_up() -> threading.Thread:

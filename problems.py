@@ -63,6 +63,17 @@ def _missing_key(error: BaseException) -> Problem:
     )
 
 
+def _home(error: BaseException) -> Problem:
+    path = getattr(error, "path", "AGENTGOD_HOME")
+    return Problem(
+        f"AgentGOD cannot keep its files in {path}.",
+        "Set AGENTGOD_HOME to a folder you can write (it is created if missing), "
+        "or unset it to use the default.",
+        str(getattr(error, "reason", "")) or _technical(error),
+        "home",
+    )
+
+
 def _wrong_key(error: BaseException) -> Problem:
     return Problem(
         "The Anthropic API rejected the key.",
@@ -261,6 +272,7 @@ Translator = Callable[[BaseException], Problem]
 _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
     ("config", "MissingApiKeyError", _missing_key),
     ("config", "ConfigError", _config),
+    ("config", "HomeError", _home),
     ("anthropic", "AuthenticationError", _wrong_key),
     ("anthropic", "PermissionDeniedError", _permission),
     ("anthropic", "NotFoundError", _unknown_model),

@@ -1,0 +1,185 @@
+"""What a new user meets in the first hour (issue 14), through the real `agentgod` command.
+
+Each test drives the product as a person or a script would — a subprocess, a pseudo-terminal,
+real files in the home — against the fake Messages API, and checks what must never happen: a
+paid call nobody asked for, a traceback, lost text, a world-readable record.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from conftest import TEST_KEY, agentgod_command, agentgod_env
+from fakeapi import FakeMessagesAPI
+from scripted import Factory, agent_spec, plan
+from terminal import Terminal
+
+import cli
+
+
+@pytest.fixture
+def factory(fake_api: FakeMessagesAPI) -> Factory:
+    made = Factory(fake_api)
+    made.plans = [plan(agent_spec("fact_finder"), complexity="simple")]
+    return made
+
+
+def _env(home: Path, api: FakeMessagesAPI | None, **extra: str) -> dict[str, str]:
+    env = agentgod_env(home, SANDBOX="off", **extra)
+    if api is not None:
+        env |= {"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": TEST_KEY}
+    return env
+
+
+def agentgod(
+    home: Path, api: FakeMessagesAPI | None, *args: str, stdin: str = "", **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*agentgod_command(), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(home, api, **env),
+    )
+
+
+@pytest.fixture
+def open_terminal() -> Iterator[Callable[..., Terminal]]:
+    """Start agentgod on a pseudo-terminal; whatever a failed test leaves running is killed."""
+    started: list[Terminal] = []
+
+    def start(env: dict[str, str], *args: str) -> Terminal:
+        started.append(Terminal([*agentgod_command(), *args], env))
+        return started[-1]
+
+    yield start
+    for each in started:
+        each.stop()
+
+
+# ---- a mistyped verb never starts a paid run ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["history", "abc"],
+        ["history", "-3"],
+        ["history", "0"],
+        ["stats", "all"],
+        ["/help"],
+        ["/clear"],
+        ["/histroy"],
+        ["/history", "abc"],
+    ],
+)
+def test_a_mistyped_verb_is_a_usage_error_and_costs_nothing(
+    fake_api: FakeMessagesAPI, isolated_home: Path, argv: list[str]
+) -> None:
+    done = agentgod(isolated_home, fake_api, *argv)
+    assert done.returncode == cli.EXIT_USAGE, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("hint: ")
+    assert "Traceback" not in done.stderr
+    assert fake_api.messages() == []
+    assert not (isolated_home / "runs").exists(), "nothing was archived"
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [(["/library"], "The library is empty."), (["/history"], "No runs yet."), (["/stats"], "runs")],
+)
+def test_a_slash_command_on_the_command_line_is_the_verb(
+    fake_api: FakeMessagesAPI, isolated_home: Path, argv: list[str], shown: str
+) -> None:
+    done = agentgod(isolated_home, fake_api, *argv)
+    assert done.returncode == 0, done.stderr
+    assert shown in done.stdout + done.stderr
+    assert fake_api.messages() == []
+
+
+def test_task_still_runs_verb_words_as_a_task(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, factory.api, "--task", "history", "abc")
+    assert done.returncode == 0, done.stderr
+    assert "history abc" in factory.of("plan")[0].prompt
+
+
+def test_the_repl_does_commands_typed_without_a_slash_and_reports_a_bad_number(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    terminal = open_terminal(_env(isolated_home, factory.api, TERM="xterm", COLUMNS="100"))
+    terminal.expect("agentgod> ")
+    terminal.type("/history abc\n")
+    terminal.expect(r"/history takes a positive whole number of runs, not 'abc'")
+    for word, shown in [
+        ("help", r"/forget NAME"),
+        ("history", "No runs yet."),
+        ("library", "The library is empty"),
+        ("stats", "most reliable"),
+        ("history 0", "not '0'"),
+        ("clear", ""),
+    ]:
+        terminal.expect("agentgod> ")
+        terminal.type(word + "\n")
+        terminal.expect(shown)
+    terminal.expect("agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    assert factory.api.messages() == [], "no command became a task or a small-talk check"
+
+
+# ---- the home is checked before anything is spent ----------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["/proc/agentgod-home", "/sys/agentgod", "a-file"])
+def test_an_unusable_home_is_named_before_any_spend(
+    fake_api: FakeMessagesAPI, isolated_home: Path, where: str
+) -> None:
+    home = isolated_home / where if where == "a-file" else Path(where)
+    if where == "a-file":
+        home.write_text("not a folder")
+    done = agentgod(isolated_home, fake_api, "--json", "do a thing", AGENTGOD_HOME=str(home))
+    assert done.returncode == cli.EXIT_FAILED
+    assert "Traceback" not in done.stderr
+    assert f"AgentGOD cannot keep its files in {home}." in done.stderr
+    reply = json.loads(done.stdout)
+    assert (reply["ok"], reply["task"], reply["error"]["type"]) == (False, "do a thing", "home")
+    assert fake_api.messages() == []
+
+
+# ---- settings ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("verb", ["history", "stats", "library", "last"])
+def test_a_bad_setting_does_not_block_a_read_only_verb(
+    fake_api: FakeMessagesAPI, isolated_home: Path, verb: str
+) -> None:
+    done = agentgod(isolated_home, fake_api, verb, MAX_AGENTS="abc")
+    assert "MAX_AGENTS must be a whole number from 1 to 12, got 'abc'" in done.stderr
+    assert "The setting MAX_AGENTS has a value" not in done.stderr
+    assert done.returncode == (1 if verb == "last" else 0), done.stderr
+
+
+def test_a_bad_setting_in_dotenv_does_not_block_a_read_only_verb(isolated_home: Path) -> None:
+    (isolated_home / ".env").write_text("TASK_REVISIONS=lots\n")
+    done = agentgod(isolated_home, None, "history")
+    assert done.returncode == 0, done.stderr
+    assert "TASK_REVISIONS must be" in done.stderr
+    assert "No runs yet." in done.stdout + done.stderr
+
+
+def test_a_json_failure_keeps_the_task_text(fake_api: FakeMessagesAPI, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, fake_api, "--json", "count the otters", MAX_AGENTS="abc")
+    reply = json.loads(done.stdout)
+    assert (reply["ok"], reply["task"], reply["error"]["type"]) == (
+        False,
+        "count the otters",
+        "config",
+    )
+    piped = agentgod(isolated_home, fake_api, "--json", stdin="count the seals\n", MAX_AGENTS="x")
+    assert json.loads(piped.stdout)["task"] == "count the seals"
+    assert fake_api.messages() == []
