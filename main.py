@@ -206,6 +206,7 @@ class Session:
         finally:
             self.usage.merge(spent)
         self.ui.task_finished()
+        self._history_notices()
         if self.invocation.json:
             answer = _result_json(self.task, result, self._keep(result.pending))
             answer["warnings"] = [*self.warnings, *result.warnings]
@@ -244,6 +245,13 @@ class Session:
         if chosen:
             self.ui.info("Kept in the library: " + ", ".join(chosen))
         return chosen
+
+    def _history_notices(self) -> None:
+        """Tell the person when the run history had to be repaired (a damaged history.db)."""
+        import runlog
+
+        for notice in runlog.notices():
+            self.warn(notice)
 
     def _clean_up(self, written: list[Path]) -> None:
         """Offer to remove the scratch files a failed run wrote (yes unless told otherwise)."""
@@ -375,6 +383,7 @@ class Session:
             return self._show(_stats_json(runlog.stats()), self.ui.stats, "")
         if verb == "last":
             last = runlog.last()
+            self._history_notices()
             if last is None:
                 return self._missing("There is no answer yet.", "Run a task first.")
             if self.invocation.json:
@@ -395,6 +404,7 @@ class Session:
         raise cli.UsageError(f"unknown verb {verb}")
 
     def _show(self, data: Any, render: Any, empty: str) -> int:
+        self._history_notices()
         if self.invocation.json:
             _print_json(data)
         elif not data and empty:

@@ -12,8 +12,10 @@ and paid for, so a full disk or a locked database costs the archive, never the r
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sqlite3
+import threading
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -31,6 +33,14 @@ SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
 SLUG_LENGTH = 40
+PRIVATE_FILE = 0o600
+PRIVATE_FOLDER = 0o700
+"""Tasks and answers are the user's business: the records are readable by their owner only."""
+_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+"""SQLite's verdicts on a file that is no database, or a damaged one (not a locked or busy one)."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters except tab and newline: an ESC or BEL in a task must not reach a file that
+someone later `cat`s to a terminal."""
 
 _T = TypeVar("_T")
 
@@ -211,7 +221,7 @@ def archive(record: RunRecord) -> Path | None:
         return None
     run_file: Path | None = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        _private_folder(folder)
         run_file = _write_new_file(folder, _file_stem(clean), _render(clean))
     except Exception:
         run_file = None
@@ -268,28 +278,40 @@ def slugify(task: str) -> str:
     return slug or (words[0][:SLUG_LENGTH] if words else "task")
 
 
+def _private_folder(folder: Path) -> None:
+    """runs/, created or tightened to its owner only."""
+    folder.mkdir(mode=PRIVATE_FOLDER, parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        folder.chmod(PRIVATE_FOLDER)
+
+
+def _written(text: str) -> str:
+    """Text as it may be stored: redacted, and without control characters."""
+    return _CONTROL.sub("", redact(text.replace("\r\n", "\n")))
+
+
 def _redacted(record: RunRecord) -> RunRecord:
-    """A copy of the record with every piece of text passed through redact."""
+    """A copy of the record with every piece of text passed through redact (and _CONTROL)."""
     return replace(
         record,
-        task=redact(record.task),
-        answer=redact(record.answer),
-        error=redact(record.error),
-        complexity=redact(record.complexity) if record.complexity else record.complexity,
-        waves=[[redact(name) for name in wave] for wave in record.waves],
+        task=_written(record.task),
+        answer=_written(record.answer),
+        error=_written(record.error),
+        complexity=_written(record.complexity) if record.complexity else record.complexity,
+        waves=[[_written(name) for name in wave] for wave in record.waves],
         agents=[
             replace(
                 agent,
-                name=redact(agent.name),
-                role=redact(agent.role),
-                kind=redact(agent.kind),
-                error=redact(agent.error),
+                name=_written(agent.name),
+                role=_written(agent.role),
+                kind=_written(agent.kind),
+                error=_written(agent.error),
             )
             for agent in record.agents
         ],
-        failures=[(redact(name), redact(reason)) for name, reason in record.failures],
-        sandbox=[redact(layer) for layer in record.sandbox],
-        warnings=[redact(warning) for warning in record.warnings],
+        failures=[(_written(name), _written(reason)) for name, reason in record.failures],
+        sandbox=[_written(layer) for layer in record.sandbox],
+        warnings=[_written(warning) for warning in record.warnings],
     )
 
 
@@ -303,10 +325,11 @@ def _write_new_file(folder: Path, stem: str, text: str) -> Path:
     while True:
         path = folder / (f"{stem}.md" if number == 1 else f"{stem}_{number}.md")
         try:
-            handle = path.open("x", encoding="utf-8")
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
         except FileExistsError:
             number += 1
             continue
+        handle = os.fdopen(descriptor, "w", encoding="utf-8")
         try:
             with handle:
                 handle.write(text)
@@ -461,6 +484,16 @@ def _utc(moment: datetime) -> datetime:
 
 
 def _insert(path: Path, record: RunRecord, run_file: Path | None) -> None:
+    """Add the run's rows; a damaged history is set aside and rebuilt first (see _recover)."""
+    try:
+        _insert_rows(path, record, run_file)
+    except sqlite3.DatabaseError as error:
+        if not _is_corrupt(error) or not _recover(path, without=run_file):
+            raise
+        _insert_rows(path, record, run_file)
+
+
+def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
     cost = _Cost.of(record.cost)
     with contextlib.closing(_open_for_writing(path)) as db, db:
         cursor = db.execute(
@@ -510,7 +543,13 @@ def _insert(path: Path, record: RunRecord, run_file: Path | None) -> None:
 
 
 def _open_for_writing(path: Path) -> sqlite3.Connection:
-    """A connection to the history, creating the schema on first use."""
+    """A connection to the history, creating the schema on first use; the file is private.
+
+    SQLite gives the -wal and -shm files the database's own permissions.
+    """
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE))
+    with contextlib.suppress(OSError):
+        path.chmod(PRIVATE_FILE)
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -528,22 +567,203 @@ def _open_for_writing(path: Path) -> sqlite3.Connection:
 def _query(read: Callable[[sqlite3.Connection], _T], empty: _T) -> _T:
     """Run `read` on a read-only connection; `empty` when there is no history or it is unreadable.
 
-    Nothing is created here. A WAL database in a folder this user cannot write (no -shm file can
-    be made) refuses a plain read-only open, so the second try reads it as immutable.
+    Nothing is created here, except when the history is damaged: then it is set aside and
+    rebuilt from the run files (see _recover). A WAL database in a folder this user cannot
+    write (no -shm file can be made) refuses a plain read-only open, so the second try reads it
+    as immutable.
     """
     path = config.settings().runs_dir / DB_NAME
-    if not path.is_file():
-        return empty
-    for options in ("mode=ro", "immutable=1"):
-        uri = f"{path.as_uri()}?{options}"
-        try:
-            with contextlib.closing(
-                sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-            ) as db:
-                return read(db)
-        except sqlite3.Error:
-            continue
+    recovered = False
+    while path.is_file():
+        for options in ("mode=ro", "immutable=1"):
+            uri = f"{path.as_uri()}?{options}"
+            try:
+                with contextlib.closing(
+                    sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+                ) as db:
+                    return read(db)
+            except sqlite3.Error as error:
+                if _is_corrupt(error):
+                    break
+        else:
+            return empty  # unreadable (locked, no permission), not damaged
+        if recovered or not _recover(path):
+            return empty
+        recovered = True
     return empty
+
+
+# ---- a damaged history ------------------------------------------------------------------------
+
+_notices: list[str] = []
+_notices_lock = threading.Lock()
+
+
+def notices() -> list[str]:
+    """What the archive had to repair since the last call (for the person to be told); drains."""
+    with _notices_lock:
+        taken = list(_notices)
+        _notices.clear()
+    return taken
+
+
+def _notice(text: str) -> None:
+    with _notices_lock:
+        _notices.append(text)
+
+
+def _is_corrupt(error: sqlite3.Error) -> bool:
+    return getattr(error, "sqlite_errorname", "") in _CORRUPT
+
+
+def _still_corrupt(path: Path) -> bool:
+    """Checked again just before moving the file: another agentgod may have rebuilt it already."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+            return bool(db.execute("PRAGMA quick_check").fetchone()[0] != "ok")
+    except sqlite3.Error as error:
+        return _is_corrupt(error)
+
+
+def _recover(path: Path, without: Path | None = None) -> bool:
+    """Move a damaged history.db aside and rebuild it from the run files; True when rebuilt.
+
+    The damaged file (and its WAL, which a new database must not replay) is kept as
+    history.db.corrupt-<stamp>, for whoever wants to dig. Each run file gives back its history
+    row and agent rows; `without` is the run being archived now, whose full record follows.
+    """
+    if not _still_corrupt(path):
+        return True
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    building = path.with_name(f"{path.name}.rebuilding-{os.getpid()}")
+    try:
+        path.rename(aside)
+        for suffix in ("-wal", "-shm"):
+            companion = path.with_name(path.name + suffix)
+            if companion.exists():
+                companion.rename(aside.with_name(aside.name + suffix))
+        records = [
+            (record, run_file)
+            for run_file in sorted(path.parent.glob("*.md"))
+            if run_file != without and (record := _record_from_file(run_file)) is not None
+        ]
+        for record, run_file in records:
+            _insert_rows(building, record, run_file)
+        if records:
+            building.replace(path)
+    except (OSError, sqlite3.Error) as error:
+        _notice(f"the run history ({path}) is damaged and could not be rebuilt: {error}")
+        return False
+    finally:
+        for leftover in (
+            building,
+            *(building.with_name(building.name + s) for s in ("-wal", "-shm")),
+        ):
+            leftover.unlink(missing_ok=True)
+    _notice(
+        f"the run history was damaged: moved aside to {aside} and rebuilt from "
+        f"{len(records)} run file{'' if len(records) == 1 else 's'}"
+    )
+    return True
+
+
+_SUMMARY = re.compile(
+    r"^\*\*(Answered|Failed)\*\* · (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC · ([^·]+) · ",
+    re.MULTILINE,
+)
+
+
+def _record_from_file(run_file: Path) -> RunRecord | None:
+    """What a run file written by _render says about its run, or None if it is not one."""
+    try:
+        text = run_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    summary = _SUMMARY.search(text)
+    task = _section(text, "Task")
+    if summary is None or task is None:
+        return None
+    ok = summary.group(1) == "Answered"
+    answer = text.partition("\n\n## Answer\n\n")[2].rpartition("\n\n## Cost\n\n")[0]
+    cost_text = text.rpartition("\n\n## Cost\n\n")[2]
+    calls = re.search(r"^(\d+) model calls · \$([0-9.]+)", cost_text, re.MULTILINE)
+    complexity = re.search(r"^- Complexity: (\S+)$", text, re.MULTILINE)
+    revisions = re.search(r"^- Revisions asked for by the judge: (\d+)$", text, re.MULTILINE)
+
+    def tokens(label: str) -> int:
+        found = re.search(rf"^\| {label} \| ([0-9,]+) \|$", cost_text, re.MULTILINE)
+        return int(found.group(1).replace(",", "")) if found else 0
+
+    return RunRecord(
+        task="\n".join(line.removeprefix(">").removeprefix(" ") for line in task.splitlines()),
+        ok=ok,
+        answer=answer.strip() if ok else "",
+        error=(_section(text, "Error") or "") if not ok else "",
+        complexity=None
+        if complexity is None or complexity.group(1) == "not"
+        else complexity.group(1),
+        waves=[],
+        agents=_agents_from(_section(text, "Agents") or ""),
+        failures=[],
+        revisions=int(revisions.group(1)) if revisions else 0,
+        council_improved="- Council improved the answer: yes" in text,
+        cost=CostSummary(
+            llm_calls=int(calls.group(1)) if calls else 0,
+            input_tokens=tokens("Input"),
+            output_tokens=tokens("Output"),
+            cache_write_tokens=tokens("Cache write"),
+            cache_read_tokens=tokens("Cache read"),
+            usd=float(calls.group(2)) if calls else 0.0,
+            estimate="(estimated)" in (calls.group(0) if calls else ""),
+        ),
+        duration_seconds=_seconds(summary.group(3)),
+        started_at=datetime.strptime(summary.group(2), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC),
+    )
+
+
+def _section(text: str, heading: str) -> str | None:
+    """The body of the first `## heading` section (up to the next `## `)."""
+    start = text.find(f"\n## {heading}\n\n")
+    if start < 0:
+        return None
+    body = text[start + len(heading) + 6 :]
+    end = body.find("\n\n## ")
+    return (body if end < 0 else body[:end]).strip()
+
+
+def _seconds(shown: str) -> float:
+    """_duration's text back to seconds: "83.2 s" or "1 min 23 s"."""
+    minutes = re.match(r"\s*(\d+) min (\d+) s", shown)
+    if minutes:
+        return int(minutes.group(1)) * 60 + int(minutes.group(2))
+    plain = re.match(r"\s*([0-9.]+) s", shown)
+    return float(plain.group(1)) if plain else 0.0
+
+
+def _agents_from(table: str) -> list[AgentRecord]:
+    """The agent rows of _agent_table, as far as a table cell keeps them."""
+    agents: list[AgentRecord] = []
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(cells) != 7 or not cells[0].startswith("`"):
+            continue
+        name, role, source, result, attempts, seconds, usd = cells
+        outcome = re.match(r"failed \((\w+)\)(?: — (.*))?", result)
+        agents.append(
+            AgentRecord(
+                name=name.strip("`"),
+                role=role.replace("\\|", "|"),
+                reused=source == "library",
+                ok=outcome is None,
+                attempts=int(attempts) if attempts.isdigit() else 0,
+                seconds=_seconds(seconds),
+                kind=outcome.group(1) if outcome else "ok",
+                error=(outcome.group(2) or "") if outcome else "",
+                usd=float(usd.lstrip("$") or 0) if re.fullmatch(r"\$[0-9.]+", usd) else 0.0,
+            )
+        )
+    return agents
 
 
 def history(limit: int = 10) -> list[HistoryRow]:

@@ -8,9 +8,12 @@ paid call nobody asked for, a traceback, lost text, a world-readable record.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import TEST_KEY, agentgod_command, agentgod_env
@@ -19,6 +22,7 @@ from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
 import cli
+import runlog
 
 
 @pytest.fixture
@@ -183,3 +187,137 @@ def test_a_json_failure_keeps_the_task_text(fake_api: FakeMessagesAPI, isolated_
     piped = agentgod(isolated_home, fake_api, "--json", stdin="count the seals\n", MAX_AGENTS="x")
     assert json.loads(piped.stdout)["task"] == "count the seals"
     assert fake_api.messages() == []
+
+
+# ---- the records: private, clean, and a damaged history repaired -------------------------------
+
+
+_archived = iter(range(1, 10_000))
+"""Minutes after noon: each record starts later than the one before."""
+
+
+def _record(task: str, **overrides: Any) -> runlog.RunRecord:
+    values: dict[str, Any] = {
+        "task": task,
+        "ok": True,
+        "answer": f"answer to {task}",
+        "error": "",
+        "complexity": "simple",
+        "waves": [["fact_finder"]],
+        "agents": [runlog.AgentRecord("fact_finder", "finds | facts", False, True, 2, 1.5, "ok")],
+        "failures": [],
+        "revisions": 0,
+        "council_improved": False,
+        "cost": {
+            "llm_calls": 4,
+            "input_tokens": 1200,
+            "output_tokens": 300,
+            "cache_write_tokens": 0,
+            "cache_read_tokens": 50,
+            "usd": 0.0042,
+            "estimate": False,
+        },
+        "duration_seconds": 83.0,
+        "started_at": datetime(2026, 5, 1, 12, tzinfo=UTC) + timedelta(minutes=next(_archived)),
+    }
+    values.update(overrides)
+    return runlog.RunRecord(**values)
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_run_files_and_the_history_are_readable_by_their_owner_only(isolated_home: Path) -> None:
+    runs = isolated_home / "runs"
+    runs.mkdir(mode=0o755)
+    runs.chmod(0o755)  # as an older version left it
+    run_file = runlog.archive(_record("count the otters"))
+    assert run_file is not None
+    assert _mode(runs) == 0o700
+    assert _mode(run_file) == 0o600
+    for made in runs.glob(f"{runlog.DB_NAME}*"):
+        assert _mode(made) == 0o600, made.name
+
+
+def test_control_bytes_from_a_task_never_reach_the_records(isolated_home: Path) -> None:
+    run_file = runlog.archive(
+        _record("paint \x1b[31mred\x1b[0m and ring\x07", answer="a\x1b]0;title\x07b\r\nc")
+    )
+    assert run_file is not None
+    text = run_file.read_text(encoding="utf-8")
+    assert "paint [31mred[0m and ring" in text
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", text)
+    [row] = runlog.history()
+    assert row.task == "paint [31mred[0m and ring"
+    last = runlog.last()
+    assert last is not None and last.answer == "a]0;titleb\nc"
+
+
+def _damage(history: Path) -> None:
+    for companion in history.parent.glob(f"{history.name}-*"):
+        companion.unlink()
+    history.write_bytes(b"this is no database\n" * 200)
+
+
+def test_a_damaged_history_is_moved_aside_and_rebuilt_from_the_run_files(
+    isolated_home: Path,
+) -> None:
+    tasks = ["count the otters", "name the seals", "weigh the whale"]
+    for task in tasks:
+        runlog.archive(_record(task))
+    runlog.archive(_record("it broke", ok=False, answer="", error="3 agents timed out"))
+    history = isolated_home / "runs" / runlog.DB_NAME
+    before = runlog.history()
+    _damage(history)
+    after = runlog.history()
+    [notice] = runlog.notices()
+    [aside] = history.parent.glob(f"{runlog.DB_NAME}.corrupt-*")
+    assert str(aside) in notice and "rebuilt from 4 run files" in notice
+    assert aside.read_bytes().startswith(b"this is no database")
+    assert [(r.task, r.ok, r.agents, r.usd, r.run_file) for r in after] == [
+        (r.task, r.ok, r.agents, r.usd, r.run_file) for r in before
+    ]
+    assert after[0].duration_seconds == 83.0
+    assert after[0].started_at == before[0].started_at
+    last = runlog.last()
+    assert last is not None and last.answer == "answer to weigh the whale"
+    stats = runlog.stats()
+    assert (stats.runs, stats.succeeded, stats.llm_calls, stats.input_tokens) == (4, 3, 16, 4800)
+    assert _mode(history) == 0o600
+    assert runlog.archive(_record("and one more")) is not None
+    assert len(runlog.history()) == 5, "the next run is recorded"
+    assert runlog.notices() == []
+
+
+def test_a_run_archived_onto_a_damaged_history_is_recorded_once(isolated_home: Path) -> None:
+    runlog.archive(_record("count the otters"))
+    history = isolated_home / "runs" / runlog.DB_NAME
+    _damage(history)
+    runlog.archive(_record("name the seals", complexity="deep"))
+    assert "rebuilt from 1 run file" in runlog.notices()[0]
+    rows = runlog.history()
+    assert [(r.task, r.complexity) for r in rows] == [
+        ("name the seals", "deep"),
+        ("count the otters", "simple"),
+    ]
+
+
+def test_the_product_warns_about_a_damaged_history_and_lists_the_runs(
+    factory: Factory, isolated_home: Path
+) -> None:
+    for task in ("count the otters", "name the seals"):
+        assert agentgod(isolated_home, factory.api, task).returncode == 0
+    _damage(isolated_home / "runs" / runlog.DB_NAME)
+    listed = agentgod(isolated_home, None, "history")
+    assert listed.returncode == 0, listed.stderr
+    assert "the run history was damaged: moved aside to" in listed.stderr
+    assert "name the seals" in listed.stdout and "count the otters" in listed.stdout
+    assert agentgod(isolated_home, factory.api, "weigh the whale").returncode == 0
+    again = agentgod(isolated_home, None, "--json", "history")
+    assert [row["task"] for row in json.loads(again.stdout)] == [
+        "weigh the whale",
+        "name the seals",
+        "count the otters",
+    ]
+    assert "damaged" not in again.stderr
