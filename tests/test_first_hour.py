@@ -8,8 +8,10 @@ paid call nobody asked for, a traceback, lost text, a world-readable record.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import TEST_KEY, agentgod_command, agentgod_env
-from fakeapi import FakeMessagesAPI
+from fakeapi import FakeMessagesAPI, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
@@ -321,3 +323,35 @@ def test_the_product_warns_about_a_damaged_history_and_lists_the_runs(
         "count the otters",
     ]
     assert "damaged" not in again.stderr
+
+
+# ---- the keep question -------------------------------------------------------------------------
+
+
+def test_the_keep_question_ignores_typed_ahead_keys_and_stays_out_of_the_history(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    merging, typed = threading.Event(), threading.Event()
+
+    def merge_after_typing(request: Request) -> str:
+        merging.set()
+        typed.wait(60)
+        return "MERGED: fact_finder"
+
+    factory.merge_reply = merge_after_typing
+    terminal = open_terminal(_env(isolated_home, factory.api, TERM="xterm", COLUMNS="100"))
+    terminal.expect("agentgod> ")
+    terminal.type("find the facts about otters\n")
+    assert merging.wait(60), "the run reached its merge"
+    os.write(terminal.fd, b"/help\n")  # typed while the run goes on, before any question
+    typed.set()
+    terminal.expect(r"Keep which\?")
+    terminal.type("keep\n")
+    terminal.expect("Kept in the library: fact_finder")
+    terminal.expect("agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
+    remembered = (isolated_home / ".history").read_text().splitlines()
+    assert "find the facts about otters" in remembered
+    assert "keep" not in remembered, "the keep answer is not a prompt line"

@@ -291,7 +291,14 @@ def test_confirm(typed: str, default: bool, expected: bool) -> None:
         ("none\n", []),
         ("\n", []),
         ("writer, researcher\n", ["researcher", "writer"]),
-        ("writer ghost\n", ["writer"]),
+        ("writer ghost\nwriter\n", ["writer"]),
+        ("keep\n", ["researcher", "writer"]),
+        ("keep all\n", ["researcher", "writer"]),
+        ("y\n", ["researcher", "writer"]),
+        ("n\n", []),
+        ("keep writer\n", ["writer"]),
+        ("foo\nwritr\n1\n", ["researcher"]),
+        ("foo\nbar\nbaz\nall\n", []),
         ("2\n", ["writer"]),
         ("", []),
     ],
@@ -302,12 +309,23 @@ def test_choose_keep(typed: str, kept: list[str]) -> None:
     assert "writes the report" in err.getvalue()
 
 
-def test_parse_keep_ignores_unknown_names_and_out_of_range_numbers() -> None:
+def test_parse_keep_does_not_understand_unknown_names_or_out_of_range_numbers() -> None:
     names = ["alpha", "beta", "gamma"]
-    assert ui.parse_keep("a, c", names) == []
+    assert ui.parse_keep("a, c", names) is None
     assert ui.parse_keep("gamma, alpha", names) == ["alpha", "gamma"]
-    assert ui.parse_keep("alpha 0 4 9 delta", names) == ["alpha"]
+    assert ui.parse_keep("alpha 0", names) is None
+    assert ui.parse_keep("alpha 4", names) is None
+    assert ui.parse_keep("alpha delta", names) is None
     assert ui.parse_keep("ALL", names) == names
+    assert ui.parse_keep("  ", names) == []
+
+
+def test_an_answer_the_keep_question_does_not_understand_is_asked_again() -> None:
+    view, _, err = plain(interactive=True, input_stream=io.StringIO("/help\nwriter\n"))
+    assert view.choose_keep(KEEP) == ["writer"]
+    shown = err.getvalue()
+    assert shown.count("Keep which?") == 2
+    assert "Not understood: '/help'. Names: researcher, writer" in shown
 
 
 # ---- PlainUI: what commands show ---------------------------------------------------------------
