@@ -19,6 +19,8 @@ from typing import Any
 
 import redact
 from kinds import AgentKind
+from models import DEFAULT_FAST_MODEL, DEFAULT_MODEL
+from ui import dollars
 
 
 @dataclass(frozen=True)
@@ -96,10 +98,10 @@ def _unknown_model(error: BaseException) -> Problem:
     message = _api_message(error)
     model = message.split("model:", 1)[1].strip() if "model:" in message else ""
     model = model or os.environ.get("MODEL", "") or "the configured model"
+    other = next(m for m in (DEFAULT_MODEL, DEFAULT_FAST_MODEL) if m != model)
     return Problem(
         f"The model {model} was not found.",
-        "Pick a model your key can use with --model or the MODEL setting "
-        "(for example claude-sonnet-5-5).",
+        f"Pick a model your key can use with --model or the MODEL setting (for example {other}).",
         _technical(error),
         "unknown_model",
     )
@@ -202,11 +204,16 @@ def _budget(error: BaseException) -> Problem:
     spent = getattr(error, "spent_usd", None)
     cap = getattr(error, "budget_usd", None)
     needed = getattr(error, "needed_usd", 0.0) or 0.0
-    figures = f" (spent ${spent:.4f} of ${cap:.4f})" if spent is not None and cap else ""
-    if needed:
-        figures += f"; the next call needed up to ${needed:.4f}"
+    needs = f"; the next call needed up to {dollars(needed)}" if needed else ""
+    if spent is not None and cap and spent <= 0:
+        headline = f"The budget of {dollars(cap)} cannot pay for the first model call{needs}."
+    else:
+        figures = (
+            f" (spent {dollars(spent)} of {dollars(cap)})" if spent is not None and cap else ""
+        )
+        headline = f"The budget ran out before any answer was ready{figures}{needs}."
     return Problem(
-        f"The budget ran out before any answer was ready{figures}.",
+        headline,
         "Raise --budget or BUDGET_USD, or ask for less at once.",
         _technical(error),
         "budget",

@@ -40,8 +40,14 @@ def register(secret: str) -> None:
 
 
 def _replace(match: re.Match[str]) -> str:
-    """Keep the name of a `name=value` pair so the reader still sees what was there."""
+    """Keep the name of a `name=value` pair so the reader still sees what was there.
+
+    A value that is itself the name of a key variable ("MissingApiKeyError: ANTHROPIC_API_KEY
+    is not set") is no secret, and redacting it hides the one fact the message is about.
+    """
     if match.re.groups == 3:
+        if match.group(3) in _KEY_VARIABLES:
+            return match.group(0)
         return f"{match.group(1)}{match.group(2)}{REDACTED}"
     return REDACTED
 

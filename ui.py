@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import math
 import os
 import re
 import sys
@@ -46,6 +47,8 @@ PHASES: tuple[Phase, ...] = tuple(Phase)
 """The phases of a run, in the order the rail shows them."""
 
 _TAG_WIDTH = 11
+_MAX_PLACES = 8
+"""Decimals of the smallest amount `dollars` shows apart from zero."""
 _MIN_NAME_WIDTH = 10
 # C0 and C1 control characters except tab and newline: model output reaches a terminal through
 # here, and an escape sequence in an answer must not be able to repaint or retitle it.
@@ -69,8 +72,18 @@ def duration(value: float) -> str:
 
 
 def dollars(usd: float, estimate: bool = False) -> str:
-    """Cents hide most runs' cost, so small amounts keep four decimals; "~" marks an estimate."""
-    amount = f"${usd:.4f}" if usd < 0.1 else f"${usd:.2f}"
+    """Cents hide most runs' cost, so small amounts keep four decimals, and amounts below a
+    hundredth of a cent as many as show two digits (a $0.0001 budget is not "$0.0000");
+    "~" marks an estimate."""
+    if usd >= 0.1:
+        amount = f"${usd:.2f}"
+    elif usd >= 0.0001 or usd <= 0:
+        amount = f"${usd:.4f}"
+    elif usd < 10**-_MAX_PLACES:
+        amount = f"<${10**-_MAX_PLACES:.{_MAX_PLACES}f}"
+    else:
+        places = min(_MAX_PLACES, 1 - math.floor(math.log10(usd)))
+        amount = f"${usd:.{places}f}"
     return f"~{amount}" if estimate else amount
 
 

@@ -7,6 +7,7 @@ paid call nobody asked for, a traceback, lost text, a world-readable record.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -19,12 +20,15 @@ from typing import Any
 
 import pytest
 from conftest import TEST_KEY, agentgod_command, agentgod_env
-from fakeapi import FakeMessagesAPI, Request
+from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
 import cli
+import ledger
+import problems
 import runlog
+import ui
 
 
 @pytest.fixture
@@ -355,3 +359,42 @@ def test_the_keep_question_ignores_typed_ahead_keys_and_stays_out_of_the_history
     remembered = (isolated_home / ".history").read_text().splitlines()
     assert "find the facts about otters" in remembered
     assert "keep" not in remembered, "the keep answer is not a prompt line"
+
+
+# ---- messages ----------------------------------------------------------------------------------
+
+
+def test_with_no_key_the_detail_names_the_variable(isolated_home: Path) -> None:
+    done = agentgod(isolated_home, None, "a task")
+    assert done.returncode == cli.EXIT_FAILED
+    assert "No Anthropic API key is set." in done.stderr
+    assert "MissingApiKeyError: ANTHROPIC_API_KEY is not set" in done.stderr
+    assert "[redacted] is not set" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "suggested"),
+    [("claude-sonnet-5-5", "claude-haiku-5-5"), ("claude-nope-1", "claude-sonnet-5-5")],
+)
+def test_a_missing_model_is_not_suggested_as_the_fix(
+    fake_api: FakeMessagesAPI, isolated_home: Path, model: str, suggested: str
+) -> None:
+    fake_api.handler = lambda request: Reply.error(404, f"model: {request.body['model']}")
+    done = agentgod(isolated_home, fake_api, "--json", "-m", model, "a task")
+    assert done.returncode == cli.EXIT_FAILED
+    error = json.loads(done.stdout)["error"]
+    assert error["headline"] == f"The model {model} was not found."
+    assert f"for example {suggested}" in error["advice"]
+    assert {request.body["model"] for request in fake_api.messages()} == {model}, "-m is --model"
+
+
+def test_a_tiny_budget_is_shown_with_enough_digits(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, factory.api, "--json", "--budget", "0.0001", "a task")
+    error = json.loads(done.stdout)["error"]
+    assert error["headline"] == "The budget of $0.0001 cannot pay for the first model call."
+    assert problems.explain(ledger.BudgetExhaustedError(0.00004, 0.0001)).headline == (
+        "The budget ran out before any answer was ready (spent $0.000040 of $0.0001)."
+    )
+    narration = io.StringIO()
+    ui.PlainUI(out=io.StringIO(), narrate_to=narration).budget_exhausted(0.000042, 0.0001)
+    assert "$0.000042 of $0.0001 spent" in narration.getvalue()
