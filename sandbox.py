@@ -1,33 +1,54 @@
 """OS-level confinement of a generated agent's process: the second wall behind codeguard.
 
 Static validation is not a sandbox, so the executor asks this module how to launch each agent.
-`prepare()` answers with a `Launch`: a command line, a preexec hook (no_new_privs), a uid/gid to
-drop to, and the layers that are really active. Each layer is used when the platform has it
-(probed once per process):
+`prepare()` answers with a `Launch`: a command line, a preexec hook, a uid/gid to drop to, the fds
+to pass on, and the layers that are really active. An agent has one of two networks:
+
+- **tcp** (`api_url=`): today's agents, which call the API themselves. TCP to the API's port
+  only (Landlock), no other socket kinds (seccomp), the host's network namespace (bwrap).
+- **none** (`broker_fd=`, or neither): the agent reaches the model only through one inherited,
+  connected AF_UNIX stream socket to a broker in the parent. It can create no socket, connect,
+  bind, listen or accept nothing, and send only where that socket already goes; bwrap gives it an
+  empty network namespace.
+
+Each layer is used when the platform has it (probed once per process):
 
 - **landlock**: a trusted bootstrap (sandbox_boot.py, run as the child's main script) restricts
   the filesystem to read-only system, interpreter and agent paths plus a read-write scratch
-  directory (no /proc at all), TCP to the API's port only (ABI >= 4), and signals and abstract
-  sockets to the sandbox (ABI >= 6).
+  directory (no /proc at all), TCP to the API's port only or to none (ABI >= 4), and signals and
+  abstract sockets to the sandbox (ABI >= 6).
 - **seccomp**: the same bootstrap then loads a filter (the system libseccomp, through ctypes) that
   refuses new processes, exec, ptrace, mounts, namespaces, kernel-wide knobs, chmod/chown/utime,
-  and sockets other than TCP/UDP over IPv4/IPv6. Refusals are EPERM, so agents die with a
-  readable `PermissionError`, not a signal.
+  System V and POSIX IPC, TCP Fast Open and interface ioctls, and the sockets the network forbids.
+  Refusals are EPERM, so agents die with a readable `PermissionError`, not a signal.
+- **caps**: the bootstrap drops every capability (bounding and ambient sets too), so an agent
+  started by root is a capability-less uid 0.
+- **pids**: at most TASK_LIMIT processes and threads per agent, its own count, so one agent's
+  thread bomb cannot starve its siblings or the host. A child running as root escapes
+  RLIMIT_NPROC, so it joins a cgroup v1 pids group of its own (made here, joined in the preexec
+  hook before bwrap forks, removed once its agent is gone); any other uid gets RLIMIT_NPROC in a
+  user namespace of its own, where the kernel counts its tasks alone (sandbox_boot.py).
 - **uid**: a root parent drops the child to an unprivileged uid when it can reach the interpreter.
 - **bwrap**: bubblewrap as an outer layer, with allow-list binds only and no capabilities.
 
 This module is the parent's half: it probes, decides and builds the command line, and may import
 whatever it likes. The child's half is sandbox_boot.py, kept apart because everything it imports
-is paid again by every agent start; the Landlock and seccomp mechanisms live there, once, and are
-imported here for probing. The executor's own wall (environment, scratch cwd, process group,
-rlimits) is not repeated in either.
+is paid again by every agent start; the Landlock, seccomp and capability mechanisms live there,
+once, and are imported here for probing. The executor's own wall (environment, scratch cwd,
+process group, rlimits) is not repeated in either.
 """
 
+import atexit
+import errno
 import functools
+import itertools
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+import weakref
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +57,14 @@ from urllib.parse import urlsplit
 import sandbox_boot
 
 MODES = ("auto", "strict", "off")
-LAYERS = ("landlock", "seccomp", "uid", "bwrap")
+LAYERS = ("landlock", "seccomp", "caps", "pids", "uid", "bwrap")
 DROP_UID = DROP_GID = 65534  # nobody/nogroup: owns no files, so it can change none
+# Processes and threads per agent, bwrap's two included. RLIMIT_AS (2 GiB) allows about 250
+# threads at the default 8 MiB stack; far more with small stacks, which this bounds.
+TASK_LIMIT = 256
 BOOT_FAILURE_EXIT = sandbox_boot.BOOT_FAILURE_EXIT  # a wall asked for could not be raised
 _BOOTSTRAP = Path(sandbox_boot.__file__).resolve()
+_TRUE = next((p for p in ("/usr/bin/true", "/bin/true") if os.path.exists(p)), "true")
 
 # Read-only paths every agent needs: shared libraries, TLS roots (never /etc/ssl/private),
 # name resolution and the files the stdlib reads on its own. Missing ones are skipped.
@@ -75,12 +100,18 @@ class Capabilities:
     bwrap: str | None  # path of a bwrap binary that was seen to work, else None
     bwrap_unprivileged: bool  # bwrap also works when started as DROP_UID
     can_drop_uid: bool
+    pids_cgroup: str | None  # where a root parent makes each agent's pids cgroup
+    userns_problem: str | None  # why a child not running as root cannot get its own task count
     why_not: dict[str, str]  # layer -> one sentence, for every layer that is unavailable
 
 
 @dataclass(frozen=True)
 class Launch:
-    """How to start one agent: the executor passes these to Popen unchanged."""
+    """How to start one agent: the executor passes these to Popen unchanged.
+
+    `pass_fds` goes to Popen's `pass_fds` (with close_fds left True): bwrap and the bootstrap
+    keep those fds at the same numbers and close every other one above 2.
+    """
 
     argv: list[str]
     preexec: Callable[[], None] | None
@@ -88,6 +119,7 @@ class Launch:
     group: int | None
     layers: tuple[str, ...]
     skipped: tuple[str, ...]
+    pass_fds: tuple[int, ...] = ()
 
 
 class SandboxUnavailable(RuntimeError):
@@ -126,13 +158,15 @@ def _hand_over(scratch: Path) -> None:
 # ----------------------------------------------------------------------------------------------
 # bwrap: an outer layer of fresh namespaces. Only allow-listed paths exist inside, read-only
 # except scratch; `--ro-bind / /` would expose /root and the projects, and a root child that
-# keeps its capabilities can remount it read-write, hence `--cap-drop ALL`.
+# keeps its capabilities can remount it read-write, hence `--cap-drop ALL`. Without a network
+# the namespace is an empty one (loopback only). Inherited fds pass through at their numbers.
 
 
 def _bwrap_argv(
-    bwrap: str, read_only: Sequence[str], scratch: str, command: list[str]
+    bwrap: str, read_only: Sequence[str], scratch: str, command: list[str], *, share_net: bool
 ) -> list[str]:
-    argv = [bwrap, "--unshare-all", "--share-net", "--die-with-parent", "--new-session"]
+    argv = [bwrap, "--unshare-all", *(["--share-net"] if share_net else [])]
+    argv += ["--die-with-parent", "--new-session"]
     argv += ["--cap-drop", "ALL", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/tmp"]
     for path in read_only:
         argv += ["--ro-bind-try", path, path]
@@ -141,11 +175,14 @@ def _bwrap_argv(
 
 
 def _bwrap_problem(bwrap: str | None, user: int | None) -> str | None:
-    """Run `true` in the same kind of sandbox: bwrap fails where user namespaces are blocked."""
+    """Run `true` in the same kind of sandbox: bwrap fails where user namespaces are blocked.
+
+    An empty network namespace needs more (a loopback set up over netlink) than sharing the
+    host's, so that is what is tried.
+    """
     if bwrap is None:
         return "bwrap: not installed (apt-get install bubblewrap)"
-    true = next((p for p in ("/usr/bin/true", "/bin/true") if os.path.exists(p)), "true")
-    argv = _bwrap_argv(bwrap, _SYSTEM_READ_ONLY, "/tmp", [true])
+    argv = _bwrap_argv(bwrap, _SYSTEM_READ_ONLY, "/tmp", [_TRUE], share_net=False)
     who = "" if user is None else f" as uid {user}"
     try:
         done = subprocess.run(
@@ -165,12 +202,145 @@ def _bwrap_problem(bwrap: str | None, user: int | None) -> str | None:
     return None
 
 
+# ----------------------------------------------------------------------------------------------
+# pids: each agent's own count of processes and threads. The kernel exempts uid 0 from
+# RLIMIT_NPROC, capabilities or not, so a root child joins a pids cgroup of its own; measured
+# here, the join costs about 14 ms (cgroup v1 waits for an RCU grace period), which is paid in
+# the child's preexec. Any other uid gets RLIMIT_NPROC in its own user namespace instead (see
+# sandbox_boot._limit_tasks), at no measurable cost.
+
+_CGROUP_PARENT = "agentgod"
+_cgroup_numbers = itertools.count()
+_unremoved: set[Path] = set()  # agents' cgroups that were still busy when last tried
+_unremoved_lock = threading.Lock()
+
+
+def _pids_hierarchy() -> Path | None:
+    """Where the cgroup v1 pids controller is mounted, if it is."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] == "cgroup" and "pids" in fields[3].split(","):
+            return Path(fields[1])
+    return None
+
+
+def _cgroup_problem() -> tuple[str | None, str | None]:
+    """The folder our agents' cgroups go in, or why a root child's tasks cannot be counted."""
+    hierarchy = _pids_hierarchy()
+    if hierarchy is None:
+        return None, (
+            "pids: no cgroup v1 pids hierarchy is mounted, and RLIMIT_NPROC does not bind root, "
+            "so an agent running as root can start threads until the host has none left"
+        )
+    parent = hierarchy / _CGROUP_PARENT
+    try:
+        parent.mkdir(exist_ok=True)
+    except OSError as exc:
+        return None, f"pids: cannot make cgroups under {hierarchy}: {exc}"
+    _sweep_orphans(parent)
+    return str(parent), None
+
+
+def _sweep_orphans(parent: Path) -> None:
+    """Remove empty cgroups that a process which has since died made for its agents."""
+    for group in parent.iterdir():
+        maker = group.name.partition("-")[0]
+        if maker.isdigit() and int(maker) != os.getpid() and not Path(f"/proc/{maker}").exists():
+            _remove_cgroup(group, remember=False)
+
+
+def _new_cgroup(parent: Path) -> Path:
+    group = parent / f"{os.getpid()}-{next(_cgroup_numbers)}"
+    group.mkdir()
+    (group / "pids.max").write_text(str(TASK_LIMIT), encoding="ascii")
+    return group
+
+
+def _remove_cgroup(group: Path, *, remember: bool = True) -> None:
+    """rmdir succeeds once the agent's last task is gone (EBUSY until then: tried again later)."""
+    try:
+        group.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if remember and exc.errno == errno.EBUSY:
+            with _unremoved_lock:
+                _unremoved.add(group)
+        return
+    with _unremoved_lock:
+        _unremoved.discard(group)
+
+
+def _sweep() -> None:
+    """Try again to remove the cgroups of agents that were still running last time."""
+    with _unremoved_lock:
+        groups = list(_unremoved)
+    for group in groups:
+        _remove_cgroup(group)
+
+
+atexit.register(_sweep)
+
+
+def _hook(cgroup: Path | None) -> Callable[[], None]:
+    """The preexec hook: join the agent's cgroup (before bwrap forks), then no_new_privs.
+
+    The cgroup lives as long as this hook can still be called; once it is garbage, the cgroup
+    is removed when empty, now or at a later `prepare`.
+    """
+    if cgroup is None:
+        return sandbox_boot.no_new_privs
+    procs = str(cgroup / "cgroup.procs")
+
+    def join_then_no_new_privs() -> None:
+        fd = os.open(procs, os.O_WRONLY)
+        try:
+            os.write(fd, b"0")  # 0: the writer itself
+        finally:
+            os.close(fd)
+        sandbox_boot.no_new_privs()
+
+    weakref.finalize(join_then_no_new_privs, _remove_cgroup, cgroup)
+    return join_then_no_new_privs
+
+
+def _userns_problem(user: int | None) -> str | None:
+    """Whether `user` (None: ourselves) may make a user namespace, as the bootstrap will."""
+    who = "this uid" if user is None else f"uid {user}"
+
+    def as_after_exec() -> None:
+        # A uid change clears the dumpable flag, making /proc/self root's; exec sets it again.
+        sandbox_boot.set_dumpable()
+        sandbox_boot.enter_own_user_namespace()
+
+    try:
+        done = subprocess.run(
+            [_TRUE],
+            capture_output=True,
+            timeout=10,
+            cwd="/",
+            preexec_fn=as_after_exec,
+            user=user,
+            group=user,
+            extra_groups=None if user is None else [],
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"pids: {who} cannot make a user namespace, so its tasks cannot be counted: {exc}"
+    if done.returncode != 0:
+        return f"pids: `true` in a new user namespace failed as {who}: {done.returncode}"
+    return None
+
+
 @functools.cache
 def probe() -> Capabilities:
     """Probe each layer once per process; the answers do not change while we run."""
     if not sys.platform.startswith("linux"):  # sandbox_boot's syscall numbers are Linux's
         why_not = {layer: f"{layer}: only on Linux" for layer in LAYERS}
-        return Capabilities(0, False, None, False, False, why_not)
+        return Capabilities(0, False, None, False, False, None, why_not["pids"], why_not)
     why_not: dict[str, str] = {}
     abi = sandbox_boot.landlock_abi()
     if not abi:
@@ -189,12 +359,25 @@ def probe() -> Capabilities:
     if bwrap_problem:
         why_not["bwrap"] = bwrap_problem
     unprivileged = can_drop_uid and not bwrap_problem and not _bwrap_problem(bwrap, DROP_UID)
+    pids_cgroup, userns_problem = None, None
+    if os.geteuid() == 0:
+        pids_cgroup, cgroup_problem = _cgroup_problem()
+        if cgroup_problem:
+            why_not["pids"] = cgroup_problem
+        if can_drop_uid:
+            userns_problem = _userns_problem(DROP_UID)
+    else:
+        userns_problem = _userns_problem(None)
+        if userns_problem:
+            why_not["pids"] = userns_problem
     return Capabilities(
         abi,
         not seccomp_problem,
         None if bwrap_problem else bwrap,
         unprivileged,
         can_drop_uid,
+        pids_cgroup,
+        userns_problem,
         why_not,
     )
 
@@ -208,13 +391,19 @@ def prepare(
     *,
     python: str,
     scratch: Path,
-    api_url: str,
+    api_url: str | None = None,
+    broker_fd: int | None = None,
     mode: str = "auto",
     read_only: Sequence[Path] = (),
     layers: Collection[str] | None = None,
     preload: Sequence[str] = (),
 ) -> Launch:
     """How to launch `agent` with `python`, confined as far as this machine allows.
+
+    The network: with `api_url` (http(s)://host[:port]) the agent may open TCP connections to that
+    port, as today's agents do. Without it the agent has no network: no new socket of any kind,
+    only `broker_fd` — an AF_UNIX SOCK_STREAM socket connected to the broker, which the agent
+    inherits at that number (Launch.pass_fds). Giving both is an error.
 
     `agent` may be a folder instead of a file: the agent's code is not written yet, so the child
     raises its walls, imports `preload`, and then waits for the file's name on the first line of
@@ -231,32 +420,38 @@ def prepare(
         raise ValueError(f"unknown sandbox layers: {', '.join(sorted(wanted - set(LAYERS)))}")
     if not os.path.isabs(python):
         raise ValueError(f"the interpreter must be an absolute path, not {python!r}")
-    api_port = _api_port(api_url)
+    if api_url is not None and broker_fd is not None:
+        raise ValueError("an agent reaches the model over TCP (api_url) or the broker, not both")
+    network = "none" if api_url is None else "tcp"
+    tcp_ports = () if api_url is None else (_api_port(api_url),)
+    keep_fds = () if broker_fd is None else (_broker_socket(broker_fd),)
     agent = Path(agent).resolve()
     interpreter = [python, "-X", "utf8", "-I"]
     boot = [*interpreter, "-S", str(_BOOTSTRAP)]  # -S: site runs confined
     if agent.is_dir():  # no walls yet, but the bootstrap is what waits for the code
-        waiting = sandbox_boot.Walls((), preload=tuple(preload))
+        waiting = sandbox_boot.Walls((), keep_fds=keep_fds, preload=tuple(preload))
         plain = [*boot, *waiting.to_argv(), str(agent)]
     else:
         plain = [*interpreter, str(agent)]
     if mode == "off":
-        return Launch(
-            plain, None, None, None, (), ("sandbox is off: only the executor's limits apply",)
-        )
+        off = ("sandbox is off: only the executor's limits apply",)
+        return Launch(plain, None, None, None, (), off, keep_fds)
+    _sweep()
     caps = probe()
     if mode == "strict":
         require_strict()
     available = {
         "landlock": caps.landlock_abi > 0,
         "seccomp": caps.seccomp,
+        "caps": "caps" not in caps.why_not,
+        "pids": "pids" not in caps.why_not or caps.userns_problem is None,
         "uid": caps.can_drop_uid,
         "bwrap": caps.bwrap is not None,
     }
     active = [layer for layer in LAYERS if layer in wanted and available[layer]]
     skipped = [caps.why_not[layer] for layer in LAYERS if layer in wanted and not available[layer]]
     if "landlock" in active:
-        skipped += _landlock_gaps(caps.landlock_abi)
+        skipped += _landlock_gaps(caps.landlock_abi, network)
 
     readable = [*_interpreter_roots(python), agent, _BOOTSTRAP, *map(Path, read_only)]
     if "uid" in active:
@@ -269,27 +464,42 @@ def prepare(
     if "bwrap" in active and "uid" in active and not caps.bwrap_unprivileged:
         active.remove("bwrap")
         skipped.append(f"bwrap: does not work when started as uid {DROP_UID}, so it was left out")
+    cgroup, task_limit = None, 0
+    if "pids" in active:
+        root_child = os.geteuid() == 0 and "uid" not in active
+        problem = caps.why_not.get("pids") if root_child else caps.userns_problem
+        if problem:
+            active.remove("pids")
+            skipped.append(problem)
+        elif root_child:
+            cgroup = _new_cgroup(Path(caps.pids_cgroup or ""))
+        else:
+            task_limit = TASK_LIMIT
 
     read_paths = [*_SYSTEM_READ_ONLY, *(str(p) for p in readable)]
     read_paths = list(dict.fromkeys(p for p in read_paths if os.path.exists(p)))
     argv = plain
-    if "landlock" in active or "seccomp" in active:
+    if {"landlock", "seccomp", "caps"} & set(active) or task_limit:
         walls = sandbox_boot.Walls(
             tuple(active),
             landlock_abi=caps.landlock_abi if "landlock" in active else 0,
+            network=network,
+            task_limit=task_limit,
             read_only=(*read_paths, "/dev/urandom"),
             read_write=(str(scratch), "/dev/null"),
-            tcp_ports=(api_port,),
+            tcp_ports=tcp_ports,
+            keep_fds=keep_fds,
             preload=tuple(preload),
         )
         argv = [*boot, *walls.to_argv(), str(agent)]
     if "bwrap" in active:
-        argv = _bwrap_argv(caps.bwrap or "bwrap", read_paths, str(scratch), argv)
+        bwrap = caps.bwrap or "bwrap"
+        argv = _bwrap_argv(bwrap, read_paths, str(scratch), argv, share_net=network == "tcp")
     uid = DROP_UID if "uid" in active else None
     gid = DROP_GID if "uid" in active else None
     # no_new_privs in the parent's hook as well: it must hold before bwrap, or for the uid alone.
-    preexec = sandbox_boot.no_new_privs if active else None
-    return Launch(argv, preexec, uid, gid, tuple(active), tuple(skipped))
+    preexec = _hook(cgroup) if active else None
+    return Launch(argv, preexec, uid, gid, tuple(active), tuple(skipped), keep_fds)
 
 
 def require_strict() -> None:
@@ -300,10 +510,11 @@ def require_strict() -> None:
         raise SandboxUnavailable("strict sandbox refused to run agents: " + "; ".join(missing))
 
 
-def _landlock_gaps(abi: int) -> list[str]:
+def _landlock_gaps(abi: int, network: str) -> list[str]:
     gaps = []
     if abi < sandbox_boot.LANDLOCK_NET_ABI:
-        gaps.append(f"landlock: ABI {abi} has no network rules, so any TCP port is reachable")
+        reach = "any TCP port is reachable" if network == "tcp" else "only seccomp refuses TCP"
+        gaps.append(f"landlock: ABI {abi} has no network rules, so {reach}")
     if abi < sandbox_boot.LANDLOCK_SCOPE_ABI:
         gaps.append(f"landlock: ABI {abi} cannot scope signals (seccomp's kill rule still does)")
     return gaps
@@ -334,6 +545,23 @@ def _uid_problem(python: str, readable: Sequence[Path], scratch: Path) -> str | 
     if not _reachable(scratch.parent, os.X_OK):
         return f"uid: not dropping to uid {DROP_UID}: it cannot reach the scratch {scratch}"
     return None
+
+
+def _broker_socket(fd: int) -> int:
+    """The broker's end must be a unix stream socket: a datagram one could send to any name."""
+    if fd <= 2:
+        raise ValueError(f"broker_fd must be above 2 (stdin, stdout, stderr), not {fd}")
+    copy = os.dup(fd)
+    try:
+        sock = socket.socket(fileno=copy)
+    except OSError as exc:
+        os.close(copy)
+        raise ValueError(f"broker_fd {fd} is not a socket: {exc}") from None
+    with sock:
+        kind = (sock.family, sock.type)
+    if kind != (socket.AF_UNIX, socket.SOCK_STREAM):
+        raise ValueError(f"broker_fd {fd} must be an AF_UNIX SOCK_STREAM socket, not {kind}")
+    return fd
 
 
 def _api_port(api_url: str) -> int:

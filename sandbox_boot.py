@@ -3,21 +3,27 @@
 sandbox.py decides how an agent is confined; this module does the confining, inside the child.
 It is split off because it runs once per agent start, before the agent's first line, on the
 critical path of every wave: each module it imports is paid again by every agent. So it imports
-only ctypes (no stdlib binding exists for Landlock or libseccomp), errno (built in) and os and
-stat (which `site` loads anyway), and it reads its orders from a flat command line instead of
-JSON (json drags in re and enum). dataclasses, pathlib, functools, typing, urllib and
+only ctypes (no stdlib binding exists for Landlock, libseccomp or capabilities), errno (built in)
+and os and stat (which `site` loads anyway), and it reads its orders from a flat command line
+instead of JSON (json drags in re and enum). dataclasses, pathlib, functools, typing, urllib and
 collections stay in sandbox.py, and tests/test_sandbox.py holds the list of what may be imported.
 The mechanisms live here once: sandbox.py imports `landlock_abi`, `seccomp_problem` and
 `no_new_privs` to probe the machine and to build its preexec hook.
 
-The child is started as `python -X utf8 -I -S sandbox_boot.py <Walls.to_argv()> agent.py ...`:
+The child is started as `python -X utf8 -I -S sandbox_boot.py <Walls.to_argv()> agent.py ...`.
+First every inherited fd but 0, 1, 2 and the kept ones (the broker's socket) is closed, then:
 
+- **pids** (when given a task limit): RLIMIT_NPROC, in a user namespace of the agent's own, where
+  the kernel counts only this agent's tasks (a uid's count is kept per user namespace).
+- **caps**: every capability goes, bounding set and ambient set included, locked by securebits.
 - **landlock**: the filesystem shrinks to read-only paths plus read-write ones (no /proc unless
-  listed), TCP to the given ports only (ABI >= 4), signals and abstract sockets to the sandbox
-  (ABI >= 6).
+  listed), TCP to the given ports only (ABI >= 4; none at all without a network), signals and
+  abstract sockets to the sandbox (ABI >= 6).
 - **seccomp**: a filter (the system libseccomp, through ctypes) refuses new processes, exec,
-  ptrace, mounts, namespaces, kernel-wide knobs, chmod/chown/utime, and sockets other than TCP/UDP
-  over IPv4/IPv6. Refusals are EPERM, so agents die with a readable `PermissionError`.
+  ptrace, mounts, namespaces, kernel-wide knobs, chmod/chown/utime, System V and POSIX IPC, TCP
+  Fast Open, and sockets other than TCP/UDP over IPv4/IPv6 — or, without a network, every new
+  socket and every use of one but sending and receiving on what is already connected. Refusals
+  are EPERM, so agents die with a readable `PermissionError`.
 
 Only then does it run `site` (so a venv's `.pth` code is already confined) and the agent, as
 `__main__`, with `sys.argv` as if it had been started directly. A wall that cannot be raised stops
@@ -40,43 +46,60 @@ class Walls:
     """The confinement the parent chose for one agent, as it travels on the child's command line.
 
     `layers` are all the layers confining the child (uid and bwrap too, for the refusal line);
-    the bootstrap raises the two it owns, landlock and seccomp, when they are listed.
+    the bootstrap raises the ones it owns (pids, caps, landlock, seccomp) when they are listed.
+    `network` is "tcp" (TCP to `tcp_ports`, as agents that call the API themselves need) or
+    "none" (no new socket at all: the agent talks only over `keep_fds`, the broker's socket).
+    `task_limit` > 0 asks the bootstrap for the pids wall; 0 leaves it to the parent (a cgroup).
     """
 
     _FLAGS = (
         "--layers",
         "--landlock-abi",
+        "--network",
+        "--task-limit",
         "--read-only",
         "--read-write",
         "--tcp-port",
+        "--keep-fd",
         "--preload",
     )
+    NETWORKS = ("tcp", "none")
 
     def __init__(
         self,
         layers: tuple[str, ...],
         *,
         landlock_abi: int = 0,
+        network: str = "none",
+        task_limit: int = 0,
         read_only: tuple[str, ...] = (),
         read_write: tuple[str, ...] = (),
         tcp_ports: tuple[int, ...] = (),
+        keep_fds: tuple[int, ...] = (),
         preload: tuple[str, ...] = (),
     ) -> None:
+        if network not in self.NETWORKS:
+            raise ValueError(f"network must be one of {self.NETWORKS}, not {network!r}")
         self.layers = layers
         self.landlock_abi = landlock_abi
+        self.network = network
+        self.task_limit = task_limit
         self.read_only = read_only
         self.read_write = read_write
         self.tcp_ports = tcp_ports
+        self.keep_fds = keep_fds
         self.preload = preload
         """Not a wall: modules to import, confined, while the agent's code is being written."""
 
     def to_argv(self) -> list[str]:
         """Flag-value pairs ended by `--`: any path survives, as a value is never read as a flag."""
         argv = ["--layers", ",".join(self.layers), "--landlock-abi", str(self.landlock_abi)]
+        argv += ["--network", self.network, "--task-limit", str(self.task_limit)]
         for flag, values in (
             ("--read-only", self.read_only),
             ("--read-write", self.read_write),
             ("--tcp-port", self.tcp_ports),
+            ("--keep-fd", self.keep_fds),
             ("--preload", self.preload),
         ):
             for value in values:
@@ -96,12 +119,17 @@ class Walls:
             index += 2
         [layers] = values["--layers"]
         [abi] = values["--landlock-abi"]
+        [network] = values["--network"]
+        [task_limit] = values["--task-limit"]
         walls = cls(
             tuple(filter(None, layers.split(","))),
             landlock_abi=int(abi),
+            network=network,
+            task_limit=int(task_limit),
             read_only=tuple(values["--read-only"]),
             read_write=tuple(values["--read-write"]),
             tcp_ports=tuple(map(int, values["--tcp-port"])),
+            keep_fds=tuple(map(int, values["--keep-fd"])),
             preload=tuple(values["--preload"]),
         )
         return walls, argv[index + 1 :]
@@ -179,7 +207,7 @@ def _syscall(number: int, *args: object) -> int:
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-    return result
+    return int(result)
 
 
 def no_new_privs() -> None:
@@ -252,6 +280,144 @@ def _add_landlock_rule(ruleset: int, rule_type: int, rule: ctypes.Structure) -> 
 
 
 # ----------------------------------------------------------------------------------------------
+# Inherited fds, tasks and capabilities: plain prctl and friends through libc.
+
+_CLONE_NEWUSER = 0x10000000
+_RLIMIT_NPROC = 6
+_PR_CAPBSET_READ, _PR_CAPBSET_DROP = 23, 24
+_PR_SET_DUMPABLE, _PR_SET_SECUREBITS = 4, 28
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+# noroot, no_setuid_fixup and no_cap_ambient_raise on, keep_caps off: each one locked.
+_SECUREBITS_LOCKED_DOWN = 0xEF
+_CAP_SETPCAP = 8
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _Rlimit(ctypes.Structure):
+    _fields_ = (("current", ctypes.c_ulong), ("maximum", ctypes.c_ulong))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    )
+
+
+def _checked(result: int, what: str) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+def _prctl(option: int, arg: int = 0) -> int:
+    zero = ctypes.c_ulong(0)
+    return _checked(
+        _libc().prctl(ctypes.c_int(option), ctypes.c_ulong(arg), zero, zero, zero),
+        f"prctl({option}, {arg})",
+    )
+
+
+def _keep_only(keep_fds: tuple[int, ...]) -> None:
+    """Close every inherited fd but 0, 1, 2 and `keep_fds`, which must be open sockets."""
+    for fd in keep_fds:
+        try:
+            is_socket = stat.S_ISSOCK(os.fstat(fd).st_mode)
+        except OSError:
+            is_socket = False
+        if not is_socket:
+            raise OSError(errno.EBADF, f"fd {fd} should be an inherited socket, and is not")
+    low = 3
+    for fd in sorted(keep_fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, max(os.sysconf("SC_OPEN_MAX"), low))
+
+
+def _limit_tasks(limit: int, *, own_namespace: bool) -> None:
+    """At most `limit` processes and threads, counted for this agent alone.
+
+    The kernel counts RLIMIT_NPROC per uid and user namespace, checking every level up to the
+    host with the limit each namespace's creator had. A namespace made here, before the limit is
+    lowered, counts this agent's tasks only (bwrap, when it runs, made one already). It binds only
+    a uid other than root, so sandbox.py asks for it only then.
+    """
+    if own_namespace:
+        enter_own_user_namespace()
+    current = _Rlimit()
+    _checked(_libc().getrlimit(_RLIMIT_NPROC, ctypes.byref(current)), "getrlimit")
+    lowered = min(limit, current.maximum)
+    _checked(_libc().setrlimit(_RLIMIT_NPROC, ctypes.byref(_Rlimit(lowered, lowered))), "setrlimit")
+
+
+def set_dumpable() -> None:
+    """What an exec does for a process whose uids agree: /proc/self is its own again."""
+    _prctl(_PR_SET_DUMPABLE, 1)
+
+
+def enter_own_user_namespace() -> None:
+    """Move into a new user namespace as the same uid and gid (mapped to themselves)."""
+    uid, gid = os.getuid(), os.getgid()
+    _checked(_libc().unshare(ctypes.c_int(_CLONE_NEWUSER)), "unshare(CLONE_NEWUSER)")
+    maps = (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1"))
+    for name, text in maps:
+        _write_proc(name, text)
+
+
+def _write_proc(name: str, text: str) -> None:
+    fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def capabilities() -> tuple[int, int, int]:
+    """This process's effective, permitted and inheritable capability sets, as bit masks."""
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _checked(_libc().capget(ctypes.byref(header), data), "capget")
+    return (
+        data[0].effective | data[1].effective << 32,
+        data[0].permitted | data[1].permitted << 32,
+        data[0].inheritable | data[1].inheritable << 32,
+    )
+
+
+def _drop_capabilities() -> None:
+    """Leave no capability in any set, so that even root can do only what its uid may.
+
+    Dropping the bounding set needs CAP_SETPCAP, so it comes first; capset is in seccomp's
+    denylist, so all of this precedes seccomp. Without CAP_SETPCAP (bwrap's --cap-drop ALL, or
+    no privilege to begin with) the bounding set is left as it is: no_new_privs keeps an exec
+    from using it.
+    """
+    effective, _, _ = capabilities()
+    if effective >> _CAP_SETPCAP & 1:
+        cap = 0
+        while True:
+            try:
+                held = _prctl(_PR_CAPBSET_READ, cap)
+            except OSError:  # EINVAL: past the kernel's last capability
+                break
+            if held:
+                _prctl(_PR_CAPBSET_DROP, cap)
+            cap += 1
+        _prctl(_PR_SET_SECUREBITS, _SECUREBITS_LOCKED_DOWN)
+    _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    _checked(_libc().capset(ctypes.byref(header), (_CapData * 2)()), "capset")
+    if any(capabilities()):
+        raise OSError(errno.EPERM, "capabilities are still held after dropping them")
+
+
+# ----------------------------------------------------------------------------------------------
 # seccomp: libseccomp through ctypes. It knows each architecture's syscall numbers and guards
 # the x32 and 32-bit entry points that a hand-written BPF filter tends to forget. (pyseccomp
 # would run `ldconfig -p` on import: +30 ms, and it fails once Landlock is up.)
@@ -275,9 +441,11 @@ _CLONE_NAMESPACES = (
     0x40000000,
 )
 _AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
-_SOCK_RAW, _SOCK_PACKET = 3, 10
+_SOCK_STREAM, _SOCK_RAW, _SOCK_PACKET, _SOCK_TYPE_MASK = 1, 3, 10, 0xF
 _IPPROTO_TCP, _IPPROTO_UDP = 6, 17
+_MSG_FASTOPEN = 0x20000000
 _TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
+_SIOC_MASK, _SIOC_GROUP = 0xFF00, 0x8900  # socket and interface ioctls: SIOCGIFCONF, SIOCSIFMTU...
 
 _DENIED_SYSCALLS = (
     # new processes and programs (clone and clone3 are handled below)
@@ -299,6 +467,10 @@ _DENIED_SYSCALLS = (
     # identity
     *("setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid"),
     *("setfsgid", "setgroups", "capset"),
+    # System V and POSIX IPC: objects that outlive the agent, shared with whoever guesses the key
+    *("shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "semget"),
+    *("semop", "semtimedop", "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive"),
+    *("mq_notify", "mq_getsetattr"),
     # file metadata, which Landlock does not cover
     *("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat"),
     *("utime", "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr"),
@@ -314,13 +486,18 @@ _Cmp = tuple[int, int, int, int]  # argument index, operator, datum a, datum b
 _Rule = tuple[str | int, int, tuple[_Cmp, ...]]  # syscall, errno returned, conditions (AND)
 
 
-def _seccomp_rules(pid: int) -> list[_Rule]:
+def _seccomp_rules(pid: int, network: str) -> list[_Rule]:
     """The filter as data: libseccomp ORs rules, ANDs a rule's conditions, and allows the rest."""
 
-    def one_of(arg: int, allowed: set[int], top: int) -> list[tuple[_Cmp, ...]]:
+    def one_of(arg: int, allowed: set[int], top: int, mask: int = 0) -> list[tuple[_Cmp, ...]]:
         # libseccomp accepts one comparison per argument per rule, so "not in" is spelled out.
-        refused = [((arg, _CMP_EQ, value, 0),) for value in range(top + 1) if value not in allowed]
-        return [*refused, ((arg, _CMP_GT, top, 0),)]
+        def refuse(value: int) -> _Cmp:
+            return (arg, _CMP_MASKED_EQ, mask, value) if mask else (arg, _CMP_EQ, value, 0)
+
+        refused: list[tuple[_Cmp, ...]] = [
+            (refuse(value),) for value in range(top + 1) if value not in allowed
+        ]
+        return refused if mask else [*refused, ((arg, _CMP_GT, top, 0),)]
 
     eperm = errno.EPERM
     rules: list[_Rule] = [(name, eperm, ()) for name in _DENIED_SYSCALLS]
@@ -343,15 +520,34 @@ def _seccomp_rules(pid: int) -> list[_Rule]:
     rules.append(("prlimit64", eperm, ((2, _CMP_NE, 0, 0),)))
     rules.append(("setrlimit", eperm, ()))
     rules += [("setpriority", eperm, ((arg, _CMP_NE, 0, 0),)) for arg in (0, 1)]
-    socket_conditions = [
-        *one_of(0, {_AF_INET, _AF_INET6}, _AF_INET6),
-        *(((1, _CMP_MASKED_EQ, 0xF, kind),) for kind in (_SOCK_RAW, _SOCK_PACKET)),
-        *one_of(2, {0, _IPPROTO_TCP, _IPPROTO_UDP}, _IPPROTO_UDP),
-    ]
-    rules += [("socket", eperm, conditions) for conditions in socket_conditions]
-    rules += [("socketpair", eperm, c) for c in one_of(0, {_AF_UNIX}, _AF_UNIX)]
     for request in (_TIOCSTI, _TIOCLINUX):  # typing into the parent's terminal
         rules.append(("ioctl", eperm, ((1, _CMP_MASKED_EQ, 0xFFFFFFFF, request),)))
+    # Interface ioctls reach the host's network namespace through any socket, even an inherited
+    # one inside an empty namespace (listing eth0; with capabilities, changing it).
+    rules.append(("ioctl", eperm, ((1, _CMP_MASKED_EQ, _SIOC_MASK, _SIOC_GROUP),)))
+    # TCP Fast Open connects from sendto/sendmsg without the connect() that Landlock checks.
+    fastopen = (_CMP_MASKED_EQ, _MSG_FASTOPEN, _MSG_FASTOPEN)
+    rules.append(("sendto", eperm, ((3, *fastopen),)))
+    if network == "tcp":
+        socket_conditions = [
+            *one_of(0, {_AF_INET, _AF_INET6}, _AF_INET6),
+            *(((1, _CMP_MASKED_EQ, _SOCK_TYPE_MASK, t),) for t in (_SOCK_RAW, _SOCK_PACKET)),
+            *one_of(2, {0, _IPPROTO_TCP, _IPPROTO_UDP}, _IPPROTO_UDP),
+        ]
+        rules += [("socket", eperm, conditions) for conditions in socket_conditions]
+        rules += [("socketpair", eperm, c) for c in one_of(0, {_AF_UNIX}, _AF_UNIX)]
+        rules += [("sendmsg", eperm, ((2, *fastopen),)), ("sendmmsg", eperm, ((3, *fastopen),))]
+        return rules
+    # No network: what is connected already may send and receive, and nothing else happens.
+    # Unix stream pairs stay, for asyncio's and multiprocessing's self-pipes; datagrams do not
+    # (SOCK_RAW is a datagram in disguise for AF_UNIX), as one can be sent to any abstract name.
+    rules.append(("socket", eperm, ()))
+    rules += [("socketpair", eperm, c) for c in one_of(0, {_AF_UNIX}, _AF_UNIX)]
+    types = one_of(1, {_SOCK_STREAM}, _SOCK_TYPE_MASK, mask=_SOCK_TYPE_MASK)
+    rules += [("socketpair", eperm, c) for c in types]
+    for name in ("connect", "bind", "listen", "accept", "accept4", "sendmsg", "sendmmsg"):
+        rules.append((name, eperm, ()))  # sendmsg's address hides behind a pointer
+    rules.append(("sendto", eperm, ((4, _CMP_NE, 0, 0),)))  # a NULL address is send()
     return rules
 
 
@@ -392,7 +588,7 @@ def seccomp_problem() -> str | None:
     return None
 
 
-def _build_seccomp(pid: int) -> tuple[ctypes.CDLL, int]:
+def _build_seccomp(pid: int, network: str) -> tuple[ctypes.CDLL, int]:
     """Compile the filter before Landlock is up; loading it is the very last step."""
     lib = _libseccomp()
     ctx = lib.seccomp_init(_SCMP_ACT_ALLOW)
@@ -401,7 +597,7 @@ def _build_seccomp(pid: int) -> tuple[ctypes.CDLL, int]:
     lib.seccomp_attr_set(ctx, _SCMP_FLTATR_ACT_BADARCH, _SCMP_ACT_KILL_PROCESS)
     lib.seccomp_attr_set(ctx, _SCMP_FLTATR_CTL_OPTIMIZE, 2)  # binary tree; older libs ignore it
     ruled: set[int] = set()
-    for syscall, err, conditions in _seccomp_rules(pid):
+    for syscall, err, conditions in _seccomp_rules(pid, network):
         number = _syscall_number(lib, syscall)
         if number is None:
             continue
@@ -445,8 +641,9 @@ _REFUSALS = {
         ("uid", "file the unprivileged uid may not use"),
     ),
     errno.EPERM: (
-        ("seccomp", "forbidden system call such as fork, exec, mount, chmod or a socket kind"),
+        ("seccomp", "forbidden system call such as fork, exec, mount, chmod, IPC or a socket"),
         ("landlock", "signal to a process outside the sandbox"),
+        ("caps", "operation that needs a capability"),
         ("uid", "operation reserved to root"),
     ),
     errno.ENOSYS: (("seccomp", "system call reported as absent"),),
@@ -489,9 +686,19 @@ def main(argv: list[str]) -> None:
         walls, (agent, *args) = Walls.parse(argv)
     except (LookupError, ValueError) as exc:
         raise _failure(f"the bootstrap's command line is not understood: {exc!r}") from None
-    layer = "seccomp"
+    layer = "inherited fds"
     try:
-        seccomp = _build_seccomp(os.getpid()) if "seccomp" in walls.layers else None
+        _keep_only(walls.keep_fds)
+        layer = "seccomp"
+        seccomp = _build_seccomp(os.getpid(), walls.network) if "seccomp" in walls.layers else None
+        # Order matters: a new user namespace grants capabilities that the next step drops, and
+        # capset is among the calls seccomp refuses.
+        if "pids" in walls.layers and walls.task_limit:
+            layer = "pids"
+            _limit_tasks(walls.task_limit, own_namespace="bwrap" not in walls.layers)
+        if "caps" in walls.layers:
+            layer = "caps"
+            _drop_capabilities()
         no_new_privs()
         if "landlock" in walls.layers:
             layer = "landlock"

@@ -9,6 +9,10 @@ executor's stdin JSON and takes what it needs (paths, ports, a pid) from the tas
 prints ESCAPED only when its attempt visibly worked, and lets every refusal propagate, so the
 sandbox's bootstrap can name the layer under the traceback. The shells echo ESCAPED themselves: if
 one ever starts, its words land on the agent's stdout, where the harness looks.
+
+Most escapes suit either network. NO_NETWORK_SOURCES are for agents without one (they take the
+broker's inherited socket from the task as `broker_fd`), and THREAD_BOMB holds its threads until
+it is killed, so that a sibling can be started while it does.
 """
 
 from __future__ import annotations
@@ -83,6 +87,49 @@ _SOURCES = {
         socket.create_connection(("127.0.0.1", p["other_port"]), timeout=10).close()
         print("ESCAPED")
     """,
+    "fastopen_to_another_port": """
+        import json, socket, sys
+        p = json.loads(json.load(sys.stdin)["task"])
+        with socket.socket() as tfo:  # TCP Fast Open connects without calling connect()
+            sent = tfo.sendto(b"TFO-CANARY", socket.MSG_FASTOPEN, ("127.0.0.1", p["other_port"]))
+        print("ESCAPED", sent)
+    """,
+    "create_ipc_objects": """
+        import ctypes, errno, json, os, sys
+        p = json.loads(json.load(sys.stdin)["task"])
+        libc = ctypes.CDLL(None, use_errno=True)
+        key, create = p["ipc_key"], 0o1000 | 0o600  # IPC_CREAT, rw for the owner
+        attempts = {
+            "shm": lambda: libc.shmget(key, 4096, create),
+            "msg": lambda: libc.msgget(key, create),
+            "sem": lambda: libc.semget(key, 1, create),
+            "mq": lambda: libc.mq_open(p["mq_name"].encode(), os.O_CREAT | os.O_RDWR, 0o600, None),
+        }
+        made, refused = [], []
+        for kind, attempt in attempts.items():
+            if attempt() >= 0:
+                made.append(kind)
+            else:
+                refused.append((kind, ctypes.get_errno()))
+        print("refused", " ".join(f"{kind} {errno.errorcode[err]}" for kind, err in refused))
+        if made:
+            print("ESCAPED", made)
+        kind, err = refused[-1]
+        raise OSError(err, f"{kind}: {os.strerror(err)}")
+    """,
+    "use_capabilities": """
+        import ctypes, json, sys
+        p = json.loads(json.load(sys.stdin)["task"])
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+        sets = (ctypes.c_uint32 * 6)()
+        assert ctypes.CDLL(None, use_errno=True).capget(header, sets) == 0, ctypes.get_errno()
+        effective = sets[0] | sets[3] << 32
+        print("capabilities", hex(effective))
+        if effective:
+            print("ESCAPED")
+        with open(p["foreign"]) as foreign:  # another uid's 0600 file: CAP_DAC_OVERRIDE reads it
+            print("ESCAPED", foreign.read())
+    """,
     "allocate_4_gib": """
         import sys
         sys.stdin.read()
@@ -131,5 +178,86 @@ _SOURCES = {
     """,
 }
 
+_NO_NETWORK_SOURCES = {
+    "no_socket_of_any_family": """
+        import errno, socket, sys
+        sys.stdin.read()
+        made, refusals, last = [], {}, None
+        for family in range(46):  # AF_UNSPEC .. AF_MCTP
+            for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_RAW):
+                try:
+                    socket.socket(family, kind).close()
+                    made.append((family, kind.name))
+                except OSError as exc:
+                    name = errno.errorcode[exc.errno]
+                    refusals[name] = refusals.get(name, 0) + 1
+                    last = exc
+        print("refused", refusals)
+        if made:
+            print("ESCAPED", made)
+        raise last
+    """,
+    "use_the_socket_it_has": """
+        import array, errno, fcntl, json, socket, struct, sys
+        p = json.loads(json.load(sys.stdin)["task"])
+        broker = socket.socket(fileno=p["broker_fd"])
+        ours, _ = socket.socketpair()  # a unix stream pair is allowed: asyncio needs one
+        listing = array.array("B", bytes(40 * 32))  # SIOCGIFCONF: the host's interfaces
+        ifconf = struct.pack("iL", len(listing), listing.buffer_info()[0])
+        attempts = {
+            "bind": lambda: ours.bind("\\0agentgod-escape-" + p["tag"]),
+            "listen": lambda: broker.listen(),
+            "connect": lambda: ours.connect("\\0" + p["abstract"]),
+            "sendto": lambda: broker.sendto(b"x", "\\0" + p["abstract"]),
+            "sendmsg": lambda: broker.sendmsg([b"x"], [], 0, "\\0" + p["abstract"]),
+            "ioctl": lambda: fcntl.ioctl(broker.fileno(), 0x8912, ifconf),
+        }
+        worked, last = [], None
+        for name, attempt in attempts.items():
+            try:
+                attempt()
+                worked.append(name)
+            except OSError as exc:
+                print(name, errno.errorcode[exc.errno])
+                last = exc
+        if worked:
+            print("ESCAPED", worked)
+        raise last
+    """,
+    "udp_to_a_host_port": """
+        import json, socket, sys
+        p = json.loads(json.load(sys.stdin)["task"])
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            sent = udp.sendto(b"UDP-CANARY", ("127.0.0.1", p["udp_port"]))
+        print("ESCAPED", sent)
+    """,
+}
+
+THREAD_BOMB = textwrap.dedent(
+    """
+    import sys, threading
+    sys.stdin.read()
+    threading.stack_size(64 * 1024)  # small stacks: the address-space limit is not what stops it
+    hold = threading.Event()
+    started = 0
+    try:
+        while started < 1000:
+            threading.Thread(target=hold.wait, daemon=True).start()
+            started += 1
+    except RuntimeError as exc:  # can't start new thread
+        print("stopped:", exc)
+    print("threads", started, flush=True)
+    if started == 1000:
+        print("ESCAPED", flush=True)
+    hold.wait()
+    """
+).lstrip()
+"""Starts up to 1000 threads, says how many it got, then holds them until it is killed."""
+
 SOURCES: dict[str, str] = {name: textwrap.dedent(body).lstrip() for name, body in _SOURCES.items()}
 """Escape name -> agent source."""
+
+NO_NETWORK_SOURCES: dict[str, str] = {
+    name: textwrap.dedent(body).lstrip() for name, body in _NO_NETWORK_SOURCES.items()
+}
+"""Escape name -> agent source, for agents whose only link is the broker's socket."""

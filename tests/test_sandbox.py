@@ -2,16 +2,20 @@
 agent still works; the bootstrap stays lean.
 
 Every run goes through `sandbox.prepare` and is started the way the executor starts agents
-(scratch cwd, minimal environment, own session, rlimits in preexec). A layer is skipped only
-when this machine lacks it, with the reason `prepare` or `probe` gives.
+(scratch cwd, minimal environment, own session, rlimits in preexec, `Launch.pass_fds`). A layer
+is skipped only when this machine lacks it, with the reason `prepare` or `probe` gives. Agents
+without a network get one end of a socketpair whose other end a thread here echoes: the broker.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -23,9 +27,10 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import IO, Any
 
 import escapes
 import pytest
@@ -37,7 +42,8 @@ import sandbox_boot
 
 SECRET = "the-planted-secret"
 ALL = "all"  # the layer set `prepare` picks by itself
-SETS = ("landlock", "seccomp", "uid", "bwrap", ALL)
+SETS = ("landlock", "seccomp", "caps", "pids", "uid", "bwrap", ALL)
+FOREIGN_UID = 12345  # owns a 0600 file: only a capability lets root read it
 
 
 class _EchoAPI(BaseHTTPRequestHandler):
@@ -58,16 +64,26 @@ class _EchoAPI(BaseHTTPRequestHandler):
 
 @dataclass
 class World:
-    """A world-readable place outside scratch, the servers and a victim process."""
+    """A world-readable place outside scratch, the servers, the host's sinks and a victim."""
 
     base: Path
     api_port: int
-    other_port: int
+    other: socket.socket  # a TCP listener no agent may reach: handshakes queue unaccepted
+    udp: socket.socket  # a UDP port no agent may reach
+    abstract: str  # the name of an abstract unix listener no agent may reach
     victim: subprocess.Popen[bytes]
+
+    @property
+    def other_port(self) -> int:
+        return int(self.other.getsockname()[1])
 
     @property
     def secret(self) -> Path:
         return self.base / "secret.txt"
+
+    @property
+    def foreign(self) -> Path:
+        return self.base / "foreign.txt"
 
     @property
     def outside(self) -> Path:
@@ -78,6 +94,18 @@ class World:
         """What write_outside_scratch tries to create."""
         return self.outside / "pwned"
 
+    def received(self) -> list[str]:
+        """What reached the TCP listener or the UDP port (waiting briefly: loopback is async)."""
+        got = []
+        while select.select([self.other, self.udp], [], [], 0.5)[0]:
+            with contextlib.suppress(BlockingIOError):
+                connection, _ = self.other.accept()
+                connection.close()
+                got.append("a TCP connection")
+            with contextlib.suppress(BlockingIOError):
+                got.append(f"a datagram {self.udp.recv(100)!r}")
+        return got
+
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
@@ -85,20 +113,33 @@ def world() -> Iterator[World]:
     base.chmod(0o755)  # the unprivileged uid must reach agents and scratch, not the secret
     (base / "secret.txt").write_text(SECRET, encoding="utf-8")
     (base / "secret.txt").chmod(0o600)
+    (base / "foreign.txt").write_text(SECRET, encoding="utf-8")
+    (base / "foreign.txt").chmod(0o600)
+    if os.geteuid() == 0:
+        os.chown(base / "foreign.txt", FOREIGN_UID, FOREIGN_UID)
     (base / "outside").mkdir(mode=0o755)
     api = ThreadingHTTPServer(("127.0.0.1", 0), _EchoAPI)
     threading.Thread(target=api.serve_forever, daemon=True).start()
-    other = socket.create_server(("127.0.0.1", 0))  # the kernel completes handshakes unaccepted
+    other = socket.create_server(("127.0.0.1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    for sink in (other, udp):
+        sink.setblocking(False)
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"agentgod-sink-{uuid.uuid4().hex[:8]}"
+    abstract.bind("\0" + name)
+    abstract.listen()
     victim = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
     )
     try:
-        yield World(base, api.server_address[1], other.getsockname()[1], victim)
+        yield World(base, api.server_address[1], other, udp, name, victim)
     finally:
         victim.kill()
         victim.wait()
         api.shutdown()
-        other.close()
+        for sink in (other, udp, abstract):
+            sink.close()
         shutil.rmtree(base)
 
 
@@ -146,36 +187,98 @@ def _kill_group(pgid: int) -> None:
         time.sleep(0.01)
 
 
-def run_agent(
+def _echo(broker: socket.socket) -> None:
+    """The broker's side: send back whatever arrives, until the agent hangs up."""
+    with broker:
+        while data := broker.recv(65536):
+            broker.sendall(data)
+
+
+@dataclass
+class Started:
+    """An agent that is running; `finish` waits for it (or kills it) and collects its run."""
+
+    launch: sandbox.Launch
+    process: subprocess.Popen[str]
+    out: IO[str]
+    err: IO[str]
+    scratch: Path
+    broker: threading.Thread | None = field(default=None)
+    run: Run = field(init=False)
+
+    def stdout_so_far(self) -> str:
+        return os.pread(self.out.fileno(), 1 << 20, 0).decode()
+
+    def finish(self, *, kill: bool = False, timeout: float = 60) -> Run:
+        if self.out.closed:
+            return self.run
+        try:
+            if not kill:
+                self.process.wait(timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            _kill_group(self.process.pid)  # as the executor does after every run
+        if self.broker is not None:
+            self.broker.join(10)
+        self.out.seek(0)
+        self.err.seek(0)
+        stdout, stderr = self.out.read(), self.err.read()
+        self.out.close()
+        self.err.close()
+        self.run = Run(self.launch, self.process.returncode, stdout, stderr, self.scratch)
+        return self.run
+
+
+def start_agent(
     source: str,
-    layer_set: str,
+    layer_set: str | set[str],
     world: World,
     *,
+    network: str = "tcp",
+    ahead: bool = False,
     python: str | None = None,
     read_only: tuple[Path, ...] = (),
-) -> Run:
-    """Write the agent, prepare its launch and run it as the executor would."""
-    python = python or _python_for(layer_set, world)
+    task: dict[str, object] | None = None,
+) -> Started:
+    """Write the agent, prepare its launch and start it as the executor would.
+
+    `layer_set` is one of SETS or a set of layers; `network` "none" gives it a broker's socket
+    (its number is the task's `broker_fd`); `ahead` starts it before its code is written.
+    """
+    layers = layer_set if isinstance(layer_set, set) else None
+    name_of_set = ALL if isinstance(layer_set, set) else layer_set
+    python = python or _python_for(name_of_set, world)
     name = uuid.uuid4().hex[:8]
-    agent = world.base / f"agent_{name}.py"
-    agent.write_text(textwrap.dedent(source), encoding="utf-8")
+    folder = world.base / f"ahead_{name}"
+    agent = folder / "agent.py" if ahead else world.base / f"agent_{name}.py"
+    if ahead:
+        folder.mkdir(mode=0o755)
+    else:
+        agent.write_text(textwrap.dedent(source), encoding="utf-8")
     scratch = world.base / f"scratch_{name}"
     scratch.mkdir(mode=0o700)
-    layers = None if layer_set == ALL else {layer_set}
+    broker, child_end = socket.socketpair() if network == "none" else (None, None)
+    if layers is None and name_of_set != ALL:
+        layers = {name_of_set}
     launch = sandbox.prepare(
-        agent,
+        folder if ahead else agent,
         python=python,
         scratch=scratch,
-        api_url=f"http://127.0.0.1:{world.api_port}",
+        api_url=f"http://127.0.0.1:{world.api_port}" if network == "tcp" else None,
+        broker_fd=None if child_end is None else child_end.fileno(),
         layers=layers,
         read_only=read_only,
     )
-    expected = {"landlock", "seccomp"} if layer_set == ALL else {layer_set}
+    expected = {"landlock", "seccomp", "caps", "pids"} if layers is None else set(layers)
+    expected -= {"uid"} if isinstance(layer_set, set) else set()  # as the machine allows
     if not expected <= set(launch.layers):
         pytest.skip("; ".join(launch.skipped))
 
     def limits() -> None:  # the executor's preexec, which Launch.preexec is chained after
-        resource.setrlimit(resource.RLIMIT_NPROC, (64, 64))
+        if launch.user is not None and "pids" not in launch.layers:
+            resource.setrlimit(resource.RLIMIT_NPROC, (64, 64))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if launch.preexec:
             launch.preexec()
@@ -186,18 +289,27 @@ def run_agent(
         "TMPDIR": str(scratch),
         "LC_ALL": "C.UTF-8",
         "MALLOC_ARENA_MAX": "2",
-        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{world.api_port}",
     }
+    if network == "tcp":
+        env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{world.api_port}"
     params = {
         "target": world.victim.pid,
         "secret": str(world.secret),
+        "foreign": str(world.foreign),
         "outside": str(world.outside_file),
         "api_port": world.api_port,
         "other_port": world.other_port,
+        "udp_port": world.udp.getsockname()[1],
+        "abstract": world.abstract,
+        "tag": name,
+        "broker_fd": None if child_end is None else child_end.fileno(),
+        **(task or {}),
     }
-    payload = {"task": json.dumps(params), "previous_outputs": {}}  # as the executor sends it
+    payload = json.dumps({"task": json.dumps(params), "previous_outputs": {}})  # as the executor
     # Files, not pipes: fork-bomb children keep pipes open, and the executor kills them anyway.
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    out = tempfile.TemporaryFile("w+")  # noqa: SIM115 - Started.finish closes both
+    err = tempfile.TemporaryFile("w+")  # noqa: SIM115
+    try:
         child = subprocess.Popen(
             launch.argv,
             cwd=scratch,
@@ -211,16 +323,28 @@ def run_agent(
             user=launch.user,
             group=launch.group,
             extra_groups=None if launch.group is None else [],
+            pass_fds=launch.pass_fds,
         )
-        try:
-            child.communicate(json.dumps(payload), timeout=60)
-        finally:
-            _kill_group(child.pid)  # as the executor does after every run
-            child.wait()
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    return Run(launch, child.returncode, stdout, stderr, scratch)
+    finally:
+        if child_end is not None:
+            child_end.close()  # the agent holds the only copy: its exit is the broker's EOF
+    echo = None
+    if broker is not None:
+        echo = threading.Thread(target=_echo, args=(broker,), daemon=True)
+        echo.start()
+    if ahead:
+        agent.write_text(textwrap.dedent(source), encoding="utf-8")
+        payload = f"{agent.name}\n{payload}"
+    assert child.stdin is not None
+    with contextlib.suppress(BrokenPipeError):
+        child.stdin.write(payload)
+        child.stdin.close()
+    return Started(launch, child, out, err, scratch, echo)
+
+
+def run_agent(source: str, layer_set: str | set[str], world: World, **how: Any) -> Run:
+    """Run an agent to its end (see start_agent for `how`)."""
+    return start_agent(source, layer_set, world, **how).finish()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -238,6 +362,9 @@ CONTAINED_BY = {
     "fork_a_thousand_times": {"seccomp", "uid"},  # uid: RLIMIT_NPROC binds once not root
     "kill_the_parent": {"landlock", "seccomp", "uid", "bwrap"},
     "connect_to_another_port": {"landlock"},
+    "fastopen_to_another_port": {"seccomp"},  # Landlock checks connect(), which TFO skips
+    "create_ipc_objects": {"seccomp"},  # bwrap's own IPC namespace still lets them be made
+    "use_capabilities": {"caps", "uid", "bwrap"},
 }
 
 CASES = [
@@ -254,6 +381,46 @@ def _refused(run: Run) -> bool:
     return bool(raised or re.fullmatch(r"status [1-9]\d*\n", run.stdout))
 
 
+def _ipc_leftovers(key: int, mq_name: str) -> list[str]:
+    """System V objects with `key`, and the POSIX queue `mq_name`, that exist on the host."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        rows = Path(f"/proc/sysvipc/{kind}").read_text(encoding="ascii").splitlines()[1:]
+        found += [f"{kind} {row.split()[1]}" for row in rows if int(row.split()[0]) == key]
+    libc = ctypes.CDLL(None, use_errno=True)
+    queue = libc.mq_open(mq_name.encode(), os.O_RDONLY)
+    if queue >= 0:
+        libc.mq_close(queue)
+        found.append(f"mq {mq_name}")
+    return found
+
+
+def _remove_ipc(found: list[str]) -> None:
+    """Clean up after an escape that got through, so that the next run starts clean."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    remove = {"shm": libc.shmctl, "msg": libc.msgctl, "sem": libc.semctl}
+    for kind, _, which in (entry.partition(" ") for entry in found):
+        if kind == "mq":
+            libc.mq_unlink(which.encode())
+        elif kind == "sem":
+            libc.semctl(int(which), 0, 0)  # IPC_RMID
+        else:
+            remove[kind](int(which), 0, None)  # IPC_RMID
+
+
+@contextlib.contextmanager
+def ipc_names() -> Iterator[dict[str, object]]:
+    """A key and a queue name no one else uses; whatever the agent made with them must be gone."""
+    key = int.from_bytes(os.urandom(3), "big") + 1
+    mq_name = f"/agentgod-{uuid.uuid4().hex[:8]}"
+    try:
+        yield {"ipc_key": key, "mq_name": mq_name}
+    finally:
+        left = _ipc_leftovers(key, mq_name)
+        _remove_ipc(left)
+    assert left == [], "an IPC object outlived the agent"
+
+
 @pytest.mark.parametrize(("layer_set", "name"), CASES)
 def test_escape_is_contained(layer_set: str, name: str, world: World) -> None:
     abi = sandbox.probe().landlock_abi
@@ -261,11 +428,16 @@ def test_escape_is_contained(layer_set: str, name: str, world: World) -> None:
         pytest.skip(f"landlock ABI {abi} on this kernel has no network rules")
     if layer_set == "landlock" and name == "kill_the_parent" and abi < 6:
         pytest.skip(f"landlock ABI {abi} on this kernel cannot scope signals")
-    run = run_agent(escapes.SOURCES[name], layer_set, world)
+    if name == "use_capabilities" and os.geteuid() != 0:
+        pytest.skip("only a root parent has capabilities to lose")
+    with ipc_names() as names:
+        run = run_agent(escapes.SOURCES[name], layer_set, world, task=names)
     assert "ESCAPED" not in run.stdout, (run.launch.layers, run.stdout, run.stderr)
     assert _refused(run), (run.launch.layers, run.returncode, run.stdout, run.stderr)
     assert world.victim.poll() is None, "the victim was killed"
     assert not world.outside_file.exists()
+    if name.endswith("_port"):
+        assert world.received() == []
 
 
 LEGITIMATE = """
@@ -540,25 +712,39 @@ _ANY_ARG = st.text(st.characters(blacklist_characters="\x00"))  # argv strings c
 @given(
     layers=st.lists(st.sampled_from(sandbox.LAYERS), unique=True).map(tuple),
     abi=st.integers(0, 99),
+    network=st.sampled_from(sandbox_boot.Walls.NETWORKS),
+    task_limit=st.integers(0, 1 << 20),
     read_only=st.lists(st.sampled_from(["--", "--read-only", "a,b", ""]) | _ANY_ARG).map(tuple),
     read_write=st.lists(_ANY_ARG).map(tuple),
     ports=st.lists(st.integers(0, 65535)).map(tuple),
+    keep_fds=st.lists(st.integers(3, 1 << 20)).map(tuple),
     agent=st.lists(_ANY_ARG, min_size=1),
 )
 def test_walls_survive_the_command_line(
     layers: tuple[str, ...],
     abi: int,
+    network: str,
+    task_limit: int,
     read_only: tuple[str, ...],
     read_write: tuple[str, ...],
     ports: tuple[int, ...],
+    keep_fds: tuple[int, ...],
     agent: list[str],
 ) -> None:
     """Any path, even one spelled like a flag or like the end marker, arrives as it was sent."""
     sent = sandbox_boot.Walls(
-        layers, landlock_abi=abi, read_only=read_only, read_write=read_write, tcp_ports=ports
+        layers,
+        landlock_abi=abi,
+        network=network,
+        task_limit=task_limit,
+        read_only=read_only,
+        read_write=read_write,
+        tcp_ports=ports,
+        keep_fds=keep_fds,
     )
     walls, rest = sandbox_boot.Walls.parse([*sent.to_argv(), *agent])
     assert (walls.layers, walls.landlock_abi, walls.tcp_ports) == (layers, abi, ports)
+    assert (walls.network, walls.task_limit, walls.keep_fds) == (network, task_limit, keep_fds)
     assert (walls.read_only, walls.read_write, rest) == (read_only, read_write, agent)
 
 
@@ -570,6 +756,10 @@ def test_walls_survive_the_command_line(
         pytest.param(["--layers", "landlock", "--landlock-abi", "7", "--"], id="no-agent"),
         pytest.param(["--layers", "", "--landlock-abi", "0", "--off", "1", "--", "a"], id="flag"),
         pytest.param(["--layers", "landlock", "--landlock-abi", "x", "--", "a"], id="abi"),
+        pytest.param(
+            [*("--layers", "", "--landlock-abi", "0", "--network", "open"), "--", "a"],
+            id="network",
+        ),
         pytest.param(["--landlock-abi", "0", "--", "a"], id="no-layers"),
     ],
 )
@@ -653,3 +843,221 @@ def test_an_agent_started_before_its_code_runs_it_when_named(tmp_path: Path) -> 
     out, _ = process.communicate("late.py\nthe input", timeout=30)
     assert process.returncode == 0
     assert out == "True True the input\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# One agent's thread bomb against its sibling's work, and agents without a network.
+
+
+def _bomb_then_sibling(
+    layer_set: str | set[str], world: World, sibling: str, **how: Any
+) -> tuple[Run, Run]:
+    """Start the bomb; once it holds all it got, run the sibling to its end; then kill the bomb."""
+    bomb = start_agent(escapes.THREAD_BOMB, layer_set, world, **how)
+    try:
+        deadline = time.monotonic() + 60
+        while "threads" not in bomb.stdout_so_far() and bomb.process.poll() is None:
+            assert time.monotonic() < deadline, "the bomb never said how many threads it got"
+            time.sleep(0.02)
+        return bomb.finish(kill=True), run_agent(sibling, layer_set, world, **how)
+    finally:
+        bomb.finish(kill=True)
+
+
+def _bomb_was_stopped(bomb: Run) -> None:
+    assert "ESCAPED" not in bomb.stdout, bomb.stdout
+    started = int(re.search(r"^threads (\d+)$", bomb.stdout, re.M).group(1))  # type: ignore[union-attr]
+    assert 0 < started < sandbox.TASK_LIMIT, bomb.stdout
+    assert "stopped: can't start new thread" in bomb.stdout
+
+
+@pytest.mark.parametrize("layer_set", ["pids", ALL])
+def test_a_thread_bomb_does_not_starve_its_sibling(layer_set: str, world: World) -> None:
+    """Root ignores RLIMIT_NPROC, and a shared uid shares it: each agent needs its own count."""
+    bomb, sibling = _bomb_then_sibling(layer_set, world, LEGITIMATE)
+    _bomb_was_stopped(bomb)
+    assert sibling.returncode == 0, sibling.stderr
+    assert json.loads(sibling.stdout)["answers"] == [0, 1, 2, 3, 4]  # five threads of its own
+
+
+WITHOUT_BWRAP = "auto-without-bwrap"
+AHEAD = "auto-started-before-its-code"
+AS_NOBODY = "auto-as-uid-65534"
+CONFIGURATIONS = ("auto", WITHOUT_BWRAP, AHEAD, AS_NOBODY)
+
+
+@pytest.fixture(params=CONFIGURATIONS)
+def networkless(request: pytest.FixtureRequest, world: World) -> dict[str, Any]:
+    """start_agent's arguments for an agent without a network, in the configurations of
+    test_escapes.py (on the executor's interpreter: a root child here), and as the uid layer's
+    unprivileged child."""
+    caps = sandbox.probe()
+    missing = [caps.why_not[layer] for layer in ("landlock", "seccomp") if layer in caps.why_not]
+    if missing:
+        pytest.skip("; ".join(missing))
+    how: dict[str, Any] = {"network": "none", "python": sys.executable, "ahead": False}
+    how["layer_set"] = set(sandbox.LAYERS) - {"uid"}
+    if request.param == WITHOUT_BWRAP:
+        how["layer_set"] -= {"bwrap"}
+    elif request.param == AHEAD:
+        how["ahead"] = True
+    elif request.param == AS_NOBODY:
+        how["python"] = _python_for("uid", world)
+        how["layer_set"] = set(sandbox.LAYERS)
+        if not _uid_reaches(how["python"], world):
+            pytest.skip(f"no interpreter here that uid {sandbox.DROP_UID} can read")
+    return how
+
+
+def _check_layers(run: Run, how: dict[str, Any]) -> None:
+    expected = {"landlock", "seccomp", "caps", "pids"} | ({"uid"} & how["layer_set"])
+    if "bwrap" in how["layer_set"] and sandbox.probe().bwrap:
+        expected.add("bwrap")
+    assert set(run.launch.layers) == expected, run.launch.skipped
+    assert run.launch.pass_fds != ()
+
+
+NETWORKLESS = """
+    import asyncio, json, os, select, socket, sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    p = json.loads(json.load(sys.stdin)["task"])
+    fds = []
+    for fd in range(1024):
+        try:
+            os.fstat(fd)
+            fds.append(fd)
+        except OSError:
+            pass
+    broker = socket.socket(fileno=p["broker_fd"])
+    broker.settimeout(10)
+    answers = []
+    for message in (b"ping", b"pong"):
+        broker.sendall(message)
+        assert select.select([broker], [], [], 10)[0]
+        answers.append(broker.recv(16).decode())
+    asyncio.run(asyncio.sleep(0))  # its self-pipe is a unix stream socketpair
+    with ThreadPoolExecutor(4) as pool:
+        squares = list(pool.map(lambda n: n * n, range(4)))
+    local = socket.getaddrinfo("localhost", 80)[0][4][0]
+    broker.shutdown(socket.SHUT_RDWR)
+    broker.close()
+    print(json.dumps({"fds": fds, "answers": answers, "squares": squares, "local": local}))
+"""
+
+
+def test_no_network_still_does_a_round_trip_to_the_broker(
+    networkless: dict[str, Any], world: World
+) -> None:
+    """The broker's socket works both ways, and it is the only fd the agent has beyond 0, 1, 2."""
+    run = run_agent(NETWORKLESS, world=world, **networkless)
+    assert run.returncode == 0, run.stderr
+    _check_layers(run, networkless)
+    result = json.loads(run.stdout)
+    [broker_fd] = run.launch.pass_fds
+    assert result["fds"] == [0, 1, 2, broker_fd]
+    assert result["answers"] == ["ping", "pong"]
+    assert result["squares"] == [0, 1, 4, 9]
+    assert result["local"] in ("127.0.0.1", "::1")
+
+
+NO_NETWORK_ESCAPES = {
+    **escapes.NO_NETWORK_SOURCES,
+    **{
+        name: escapes.SOURCES[name]
+        for name in (
+            "connect_to_another_port",
+            "fastopen_to_another_port",
+            "create_ipc_objects",
+            "use_capabilities",
+        )
+    },
+}
+
+
+def _no_network_escape_was_refused(name: str, run: Run, world: World) -> None:
+    assert "ESCAPED" not in run.stdout, (run.launch.layers, run.stdout, run.stderr)
+    assert _refused(run), (run.launch.layers, run.returncode, run.stdout, run.stderr)
+    if name.endswith("_port"):
+        assert world.received() == []
+    if name == "no_socket_of_any_family":
+        assert run.stdout == "refused {'EPERM': 138}\n"  # 46 families x 3 types
+    elif name == "use_the_socket_it_has":
+        calls = ("bind", "listen", "connect", "sendto", "sendmsg", "ioctl")
+        assert run.stdout.splitlines() == [f"{call} EPERM" for call in calls]
+    elif name == "create_ipc_objects":
+        assert run.stdout == "refused shm EPERM msg EPERM sem EPERM mq EPERM\n"
+    elif name.endswith("_port"):
+        assert run.stderr.splitlines()[-1].endswith(
+            "PermissionError [Errno 1] Operation not permitted"
+        )
+
+
+@pytest.mark.parametrize("name", NO_NETWORK_ESCAPES)
+def test_no_network_escape_is_contained(
+    name: str, networkless: dict[str, Any], world: World
+) -> None:
+    if name == "use_capabilities" and os.geteuid() != 0:
+        pytest.skip("only a root parent has capabilities to lose")
+    with ipc_names() as names:
+        run = run_agent(NO_NETWORK_ESCAPES[name], world=world, task=names, **networkless)
+    _check_layers(run, networkless)
+    _no_network_escape_was_refused(name, run, world)
+    if name == "use_capabilities":
+        assert run.stdout == "capabilities 0x0\n"
+
+
+@pytest.mark.parametrize("name", [*escapes.NO_NETWORK_SOURCES, "fastopen_to_another_port"])
+def test_seccomp_alone_leaves_no_network(name: str, world: World) -> None:
+    """The filter holds on its own: no Landlock, no empty network namespace behind it."""
+    run = run_agent(NO_NETWORK_ESCAPES[name], "seccomp", world, network="none")
+    _no_network_escape_was_refused(name, run, world)
+
+
+def test_no_network_thread_bomb_does_not_starve_its_sibling(
+    networkless: dict[str, Any], world: World
+) -> None:
+    bomb, sibling = _bomb_then_sibling(world=world, sibling=NETWORKLESS, **networkless)
+    _check_layers(bomb, networkless)
+    _bomb_was_stopped(bomb)
+    assert sibling.returncode == 0, sibling.stderr
+    assert json.loads(sibling.stdout)["squares"] == [0, 1, 4, 9]
+
+
+def test_the_broker_socket_must_be_a_unix_stream(tmp_path: Path) -> None:
+    """A datagram socket could send to any abstract name through sendmsg's hidden address."""
+    where: dict[str, Any] = {"python": sys.executable, "scratch": tmp_path}
+    datagram, stream = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM), socket.socketpair()
+    try:
+        with pytest.raises(ValueError, match="AF_UNIX SOCK_STREAM"):
+            sandbox.prepare(tmp_path / "a.py", broker_fd=datagram[0].fileno(), **where)
+        with pytest.raises(ValueError, match="not both"):
+            url = "http://127.0.0.1:1"
+            sandbox.prepare(tmp_path / "a.py", broker_fd=stream[0].fileno(), api_url=url, **where)
+    finally:
+        for end in (*datagram, *stream):
+            end.close()
+    with open(tmp_path / "file", "w") as not_a_socket:
+        before = sorted(os.listdir("/proc/self/fd"))
+        with pytest.raises(ValueError, match="is not a socket"):
+            sandbox.prepare(tmp_path / "a.py", broker_fd=not_a_socket.fileno(), **where)
+        assert sorted(os.listdir("/proc/self/fd")) == before  # the copy it looked at is closed
+
+
+def test_a_missing_broker_socket_fails_closed(world: World) -> None:
+    """Launched without its fd (pass_fds forgotten), the agent never starts."""
+    agent = world.base / f"agent_{uuid.uuid4().hex[:8]}.py"
+    agent.write_text("print('ran')\n", encoding="utf-8")
+    scratch = Path(tempfile.mkdtemp(dir=world.base))
+    ours, child_end = socket.socketpair()
+    try:
+        launch = sandbox.prepare(
+            agent, python=sys.executable, scratch=scratch, broker_fd=child_end.fileno()
+        )
+        done = subprocess.run(launch.argv, cwd=scratch, capture_output=True, text=True, timeout=60)
+    finally:
+        ours.close()
+        child_end.close()
+    assert done.returncode == sandbox.BOOT_FAILURE_EXIT
+    assert done.stdout == ""
+    assert done.stderr.startswith("sandbox: inherited fds could not be applied: [Errno 9] fd ")
