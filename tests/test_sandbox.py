@@ -1061,3 +1061,44 @@ def test_a_missing_broker_socket_fails_closed(world: World) -> None:
     assert done.returncode == sandbox.BOOT_FAILURE_EXIT
     assert done.stdout == ""
     assert done.stderr.startswith("sandbox: inherited fds could not be applied: [Errno 9] fd ")
+
+
+OPEN_FDS = """
+    import os
+
+    def is_open(fd):
+        try:
+            os.fstat(fd)
+            return True
+        except OSError:
+            return False
+
+    print([fd for fd in range(1024) if is_open(fd)])
+"""
+
+
+def test_the_bootstrap_closes_every_fd_it_was_not_told_to_keep(world: World) -> None:
+    """Whatever a launcher lets through besides the broker's socket, the agent never sees."""
+    agent = world.base / f"agent_{uuid.uuid4().hex[:8]}.py"
+    agent.write_text(textwrap.dedent(OPEN_FDS), encoding="utf-8")
+    scratch = Path(tempfile.mkdtemp(dir=world.base))
+    ours, child_end = socket.socketpair()
+    broker_fd = child_end.fileno()
+    try:
+        with open(world.secret) as stray:
+            launch = sandbox.prepare(
+                agent, python=sys.executable, scratch=scratch, broker_fd=broker_fd, layers={"caps"}
+            )
+            done = subprocess.run(
+                launch.argv,
+                cwd=scratch,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                pass_fds=(*launch.pass_fds, stray.fileno()),
+            )
+    finally:
+        ours.close()
+        child_end.close()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{[0, 1, 2, broker_fd]}\n"
