@@ -17,7 +17,13 @@ it is killed, so that a sibling can be started while it does.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
 import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 _SOURCES = {
     "write_outside_scratch": """
@@ -261,3 +267,46 @@ NO_NETWORK_SOURCES: dict[str, str] = {
     name: textwrap.dedent(body).lstrip() for name, body in _NO_NETWORK_SOURCES.items()
 }
 """Escape name -> agent source, for agents whose only link is the broker's socket."""
+
+
+# What create_ipc_objects would leave behind on the host, checked and removed after it ran.
+
+
+def _ipc_leftovers(key: int, mq_name: str) -> list[str]:
+    """System V objects with `key`, and the POSIX queue `mq_name`, that exist on the host."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        rows = Path(f"/proc/sysvipc/{kind}").read_text(encoding="ascii").splitlines()[1:]
+        found += [f"{kind} {row.split()[1]}" for row in rows if int(row.split()[0]) == key]
+    libc = ctypes.CDLL(None, use_errno=True)
+    queue = libc.mq_open(mq_name.encode(), os.O_RDONLY)
+    if queue >= 0:
+        libc.mq_close(queue)
+        found.append(f"mq {mq_name}")
+    return found
+
+
+def _remove_ipc(found: list[str]) -> None:
+    """Clean up after an escape that got through, so that the next run starts clean."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    rmid = 0  # IPC_RMID
+    for kind, _, which in (entry.partition(" ") for entry in found):
+        if kind == "mq":
+            libc.mq_unlink(which.encode())
+        elif kind == "sem":
+            libc.semctl(int(which), 0, rmid)
+        else:
+            getattr(libc, f"{kind}ctl")(int(which), rmid, None)
+
+
+@contextlib.contextmanager
+def ipc_names() -> Iterator[dict[str, object]]:
+    """A key and a queue name no one else uses; whatever the agent made with them must be gone."""
+    key = int.from_bytes(os.urandom(3), "big") + 1
+    mq_name = f"/agentgod-{uuid.uuid4().hex[:8]}"
+    try:
+        yield {"ipc_key": key, "mq_name": mq_name}
+    finally:
+        left = _ipc_leftovers(key, mq_name)
+        _remove_ipc(left)
+    assert left == [], "an IPC object outlived the agent"

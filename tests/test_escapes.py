@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -107,7 +108,9 @@ def run_escape(
 
 
 def check_layers(result: executor.AgentResult, configuration: str) -> None:
-    assert {"rlimits", "landlock", "seccomp"} <= set(result.layers), result.layers
+    expected = {"rlimits", "landlock", "seccomp", "caps"}
+    expected |= {"pids"} if "pids" not in sandbox.probe().why_not else set()
+    assert expected <= set(result.layers), result.layers
     bwrap_expected = configuration != WITHOUT_BWRAP and sandbox.probe().bwrap is not None
     assert ("bwrap" in result.layers) == bwrap_expected, result.layers
 
@@ -316,7 +319,97 @@ def test_connect_to_another_loopback_port(fake_api: FakeMessagesAPI, configurati
             other.accept()
 
 
+def test_fastopen_to_another_loopback_port(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    """TCP Fast Open connects inside sendto, where Landlock's port rule never looks."""
+    with socket.create_server(("127.0.0.1", 0)) as other:
+        port = other.getsockname()[1]
+        result = run_escape("fastopen_to_another_port", configuration, {"other_port": port})
+        stopped_by(result, SECCOMP_REFUSED)
+        other.settimeout(1)  # a completed handshake would be queued by now, accepted or not
+        with pytest.raises(TimeoutError):
+            other.accept()
+
+
+# ---- privileges and what outlives an agent -------------------------------------------------
+
+
+def test_no_capability_is_left(
+    fake_api: FakeMessagesAPI, configuration: str, tmp_path: Path
+) -> None:
+    """Even started by root, the agent holds no capability: another uid's 0600 file stays shut."""
+    if os.geteuid() != 0:
+        pytest.skip("only a root parent has capabilities to lose")
+    foreign = tmp_path / "foreign.txt"
+    foreign.write_text("foreign-secret-93d1", encoding="utf-8")
+    foreign.chmod(0o600)
+    os.chown(foreign, 12345, 12345)
+    result = run_escape("use_capabilities", configuration, {"foreign": str(foreign)})
+    assert not result.ok
+    assert result.output == "capabilities 0x0\n"
+    assert "foreign-secret-93d1" not in result.output + result.error
+
+
+def test_no_ipc_object_can_be_made(fake_api: FakeMessagesAPI, configuration: str) -> None:
+    """System V and POSIX IPC objects would outlive the agent, readable by whoever has the key."""
+    with escapes.ipc_names() as names:
+        result = run_escape("create_ipc_objects", configuration, names)
+    stopped_by(result, SECCOMP_REFUSED)
+    assert result.output == "refused shm EPERM msg EPERM sem EPERM mq EPERM\n"
+
+
 # ---- resources -------------------------------------------------------------------------------
+
+
+def threads_of(pids: list[int]) -> int:
+    """The most threads any of these processes has (0 for those that are gone)."""
+    most = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+            most = max(most, int(status.split("\nThreads:")[1].split()[0]))
+    return most
+
+
+def test_a_thread_bomb_does_not_starve_its_sibling(
+    fake_api: FakeMessagesAPI, configuration: str
+) -> None:
+    """A bomb holds every thread it could get while a sibling starts threads of its own."""
+    marker = str(config.settings().agents_dir)
+    bombed: list[executor.AgentResult] = []
+
+    def bomb() -> None:
+        bombed.append(run(lambda: write_raw(escapes.THREAD_BOMB, name="bomb"), "{}", configuration))
+
+    bomber = threading.Thread(target=bomb)
+    bomber.start()
+    try:
+        deadline = time.monotonic() + 30
+        while threads_of(agent_processes(marker)) < 100 and bomber.is_alive():
+            assert time.monotonic() < deadline, "the bomb never got going"
+            time.sleep(0.02)
+        fake_api.queue(Reply("a sibling's answer"))
+        source = """
+            def run(task, previous_outputs):
+                import threading
+                done = []
+                threads = [threading.Thread(target=done.append, args=(i,)) for i in range(8)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                return call_llm(task) + f" after {len(done)} threads"
+            """
+        sibling = run(lambda: write_agent(source, name="sibling"), "the task", configuration)
+    finally:
+        executor.stop_all()  # only the bomb is left
+        bomber.join(30)
+    assert sibling.ok, sibling.error
+    assert sibling.output == "a sibling's answer after 8 threads"
+    [result] = bombed
+    check_layers(result, configuration)
+    assert "ESCAPED" not in result.output
+    started = int(result.output.split("threads ")[1].split()[0])
+    assert 0 < started < sandbox.TASK_LIMIT, result.output
 
 
 def test_allocate_4_gib(fake_api: FakeMessagesAPI, configuration: str) -> None:

@@ -10,7 +10,6 @@ without a network get one end of a socketpair whose other end a thread here echo
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import re
@@ -381,46 +380,6 @@ def _refused(run: Run) -> bool:
     return bool(raised or re.fullmatch(r"status [1-9]\d*\n", run.stdout))
 
 
-def _ipc_leftovers(key: int, mq_name: str) -> list[str]:
-    """System V objects with `key`, and the POSIX queue `mq_name`, that exist on the host."""
-    found = []
-    for kind in ("shm", "msg", "sem"):
-        rows = Path(f"/proc/sysvipc/{kind}").read_text(encoding="ascii").splitlines()[1:]
-        found += [f"{kind} {row.split()[1]}" for row in rows if int(row.split()[0]) == key]
-    libc = ctypes.CDLL(None, use_errno=True)
-    queue = libc.mq_open(mq_name.encode(), os.O_RDONLY)
-    if queue >= 0:
-        libc.mq_close(queue)
-        found.append(f"mq {mq_name}")
-    return found
-
-
-def _remove_ipc(found: list[str]) -> None:
-    """Clean up after an escape that got through, so that the next run starts clean."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    remove = {"shm": libc.shmctl, "msg": libc.msgctl, "sem": libc.semctl}
-    for kind, _, which in (entry.partition(" ") for entry in found):
-        if kind == "mq":
-            libc.mq_unlink(which.encode())
-        elif kind == "sem":
-            libc.semctl(int(which), 0, 0)  # IPC_RMID
-        else:
-            remove[kind](int(which), 0, None)  # IPC_RMID
-
-
-@contextlib.contextmanager
-def ipc_names() -> Iterator[dict[str, object]]:
-    """A key and a queue name no one else uses; whatever the agent made with them must be gone."""
-    key = int.from_bytes(os.urandom(3), "big") + 1
-    mq_name = f"/agentgod-{uuid.uuid4().hex[:8]}"
-    try:
-        yield {"ipc_key": key, "mq_name": mq_name}
-    finally:
-        left = _ipc_leftovers(key, mq_name)
-        _remove_ipc(left)
-    assert left == [], "an IPC object outlived the agent"
-
-
 @pytest.mark.parametrize(("layer_set", "name"), CASES)
 def test_escape_is_contained(layer_set: str, name: str, world: World) -> None:
     abi = sandbox.probe().landlock_abi
@@ -430,7 +389,7 @@ def test_escape_is_contained(layer_set: str, name: str, world: World) -> None:
         pytest.skip(f"landlock ABI {abi} on this kernel cannot scope signals")
     if name == "use_capabilities" and os.geteuid() != 0:
         pytest.skip("only a root parent has capabilities to lose")
-    with ipc_names() as names:
+    with escapes.ipc_names() as names:
         run = run_agent(escapes.SOURCES[name], layer_set, world, task=names)
     assert "ESCAPED" not in run.stdout, (run.launch.layers, run.stdout, run.stderr)
     assert _refused(run), (run.launch.layers, run.returncode, run.stdout, run.stderr)
@@ -999,7 +958,7 @@ def test_no_network_escape_is_contained(
 ) -> None:
     if name == "use_capabilities" and os.geteuid() != 0:
         pytest.skip("only a root parent has capabilities to lose")
-    with ipc_names() as names:
+    with escapes.ipc_names() as names:
         run = run_agent(NO_NETWORK_ESCAPES[name], world=world, task=names, **networkless)
     _check_layers(run, networkless)
     _no_network_escape_was_refused(name, run, world)
