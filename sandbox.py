@@ -254,8 +254,13 @@ def _sweep_orphans(parent: Path) -> None:
 
 
 def _new_cgroup(parent: Path) -> Path:
-    group = parent / f"{os.getpid()}-{next(_cgroup_numbers)}"
-    group.mkdir()
+    while True:
+        group = parent / f"{os.getpid()}-{next(_cgroup_numbers)}"
+        try:
+            group.mkdir()
+            break
+        except FileExistsError:  # left by an earlier process with our pid, still busy
+            continue
     (group / "pids.max").write_text(str(TASK_LIMIT), encoding="ascii")
     return group
 

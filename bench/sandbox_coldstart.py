@@ -2,52 +2,54 @@
 
 Run as root on Linux to see every layer: `python bench/sandbox_coldstart.py [--json]`. The uid
 layer needs an interpreter that an unprivileged uid can read; when the default one is not,
-pass e.g. `--python /usr/bin/python3`. Layers the machine lacks are reported, not measured.
-`--imports json,urllib.request` measures a typical agent instead, whose own imports overlap
-the bootstrap's.
+pass e.g. `--python /usr/bin/python3` (its pids layer is then RLIMIT_NPROC in a user namespace,
+not a cgroup). Layers the machine lacks are reported, not measured. `--imports
+json,urllib.request` measures a typical agent instead, whose own imports overlap the
+bootstrap's. The sets marked "no network" inherit one end of a socketpair, as agents behind the
+broker will.
 """
 
 import argparse
 import json
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TypedDict
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sandbox
 
-SETS = {
-    "none": (),
-    "+landlock": ("landlock",),
-    "+seccomp": ("seccomp",),
-    "+uid": ("uid",),
-    "+bwrap": ("bwrap",),
-    "all": sandbox.LAYERS,
+SETS = {  # name -> (layers, network)
+    "none": ((), "tcp"),
+    "+landlock": (("landlock",), "tcp"),
+    "+seccomp": (("seccomp",), "tcp"),
+    "+caps": (("caps",), "tcp"),
+    "+pids": (("pids",), "tcp"),
+    "+uid": (("uid",), "tcp"),
+    "+bwrap": (("bwrap",), "tcp"),
+    "all-pids": (tuple(layer for layer in sandbox.LAYERS if layer != "pids"), "tcp"),
+    "all": (sandbox.LAYERS, "tcp"),
+    "all-pids, no network": (tuple(layer for layer in sandbox.LAYERS if layer != "pids"), "none"),
+    "all, no network": (sandbox.LAYERS, "none"),
 }
 
 
-class SetResult(TypedDict):
-    """One set of layers measured: what was active, what was skipped and why, the timings."""
-
-    active: list[str]
-    skipped: list[str]
-    median_ms: float
-    added_ms: float
-
-
-def prepare(python: str, layers: tuple[str, ...], base: Path) -> tuple[sandbox.Launch, Path]:
+def prepare(
+    python: str, layers: tuple[str, ...], network: str, base: Path, broker_end: int
+) -> tuple[sandbox.Launch, Path]:
     scratch = Path(tempfile.mkdtemp(dir=base))
     launch = sandbox.prepare(
         base / "noop.py",
         python=python,
         scratch=scratch,
-        api_url="http://127.0.0.1:9",
+        api_url="http://127.0.0.1:9" if network == "tcp" else None,
+        broker_fd=broker_end if network == "none" else None,
         mode="auto" if layers else "off",
         layers=layers,
     )
@@ -73,6 +75,7 @@ def start_once(launch: sandbox.Launch, scratch: Path) -> float:
         input=b'{"task": "", "previous_outputs": {}}',  # what the executor writes
         stdout=subprocess.DEVNULL,
         preexec_fn=launch.preexec,
+        pass_fds=launch.pass_fds,
         user=launch.user,
         group=launch.group,
         extra_groups=None if launch.group is None else [],
@@ -94,7 +97,11 @@ def main() -> None:
         base.chmod(0o755)  # the unprivileged uid must reach the agent
         source = "".join(f"import {name}\n" for name in filter(None, args.imports.split(",")))
         (base / "noop.py").write_text(source or "pass\n", encoding="utf-8")
-        launches = {name: prepare(args.python, layers, base) for name, layers in SETS.items()}
+        _, broker_end = socket.socketpair()  # the broker's side is never used: agents are no-ops
+        launches = {
+            name: prepare(args.python, layers, network, base, broker_end.fileno())
+            for name, (layers, network) in SETS.items()
+        }
         times: dict[str, list[float]] = {name: [] for name in SETS}
         for _ in range(args.runs):  # round robin, so that a busy moment hits every set alike
             for name, (launch, scratch) in launches.items():
@@ -102,7 +109,7 @@ def main() -> None:
     finally:
         shutil.rmtree(base)
     medians = {name: statistics.median(runs) * 1000 for name, runs in times.items()}
-    results: dict[str, SetResult] = {
+    results: dict[str, dict[str, Any]] = {
         name: {
             "active": list(launch.layers),
             "skipped": list(launch.skipped),
@@ -115,10 +122,10 @@ def main() -> None:
         report = {"python": args.python, "runs": args.runs, "imports": args.imports}
         print(json.dumps({**report, "sets": results}, indent=2))
         return
-    print(f"{'set':<10} {'median ms':>10} {'added ms':>9}  active layers")
+    print(f"{'set':<21} {'median ms':>10} {'added ms':>9}  active layers")
     for name, result in results.items():
         print(
-            f"{name:<10} {result['median_ms']:>10} {result['added_ms']:>9}  "
+            f"{name:<21} {result['median_ms']:>10} {result['added_ms']:>9}  "
             f"{', '.join(result['active']) or '-'}"
         )
     notes = dict.fromkeys(note for result in results.values() for note in result["skipped"])
