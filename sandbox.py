@@ -204,10 +204,10 @@ def _bwrap_problem(bwrap: str | None, user: int | None) -> str | None:
 
 # ----------------------------------------------------------------------------------------------
 # pids: each agent's own count of processes and threads. The kernel exempts uid 0 from
-# RLIMIT_NPROC, capabilities or not, so a root child joins a pids cgroup of its own; measured
-# here, the join costs about 14 ms (cgroup v1 waits for an RCU grace period), which is paid in
-# the child's preexec. Any other uid gets RLIMIT_NPROC in its own user namespace instead (see
-# sandbox_boot._limit_tasks), at no measurable cost.
+# RLIMIT_NPROC, capabilities or not, so a root child joins a pids cgroup of its own. Measured
+# here, the join costs 15-20 ms of the child's start (cgroup v1 waits for an RCU grace period)
+# and a few ms to a process started right after it. Any other uid gets RLIMIT_NPROC in a user
+# namespace of its own instead (see sandbox_boot._limit_tasks), at no measurable cost.
 
 _CGROUP_PARENT = "agentgod"
 _cgroup_numbers = itertools.count()
