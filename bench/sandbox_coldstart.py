@@ -25,31 +25,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sandbox
 
-SETS = {  # name -> (layers, network)
-    "none": ((), "tcp"),
-    "+landlock": (("landlock",), "tcp"),
-    "+seccomp": (("seccomp",), "tcp"),
-    "+caps": (("caps",), "tcp"),
-    "+pids": (("pids",), "tcp"),
-    "+uid": (("uid",), "tcp"),
-    "+bwrap": (("bwrap",), "tcp"),
-    "all-pids": (tuple(layer for layer in sandbox.LAYERS if layer != "pids"), "tcp"),
-    "all": (sandbox.LAYERS, "tcp"),
-    "all-pids, no network": (tuple(layer for layer in sandbox.LAYERS if layer != "pids"), "none"),
-    "all, no network": (sandbox.LAYERS, "none"),
+SETS = {
+    "none": (),
+    "+landlock": ("landlock",),
+    "+seccomp": ("seccomp",),
+    "+caps": ("caps",),
+    "+pids": ("pids",),
+    "+uid": ("uid",),
+    "+bwrap": ("bwrap",),
+    "all": sandbox.LAYERS,
+}
+ALL_BUT_PIDS = tuple(layer for layer in sandbox.LAYERS if layer != "pids")
+# Measured here only: name -> (layers, whether the agent has no network).
+VARIANTS = {
+    **{name: (layers, False) for name, layers in SETS.items()},
+    "all-pids": (ALL_BUT_PIDS, False),
+    "all, no network": (sandbox.LAYERS, True),
+    "all-pids, no network": (ALL_BUT_PIDS, True),
 }
 
 
 def prepare(
-    python: str, layers: tuple[str, ...], network: str, base: Path, broker_end: int
+    python: str, layers: tuple[str, ...], base: Path, *, broker_fd: int | None = None
 ) -> tuple[sandbox.Launch, Path]:
+    """A launch of base/noop.py; with `broker_fd`, one without a network that inherits it."""
     scratch = Path(tempfile.mkdtemp(dir=base))
     launch = sandbox.prepare(
         base / "noop.py",
         python=python,
         scratch=scratch,
-        api_url="http://127.0.0.1:9" if network == "tcp" else None,
-        broker_fd=broker_end if network == "none" else None,
+        api_url="http://127.0.0.1:9" if broker_fd is None else None,
+        broker_fd=broker_fd,
         mode="auto" if layers else "off",
         layers=layers,
     )
@@ -98,11 +104,12 @@ def main() -> None:
         source = "".join(f"import {name}\n" for name in filter(None, args.imports.split(",")))
         (base / "noop.py").write_text(source or "pass\n", encoding="utf-8")
         _, broker_end = socket.socketpair()  # the broker's side is never used: agents are no-ops
+        end = broker_end.fileno()
         launches = {
-            name: prepare(args.python, layers, network, base, broker_end.fileno())
-            for name, (layers, network) in SETS.items()
+            name: prepare(args.python, layers, base, broker_fd=end if networkless else None)
+            for name, (layers, networkless) in VARIANTS.items()
         }
-        times: dict[str, list[float]] = {name: [] for name in SETS}
+        times: dict[str, list[float]] = {name: [] for name in VARIANTS}
         for _ in range(args.runs):  # round robin, so that a busy moment hits every set alike
             for name, (launch, scratch) in launches.items():
                 times[name].append(start_once(launch, scratch))
