@@ -255,6 +255,7 @@ THREAD_BOMB = textwrap.dedent(
     print("threads", started, flush=True)
     if started == 1000:
         print("ESCAPED", flush=True)
+    open("holding", "w").close()  # in its scratch: what a harness that cannot see stdout waits for
     hold.wait()
     """
 ).lstrip()
