@@ -196,8 +196,9 @@ def _limits(timeout: float, *, dropped_uid: bool) -> list[tuple[int, int]]:
     """rlimits for the child: memory, CPU, file size, open files, no core dumps.
 
     RLIMIT_NPROC counts every process and thread of the uid system-wide, so it is set only for
-    the sandbox's dedicated uid, generously (seccomp already refuses fork); for a normal user it
-    would starve their other programs, and root ignores it.
+    the sandbox's dedicated uid when the sandbox's own per-agent task count (the pids layer) is
+    not up, generously (seccomp already refuses fork); for a normal user it would starve their
+    other programs, and root ignores it.
     """
     import resource
 
@@ -471,11 +472,12 @@ def start_agent(
             path or settings.agents_dir,
             python=python,
             scratch=scratch,
-            api_url=settings.base_url or config.DEFAULT_BASE_URL,
+            broker_fd=door.child_fd if door is not None else None,
             mode=settings.sandbox,
             preload=preload,
         )
-        limits = _limits(timeout, dropped_uid=launch.user is not None)
+        counted = launch.user is not None and "pids" not in launch.layers
+        limits = _limits(timeout, dropped_uid=counted)
         layers = ("rlimits", *launch.layers)
         process = subprocess.Popen(
             launch.argv,
@@ -484,7 +486,7 @@ def start_agent(
             stderr=subprocess.PIPE,
             cwd=scratch,
             env=child_environment(scratch, model=model, door=door),
-            pass_fds=(door.child_fd,) if door is not None else (),
+            pass_fds=launch.pass_fds,
             start_new_session=True,
             preexec_fn=lambda: _preexec(limits, launch.preexec),
             user=launch.user,

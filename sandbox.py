@@ -55,8 +55,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import sandbox_boot
+from kinds import SandboxMode
 
-MODES = ("auto", "strict", "off")
+MODES: tuple[str, ...] = tuple(SandboxMode)
 LAYERS = ("landlock", "seccomp", "caps", "pids", "uid", "bwrap")
 DROP_UID = DROP_GID = 65534  # nobody/nogroup: owns no files, so it can change none
 # Processes and threads per agent, bwrap's two included. RLIMIT_AS (2 GiB) allows about 250
