@@ -34,6 +34,8 @@ SETTING_NAMES = (
     "MAX_AGENTS",
     "MAX_PARALLEL_AGENTS",
     "AGENT_TIMEOUT_SECONDS",
+    "API_TIMEOUT_SECONDS",
+    "API_RETRIES",
     "AGENT_REPAIR_ATTEMPTS",
     "GENERATION_ATTEMPTS",
     "TASK_REVISIONS",
@@ -87,6 +89,12 @@ class Settings:
     """Worker threads for generation and each execution wave (MAX_PARALLEL_AGENTS)."""
     agent_timeout_seconds: float
     """Wall-clock limit for one agent process (AGENT_TIMEOUT_SECONDS)."""
+    api_timeout_seconds: float
+    """Deadline of one model call of up to 2,048 output tokens, retries included; a call allowed
+    more tokens gets proportionally longer (API_TIMEOUT_SECONDS; see llm.deadline_seconds)."""
+    api_retries: int
+    """Retries of a model call that failed in a way worth retrying, within its deadline
+    (API_RETRIES)."""
     agent_repair_attempts: int
     """Regenerations of a crashed agent before it is excluded (AGENT_REPAIR_ATTEMPTS)."""
     generation_attempts: int
@@ -232,6 +240,8 @@ def settings() -> Settings:
         max_agents=_number("MAX_AGENTS", "6", 1, 12, int),
         max_parallel_agents=_number("MAX_PARALLEL_AGENTS", "4", 1, 32, int),
         agent_timeout_seconds=_number("AGENT_TIMEOUT_SECONDS", "300", 1, 3600, float),
+        api_timeout_seconds=_number("API_TIMEOUT_SECONDS", "30", 1, 3600, float),
+        api_retries=_number("API_RETRIES", "2", 0, 10, int),
         agent_repair_attempts=_number("AGENT_REPAIR_ATTEMPTS", "2", 0, 5, int),
         generation_attempts=_number("GENERATION_ATTEMPTS", "3", 1, 6, int),
         task_revisions=_number("TASK_REVISIONS", "1", 0, 3, int),

@@ -5,15 +5,25 @@ and `get_client` the only place an SDK client is built. No temperature, ever; ef
 `output_config` only for models that accept it; stable system prompts are cached blocks. Under a
 ledger with a budget, each call holds its worst case first and records its real usage after.
 The SDK is imported lazily: `agentgod --version` must not pay for it.
+
+Every call has one deadline for all of it (connecting, the first byte, the whole reply, and
+every retry with its wait) and a bounded number of retries, both ours rather than the SDK's: its
+defaults wait 10 minutes for a silent server, sleep whatever `retry-after` says, and a per-read
+timeout never ends a reply that drips a byte at a time. The deadline reaches the sockets through
+the client's network backend, so a drip is cut off when the time is up, not when it finishes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
+import random
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import config
 import models
@@ -32,8 +42,69 @@ client_ready = threading.Event()
 """Set once an SDK client exists: the expensive import is over and requests can leave."""
 
 
+DEADLINE_TOKENS = 2048
+"""The output a call may ask for within one API_TIMEOUT_SECONDS; more tokens, longer deadline."""
+RETRY_STATUSES = frozenset({408, 409, 429})
+"""Besides every 5xx, the statuses where the same request may well succeed a moment later."""
+BACKOFF_SECONDS = 0.5
+"""The wait before the first retry when the API names none; it doubles up to BACKOFF_CAP."""
+BACKOFF_CAP = 8.0
+
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "agentgod_llm_deadline", default=None
+)
+"""time.monotonic() by which the call running on this thread must be over."""
+
+
 class StructuredReplyError(ValueError):
     """The model's structured reply was empty or refused (validation errors come from pydantic)."""
+
+    def __init__(self, message: str, stop_reason: str | None = None) -> None:
+        super().__init__(message)
+        self.stop_reason = stop_reason
+
+
+class MalformedReplyError(RuntimeError):
+    """The API answered 200 with a body that is not a Messages reply; retried like a 5xx."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """A model call did not finish within its deadline, retries included."""
+
+    def __init__(self, seconds: float, attempts: int, model: str) -> None:
+        noun = "attempt" if attempts == 1 else "attempts"
+        super().__init__(f"no complete reply from {model} within {seconds:g} s ({attempts} {noun})")
+        self.seconds = seconds
+        self.attempts = attempts
+        self.model = model
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A plain call's reply: its text, and why the model stopped writing it."""
+
+    text: str
+    stop_reason: str | None
+    """end_turn, max_tokens, refusal, ... as the API said (None if it said nothing)."""
+
+    @property
+    def cut(self) -> bool:
+        """The reply ran out of room: the text ends where the room did, not where it meant to."""
+        return self.stop_reason in ("max_tokens", "model_context_window_exceeded")
+
+    @property
+    def refused(self) -> bool:
+        return self.stop_reason == "refusal"
+
+
+def deadline_seconds(max_tokens: int, settings: config.Settings | None = None) -> float:
+    """The whole-call deadline: API_TIMEOUT_SECONDS per DEADLINE_TOKENS of max_tokens, at least one.
+
+    A non-streaming reply arrives only once it is entirely written, so a call allowed 16,000
+    tokens needs far longer before its first byte can come than one allowed 2,048.
+    """
+    seconds = (settings or config.settings()).api_timeout_seconds
+    return seconds * max(1.0, max_tokens / DEADLINE_TOKENS)
 
 
 def preload_sdk() -> threading.Thread:
@@ -64,10 +135,155 @@ def get_client() -> anthropic.Anthropic:
         if client is None:
             import anthropic
 
-            client = anthropic.Anthropic(api_key=key, base_url=base_url)
+            client = anthropic.Anthropic(
+                api_key=key,
+                base_url=base_url,
+                max_retries=0,
+                http_client=_http_client(),
+                middleware=[_check_shape],
+            )
             _clients[(key, base_url)] = client
             client_ready.set()
         return client
+
+
+def _http_client() -> Any:
+    """The SDK's own HTTP client, over a transport whose sockets keep the call's deadline."""
+    import anthropic
+    import httpcore2
+    import httpx2
+
+    transport = httpx2.HTTPTransport(limits=anthropic.DEFAULT_CONNECTION_LIMITS)
+    # The one private reach: httpx builds its connection pool with no way to pass a network
+    # backend, and the backend is the only layer that sees every read, header bytes included.
+    pool = transport._pool
+    pool._network_backend = cast(
+        "httpcore2.NetworkBackend", _DeadlineBackend(pool._network_backend)
+    )
+    return anthropic.DefaultHttpxClient(transport=transport)
+
+
+def _remaining(timeout: float | None, expired: Callable[[], Exception]) -> float | None:
+    """`timeout` cut to what is left of this thread's deadline; raises once nothing is."""
+    deadline = _deadline.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise expired()
+    return left if timeout is None else min(timeout, left)
+
+
+def _read_expired() -> Exception:
+    import httpcore2
+
+    return httpcore2.ReadTimeout("the call's deadline passed")
+
+
+def _write_expired() -> Exception:
+    import httpcore2
+
+    return httpcore2.WriteTimeout("the call's deadline passed")
+
+
+def _connect_expired() -> Exception:
+    import httpcore2
+
+    return httpcore2.ConnectTimeout("the call's deadline passed")
+
+
+class _DeadlineStream:
+    """A connection whose every read and write ends by the deadline of the call using it."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data: bytes = self._inner.read(max_bytes, _remaining(timeout, _read_expired))
+        return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _remaining(timeout, _write_expired))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> _DeadlineStream:
+        inner = self._inner.start_tls(
+            ssl_context, server_hostname, _remaining(timeout, _connect_expired)
+        )
+        return _DeadlineStream(inner)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """httpcore's network backend, handing out connections that keep the call's deadline."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> _DeadlineStream:
+        stream = self._inner.connect_tcp(
+            host, port, _remaining(timeout, _connect_expired), local_address, socket_options
+        )
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> _DeadlineStream:
+        stream = self._inner.connect_unix_socket(
+            path, _remaining(timeout, _connect_expired), socket_options
+        )
+        return _DeadlineStream(stream)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _check_shape(request: Any, call_next: Callable[[Any], Any]) -> Any:
+    """SDK middleware: a 200 from /v1/messages must be a Messages reply, or it is malformed.
+
+    Checked on the raw body, before the SDK builds (without validating) a Message from whatever
+    arrived, so that no reader meets a reply without content, and a broken proxy's page is
+    retried like a 5xx instead of surfacing as a JSONDecodeError or a TypeError.
+    """
+    response = call_next(request)
+    http = response.http_response
+    if http.status_code != 200 or not str(request.url).endswith("/messages"):
+        return response
+    try:
+        body = json.loads(http.read())
+    except (ValueError, UnicodeDecodeError):
+        raise MalformedReplyError("a 200 reply whose body is not JSON") from None
+    problem = _shape_problem(body)
+    if problem:
+        raise MalformedReplyError(f"a 200 reply {problem}")
+    return response
+
+
+def _shape_problem(body: Any) -> str:
+    """What is wrong with a Messages reply body; "" when nothing a reader relies on is."""
+    if not isinstance(body, dict):
+        return "whose body is not a JSON object"
+    content = body.get("content")
+    if not isinstance(content, list):
+        return "without a list of content blocks"
+    if not all(isinstance(block, dict) and isinstance(block.get("type"), str) for block in content):
+        return "with a content block that has no type"
+    if not isinstance(body.get("usage"), dict):
+        return "without usage"
+    return ""
 
 
 def response_text(message: Any) -> str:
@@ -96,10 +312,82 @@ def _request(
     return request
 
 
-def _send(send: Callable[..., Any], request: dict[str, Any], usage: Usage | None) -> Any:
-    """Make the call within the budget (if any) and count what it spent."""
+def _retry_wait(error: Exception, retries_taken: int) -> float | None:
+    """How long to wait before trying again after `error`; None when retrying is pointless."""
+    import anthropic
+
+    if isinstance(error, MalformedReplyError):
+        pass
+    elif isinstance(error, anthropic.APIStatusError):
+        verdict = error.response.headers.get("x-should-retry")
+        status = error.status_code
+        if verdict == "false" or (
+            verdict != "true" and status not in RETRY_STATUSES and status < 500
+        ):
+            return None
+        asked = _retry_after(error.response.headers)
+        if asked is not None:
+            return asked
+    elif not isinstance(error, anthropic.APIConnectionError):
+        return None  # a bug, a bad request, a missing key: the same again fails the same way
+    backoff: float = min(BACKOFF_SECONDS * 2.0**retries_taken, BACKOFF_CAP)
+    return backoff * (1 - 0.25 * random.random())
+
+
+def _retry_after(headers: Any) -> float | None:
+    """The API's own wait (retry-after-ms, else retry-after in seconds), when it names one."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        with contextlib.suppress(TypeError, ValueError):
+            seconds: float = float(headers.get(name)) * scale
+            if seconds > 0:
+                return seconds
+    return None
+
+
+def _within_deadline(
+    send: Callable[..., Any], request: dict[str, Any], settings: config.Settings | None
+) -> Any:
+    """One call, retried as API_RETRIES allows, all of it over by its deadline.
+
+    A malformed 200 is retried like a 5xx. A retry whose wait would end past the deadline is not
+    taken: the error at hand is the more useful one to report. A connection cut by the deadline
+    becomes DeadlineExceeded, naming the deadline, whatever the SDK called it.
+    """
+    import anthropic
+
+    settings = settings or config.settings()
+    seconds = deadline_seconds(request["max_tokens"], settings)
+    deadline = time.monotonic() + seconds
+    attempts = 0
+    while True:
+        attempts += 1
+        token = _deadline.set(deadline)
+        try:
+            left = max(deadline - time.monotonic(), 0.001)
+            retry_count = {"x-stainless-retry-count": str(attempts - 1)}
+            return send(**request, timeout=left, extra_headers=retry_count)
+        except Exception as error:
+            if time.monotonic() >= deadline and isinstance(error, anthropic.APIConnectionError):
+                raise DeadlineExceeded(seconds, attempts, request["model"]) from error
+            wait = _retry_wait(error, attempts - 1)
+            if wait is None or attempts > settings.api_retries:
+                raise
+            if time.monotonic() + wait >= deadline:
+                raise
+        finally:
+            _deadline.reset(token)
+        time.sleep(wait)
+
+
+def _send(
+    send: Callable[..., Any],
+    request: dict[str, Any],
+    usage: Usage | None,
+    settings: config.Settings | None = None,
+) -> Any:
+    """Make the call within the budget (if any) and its deadline, and count what it spent."""
     if usage is None:
-        return send(**request)
+        return _within_deadline(send, request, settings)
     sent = json.dumps(request, default=str)
     schema = request.get("output_format")
     if schema is not None:
@@ -108,20 +396,37 @@ def _send(send: Callable[..., Any], request: dict[str, Any], usage: Usage | None
         request["model"], input_tokens=estimate_tokens(sent), max_tokens=request["max_tokens"]
     )
     try:
-        reply = send(**{**request, "max_tokens": hold.tokens})
+        reply = _within_deadline(send, {**request, "max_tokens": hold.tokens}, settings)
         usage.record(request["model"], reply.usage)
         return reply
     finally:
         usage.release(hold)
 
 
-def forward(request: dict[str, Any]) -> Any:
+def forward(request: dict[str, Any], settings: config.Settings | None = None) -> Any:
     """Send a request someone else has already decided and metered: the broker's, for an agent.
 
     The broker validates the agent's request, clamps it to the budget and bills the reply
-    itself, so this only adds the key (through the client) and the SDK's retries.
+    itself, so this only adds the key (through the client), the retries and the deadline.
     """
-    return get_client().messages.create(**request)
+    return _within_deadline(get_client().messages.create, request, settings)
+
+
+def completion(
+    prompt: str,
+    *,
+    model: str,
+    effort: str | None,
+    system: str | None = None,
+    max_tokens: int = 4096,
+    usage: Usage | None = None,
+    settings: config.Settings | None = None,
+) -> Completion:
+    """One plain call; returns its text and stop_reason. `effort=None` sends no effort at all."""
+    request = _request(prompt, model=model, effort=effort, system=system, max_tokens=max_tokens)
+    reply = _send(get_client().messages.create, request, usage, settings)
+    stop_reason = getattr(reply, "stop_reason", None)
+    return Completion(response_text(reply), stop_reason if isinstance(stop_reason, str) else None)
 
 
 def complete(
@@ -132,11 +437,18 @@ def complete(
     system: str | None = None,
     max_tokens: int = 4096,
     usage: Usage | None = None,
+    settings: config.Settings | None = None,
 ) -> str:
-    """One plain call; returns the reply's text. `effort=None` sends no effort at all."""
-    request = _request(prompt, model=model, effort=effort, system=system, max_tokens=max_tokens)
-    reply = _send(get_client().messages.create, request, usage)
-    return response_text(reply)
+    """One plain call; returns the reply's text, for callers with no use for why it stopped."""
+    return completion(
+        prompt,
+        model=model,
+        effort=effort,
+        system=system,
+        max_tokens=max_tokens,
+        usage=usage,
+        settings=settings,
+    ).text
 
 
 def complete_structured(
@@ -148,14 +460,17 @@ def complete_structured(
     system: str | None = None,
     max_tokens: int = 4096,
     usage: Usage | None = None,
+    settings: config.Settings | None = None,
 ) -> ModelT:
     """One call constrained to `output_format`'s JSON schema, parsed and validated by the SDK."""
     request = _request(prompt, model=model, effort=effort, system=system, max_tokens=max_tokens)
-    reply = _send(get_client().messages.parse, {**request, "output_format": output_format}, usage)
+    request["output_format"] = output_format
+    reply = _send(get_client().messages.parse, request, usage, settings)
     parsed: ModelT | None = reply.parsed_output
     if parsed is None:
         raise StructuredReplyError(
             f"{output_format.__name__}: the reply held no parsable JSON "
-            f"(stop_reason={reply.stop_reason})"
+            f"(stop_reason={reply.stop_reason})",
+            reply.stop_reason,
         )
     return parsed

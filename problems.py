@@ -119,7 +119,7 @@ def _rate_limited(error: BaseException) -> Problem:
 def _overloaded(error: BaseException) -> Problem:
     return Problem(
         "The Anthropic API is overloaded right now.",
-        "Retry in a little while; the calls were already retried automatically.",
+        "Retry in a little while; each call was already retried (API_RETRIES sets how often).",
         _technical(error),
         "overloaded",
     )
@@ -128,7 +128,7 @@ def _overloaded(error: BaseException) -> Problem:
 def _server_error(error: BaseException) -> Problem:
     return Problem(
         "The Anthropic API had an internal error.",
-        "Retry in a little while; the calls were already retried automatically.",
+        "Retry in a little while; each call was already retried (API_RETRIES sets how often).",
         _technical(error),
         "server_error",
     )
@@ -153,11 +153,24 @@ def _connection(error: BaseException) -> Problem:
 
 
 def _timeout(error: BaseException) -> Problem:
+    seconds = getattr(error, "seconds", None)
+    within = f" within {seconds:g} s" if isinstance(seconds, int | float) else " in time"
     return Problem(
-        "The Anthropic API did not answer in time.",
-        "Retry; if it keeps happening, choose a lower effort with --effort or LLM_EFFORT.",
+        f"The Anthropic API did not finish answering{within}.",
+        "Retry later; if the API is only slow, raise API_TIMEOUT_SECONDS (the deadline grows "
+        "with the room a call asks for) or choose a lower --effort.",
         _technical(error),
         "timeout",
+    )
+
+
+def _malformed(error: BaseException) -> Problem:
+    return Problem(
+        "The Anthropic API sent a reply that is not a message (a 200 without its content).",
+        "Retry in a little while; it was already retried (API_RETRIES). If ANTHROPIC_BASE_URL "
+        "points at a proxy, check that it passes the API's replies through unchanged.",
+        _technical(error),
+        "malformed_reply",
     )
 
 
@@ -288,6 +301,8 @@ _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
     ("anthropic", "InternalServerError", _server_error),
     ("anthropic", "BadRequestError", _bad_request),
     ("anthropic", "APITimeoutError", _timeout),
+    ("llm", "DeadlineExceeded", _timeout),
+    ("llm", "MalformedReplyError", _malformed),
     ("anthropic", "APIConnectionError", _connection),
     ("pydantic", "ValidationError", _invalid_reply),
     ("llm", "StructuredReplyError", _invalid_reply),

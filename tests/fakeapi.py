@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import select
 import socket
 import threading
 import time
@@ -60,6 +61,12 @@ class Reply:
     usage: dict[str, int] | None = None
     """Override the computed usage."""
     headers: dict[str, str] = field(default_factory=dict)
+    silent: bool = False
+    """Never answer: hold the connection open until the client gives up or the server stops."""
+    drip: float = 0.0
+    """Seconds between bytes: the whole HTTP response, status line first, one byte at a time."""
+    body: str | None = None
+    """The raw response body, sent as it is with this status (a malformed 200, say)."""
 
     @classmethod
     def json(cls, payload: Any, **kwargs: Any) -> Reply:
@@ -85,6 +92,11 @@ class Request:
     replied: float = 0.0
     """time.monotonic() just before the reply was written."""
     status: int = 0
+    ended: float = 0.0
+    """time.monotonic() when the server stopped writing: the reply was sent, or the client left."""
+    sent: int = 0
+    """Bytes of the reply written, and the reply's whole length: they differ for a cut drip."""
+    length: int = 0
 
     @property
     def system(self) -> str:
@@ -143,6 +155,7 @@ class FakeMessagesAPI:
         self._cached_prefixes: set[str] = set()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        self._stopping = threading.Event()
         self._server = ThreadingHTTPServer((HOST, 0), self._make_handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -165,6 +178,7 @@ class FakeMessagesAPI:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # releases silent and dripping replies still holding a connection
         self._server.shutdown()
         self._server.server_close()
 
@@ -206,6 +220,20 @@ class FakeMessagesAPI:
                 return answered
             time.sleep(0.005)
         raise TimeoutError(f"only {len(self.messages())} of {count} requests arrived")
+
+    def wait_ended(self, count: int, timeout: float = 10.0) -> list[Request]:
+        """Block until `count` message requests are over on the server's side, however they ended.
+
+        A silent or dripping reply ends when the client hangs up: this is how a test sees that a
+        deadline cut the connection, and not only that the client stopped waiting.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ended = [r for r in self.messages() if r.ended]
+            if len(ended) >= count:
+                return ended
+            time.sleep(0.005)
+        raise TimeoutError(f"only {len(self.messages())} of {count} requests ended")
 
     # ---- answering -------------------------------------------------------------------------
 
@@ -252,22 +280,32 @@ class FakeMessagesAPI:
             "cache_read_input_tokens": cache_read,
         }
 
-    def _answer(self, request: Request) -> tuple[int, dict[str, str], dict[str, Any]]:
+    def _answer(self, request: Request) -> tuple[int, dict[str, str], Any, Reply | None]:
+        """Status, headers, the JSON payload (or raw text), and the scripted reply if there was one.
+
+        The scripted reply comes back so the handler can apply its way of being sent: silent,
+        dripping, or as given.
+        """
         if request.path.endswith("/v1/messages/count_tokens"):
-            return 200, {}, {"input_tokens": len(json.dumps(request.body)) // 4 + 1}
+            return 200, {}, {"input_tokens": len(json.dumps(request.body)) // 4 + 1}, None
         if not request.path.endswith("/v1/messages"):
-            return _error(404, f"Not found: {request.path}")
+            return (*_error(404, f"Not found: {request.path}"), None)
         if not request.api_key or (
             self.valid_keys is not None and request.api_key not in self.valid_keys
         ):
-            return _error(401)
+            return (*_error(401), None)
         model = str(request.body.get("model", ""))
         if self.known_models is not None and model not in self.known_models:
-            return _error(404, f"model: {model}")
+            return (*_error(404, f"model: {model}"), None)
         reply = self._choose(request)
+        return (*self._reply(request, reply, model), reply)
+
+    def _reply(self, request: Request, reply: Reply, model: str) -> tuple[int, dict[str, str], Any]:
         delay = self.latency + reply.latency
         if delay:
             time.sleep(delay)
+        if reply.body is not None:
+            return reply.status, reply.headers, reply.body
         if reply.status >= 400:
             status, headers, body = _error(reply.status, reply.error_message)
             return status, {**headers, **reply.headers}, body
@@ -318,17 +356,39 @@ class FakeMessagesAPI:
                 )
                 with api._lock:
                     api.requests.append(request)
+                reply: Reply | None = None
                 try:
-                    status, headers, payload = api._answer(request)
+                    status, headers, payload, reply = api._answer(request)
                 except Exception as error:  # a broken test handler must still answer
                     status, headers, payload = _error(500, f"fake handler failed: {error!r}")
-                # Recorded before the write, so a client never holds a reply the record lacks.
-                request.status = status
-                request.replied = time.monotonic()
-                self._send(status, headers, payload)
+                if reply is not None and reply.silent:
+                    self._hold_silently()
+                else:
+                    # Recorded before the write, so a client never holds a reply the record lacks.
+                    request.status = status
+                    request.replied = time.monotonic()
+                    self._send(request, status, headers, payload, drip=reply.drip if reply else 0.0)
+                request.ended = time.monotonic()
 
-            def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
-                data = json.dumps(payload).encode()
+            def _hold_silently(self) -> None:
+                """Say nothing until the client hangs up or the server stops."""
+                self.close_connection = True
+                while not api._stopping.wait(0.02):
+                    readable, _, _ = select.select([self.connection], [], [], 0)
+                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                        return  # the client closed its end
+
+            def _send(
+                self,
+                request: Request,
+                status: int,
+                headers: dict[str, str],
+                payload: Any,
+                *,
+                drip: float = 0.0,
+            ) -> None:
+                text = payload if isinstance(payload, str) else json.dumps(payload)
+                data = text.encode()
                 lines = [f"HTTP/1.1 {status} {_reason(status)}"]
                 all_headers = {
                     "content-type": "application/json",
@@ -337,9 +397,28 @@ class FakeMessagesAPI:
                     **headers,
                 }
                 lines += [f"{name}: {value}" for name, value in all_headers.items()]
+                whole = ("\r\n".join(lines) + "\r\n\r\n").encode() + data
+                request.length = len(whole)
+                if drip:
+                    self._drip(request, whole, drip)
+                    return
                 # One write for head and body: no partial segments for Nagle to hold back.
-                self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
+                self.wfile.write(whole)
                 self.wfile.flush()
+                request.sent = len(whole)
+
+            def _drip(self, request: Request, whole: bytes, interval: float) -> None:
+                """One byte every `interval` seconds, until it is all sent or the client leaves."""
+                self.close_connection = True
+                for index in range(len(whole)):
+                    try:
+                        self.wfile.write(whole[index : index + 1])
+                        self.wfile.flush()
+                    except OSError:
+                        return  # the client hung up: exactly what a deadline should do
+                    request.sent = index + 1
+                    if api._stopping.wait(interval):
+                        return
 
         return _Handler
 
