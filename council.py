@@ -72,6 +72,8 @@ class CouncilVerdict:
     """True only when a non-empty refinement replaced the answer."""
     weaknesses: list[str] = field(default_factory=list)
     """The faults acted on; empty when the critic acquitted the answer."""
+    warnings: list[str] = field(default_factory=list)
+    """Why a refinement that was paid for was not used (cut off, refused), for the user."""
 
 
 def should_convene(complexity: str, mode: CouncilMode) -> bool:
@@ -136,6 +138,7 @@ def challenge(
         effort=effort,
         model=(settings or config.settings()).deep_model,
         usage=usage,
+        settings=settings,
     )
 
 
@@ -150,24 +153,45 @@ def refine(
 ) -> str:
     """`answer` with the named weaknesses fixed; the original when there is nothing to use.
 
-    No named weakness means nothing to aim at, so no call is made. An empty reply returns the
-    original: a blank refinement must never erase an answer the user has already paid for.
+    No named weakness means nothing to aim at, so no call is made. An empty, cut-off or refused
+    reply returns the original: a blank or half refinement must never replace an answer the user
+    has already paid for.
     """
+    refined, _ = _refined(task, answer, weaknesses, usage=usage, effort=effort, settings=settings)
+    return refined
+
+
+def _refined(
+    task: str,
+    answer: str,
+    weaknesses: list[str],
+    *,
+    usage: ledger.Usage | None,
+    effort: str | None,
+    settings: config.Settings | None,
+) -> tuple[str, str]:
+    """The refinement (or the original answer), and why the original was kept ("" if it was not)."""
     named = [" ".join(weakness.split()) for weakness in weaknesses]
     named = [weakness for weakness in named if weakness]
     if not named:
-        return answer
+        return answer, ""
     listed = "\n".join(f"{number}. {weakness}" for number, weakness in enumerate(named, 1))
-    refined = llm.complete(
+    settings = settings or config.settings()
+    reply = llm.completion(
         f"{_task_and_answer(task, answer)}\n\n<weaknesses>\n{listed}\n</weaknesses>\n\n"
         "Rewrite the answer with these faults fixed.",
         system=REFINE_PROMPT,
         max_tokens=REFINE_MAX_TOKENS,
         effort=effort,
-        model=(settings or config.settings()).deep_model,
+        model=settings.deep_model,
         usage=usage,
+        settings=settings,
     )
-    return refined or answer
+    if reply.cut:
+        return answer, "the council's revision was cut off at its length limit, so it was not used"
+    if reply.refused:
+        return answer, "the model refused to revise the answer, so it stands as merged"
+    return reply.text or answer, ""
 
 
 def review(
@@ -182,10 +206,13 @@ def review(
     found = challenge(task, answer, usage=usage, effort=effort, settings=settings)
     if not found.flawed:
         return CouncilVerdict(answer=answer, improved=False)
-    refined = refine(task, answer, found.weaknesses, usage=usage, effort=effort, settings=settings)
+    refined, kept_because = _refined(
+        task, answer, found.weaknesses, usage=usage, effort=effort, settings=settings
+    )
     improved = refined.strip() != answer.strip()
     return CouncilVerdict(
         answer=refined if improved else answer,
         improved=improved,
         weaknesses=found.weaknesses,
+        warnings=[kept_because] if kept_because else [],
     )

@@ -169,12 +169,14 @@ class AssemblyError(ValueError):
 
 
 class GenerationError(RuntimeError):
-    """No attempt produced code that codeguard accepts."""
+    """No attempt produced code that codeguard accepts, or the model's reply could not be read."""
 
-    def __init__(self, name: str, reasons: list[str]) -> None:
+    def __init__(self, name: str, reasons: list[str], cause: BaseException | None = None) -> None:
         super().__init__(f"could not write acceptable code for {name}: " + "; ".join(reasons))
         self.name = name
         self.reasons = reasons
+        self.cause = cause
+        """The API's failure when there was no code to judge (a malformed reply), else None."""
 
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -296,7 +298,9 @@ def generate_agent_code(
 
     `upstream` is the agent's dependency closure (the exact previous_outputs keys); `repair` turns
     this into a fix of failing code. Unsafe or malformed code is never returned; after the last
-    attempt GenerationError carries the reasons.
+    attempt GenerationError carries the reasons. A reply that is not a message at all (already
+    retried by llm) raises GenerationError at once, with the API's error as its cause: it is
+    this agent's failure, and the rest of the team goes on.
     """
     settings = settings or config.settings()
     prompt = _brief(spec, upstream)
@@ -317,14 +321,21 @@ def generate_agent_code(
                 + "\n".join(f"- {reason}" for reason in reasons)
                 + "\n"
             )
-        reply = llm.complete(
-            attempt_prompt,
-            model=settings.model,
-            effort=effort,
-            system=GENERATOR_PROMPT,
-            max_tokens=8192,
-            usage=usage,
-        )
+        try:
+            reply = llm.complete(
+                attempt_prompt,
+                model=settings.model,
+                effort=effort,
+                system=GENERATOR_PROMPT,
+                max_tokens=8192,
+                usage=usage,
+                settings=settings,
+            )
+        except llm.MalformedReplyError as error:
+            # Already retried by llm; this agent cannot be written, the others still can.
+            raise GenerationError(
+                spec.name, [f"the model's reply could not be read: {error}"], error
+            ) from error
         try:
             source = assemble_agent(reply, spec)
         except AssemblyError as error:

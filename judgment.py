@@ -100,6 +100,7 @@ def judge(
         effort=effort,
         model=(settings or config.settings()).fast_model,
         usage=usage,
+        settings=settings,
     )
 
 

@@ -9,13 +9,50 @@ never passed, because a traceback merged as if it were a finding is worse than a
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import config
 import ledger
 import llm
 
 MAX_TOKENS = 16000
-"""Room for a long answer while staying under the SDK's ceiling for a non-streaming request."""
+"""Room for a long answer, and a deadline (llm.deadline_seconds) of a few minutes."""
+MORE_ROOM_TOKENS = 32000
+"""The one re-merge's room when the answer ran into MAX_TOKENS."""
+INPUT_BYTES = 240_000
+"""All agents' outputs together, as the merge reads them: about 60k tokens of English, and far
+below the context window even for scripts that take a token per byte or two. One agent printing
+megabytes must not produce a request the API rejects as too large."""
+
+
+class MergeFailedError(RuntimeError):
+    """The agents ran and were paid for, but their outputs could not be made into an answer.
+
+    Carries the outputs, so that what was paid for reaches the run file instead of vanishing.
+    """
+
+    def __init__(self, outputs: dict[str, str], cause: BaseException | None) -> None:
+        detail = f"{type(cause).__name__}: {cause}" if cause is not None else "no answer"
+        super().__init__(f"merging {len(outputs)} agent outputs failed: {detail}")
+        self.outputs = dict(outputs)
+        self.cause = cause
+
+
+class MergeRefusedError(MergeFailedError):
+    """The model declined to write the answer (stop_reason refusal) and wrote nothing."""
+
+    def __init__(self, outputs: dict[str, str]) -> None:
+        super().__init__(outputs, None)
+
+
+@dataclass
+class Merged:
+    """The answer, and what the user must know about how it came out."""
+
+    answer: str
+    warnings: list[str] = field(default_factory=list)
+
 
 MERGER_PROMPT = """\
 You write the final answer inside AgentGOD, an agent factory. A team of single-purpose agents has \
@@ -60,24 +97,65 @@ def _label(name: str, roles: dict[str, str]) -> str:
     return f'{attributes} role="{html.escape(role)}"' if role else attributes
 
 
+def _shares(outputs: dict[str, str], total: int) -> dict[str, int]:
+    """Bytes each output may keep: a fair share of `total`, a short output's leftover shared on."""
+    sizes = {name: len(text.strip().encode()) for name, text in outputs.items()}
+    shares: dict[str, int] = {}
+    left = total
+    for index, name in enumerate(sorted(sizes, key=sizes.__getitem__)):
+        shares[name] = min(sizes[name], left // (len(sizes) - index))
+        left -= shares[name]
+    return shares
+
+
+def capped(outputs: dict[str, str], total: int = INPUT_BYTES) -> tuple[dict[str, str], list[str]]:
+    """The outputs cut to fit `total` bytes together, each cut one saying so; and the cut names.
+
+    The beginning is kept: it is where an agent puts what it found, and the end is more often
+    repetition or a runaway loop.
+    """
+    shares = _shares(outputs, total)
+    kept: dict[str, str] = {}
+    cut: list[str] = []
+    for name, text in outputs.items():
+        whole = text.strip()
+        data = whole.encode()
+        if len(data) <= shares[name]:
+            kept[name] = whole
+            continue
+        head = data[: shares[name]].decode("utf-8", "ignore").rstrip()
+        dropped = len(whole) - len(head)
+        kept[name] = f"{head}\n[cut to fit: the remaining {dropped:,} characters were left out]"
+        cut.append(name)
+    return kept, cut
+
+
 def build_prompt(
     task: str,
     outputs: dict[str, str],
     *,
     roles: dict[str, str] | None = None,
     failed: list[str] | None = None,
+    cut: list[str] | None = None,
 ) -> str:
     """The user prompt: every labelled output, then the failures, then the task verbatim.
 
     Long material first and the request last is the order the model follows best, and it leaves
     the user's own wording as the last thing read before writing. A failed agent is listed once,
-    by name and role, and never one that also delivered an output.
+    by name and role, and never one that also delivered an output. Outputs named in `cut` were
+    shortened to fit, which the prompt says, so the answer does not treat them as complete.
     """
     roles = roles or {}
     parts = [
         f"<output {_label(name, roles)}>\n{text.strip()}\n</output>"
         for name, text in outputs.items()
     ]
+    if cut:
+        listed = ", ".join(html.escape(name) for name in cut)
+        parts.append(
+            f"These outputs were too long and were cut to fit, each where it says so: {listed}. "
+            "Use what is there; do not present a cut output as complete."
+        )
     lost = [name for name in dict.fromkeys(failed or []) if name not in outputs]
     if lost:
         listed = "\n".join(f"<failed {_label(name, roles)} />" for name in lost)
@@ -104,22 +182,71 @@ def merge_outputs(
     usage: ledger.Usage | None = None,
     effort: str | None = None,
     settings: config.Settings | None = None,
-) -> str:
-    """Write the final answer from the successful outputs in exactly one call.
+) -> Merged:
+    """Write the final answer from the successful outputs: one call, or two if it ran short.
 
-    An empty reply (a refusal, or a budget spent before any text) falls back to the labelled
-    outputs: by now the user has paid for the agents' work, and raw findings are worth more
-    than a blank answer. Raises ValueError for no outputs, since merging nothing could only
+    By now the user has paid for the agents' work, so nothing here may lose it. An answer cut off
+    at MAX_TOKENS is written once more with MORE_ROOM_TOKENS; if that too is cut, or cannot be
+    had, the longest answer stands with a warning. An empty reply falls back to the labelled
+    outputs, with a warning. A refusal with no text raises MergeRefusedError, and any failed call
+    MergeFailedError, both carrying the outputs (a spent budget propagates as it is: the caller
+    has its own fallback). Raises ValueError for no outputs, since merging nothing could only
     produce a confident invention.
     """
     if not outputs:
         raise ValueError("merge_outputs needs at least one agent output")
-    answer = llm.complete(
-        build_prompt(task, outputs, roles=roles, failed=failed),
-        system=MERGER_PROMPT,
-        max_tokens=MAX_TOKENS,
-        effort=effort,
-        model=(settings or config.settings()).model,
-        usage=usage,
+    settings = settings or config.settings()
+    kept, cut = capped(outputs)
+    warnings = [
+        f"{name}'s output was too long to merge whole; its first part was used" for name in cut
+    ]
+    prompt = build_prompt(task, kept, roles=roles, failed=failed, cut=cut)
+
+    def write(max_tokens: int) -> llm.Completion:
+        return llm.completion(
+            prompt,
+            system=MERGER_PROMPT,
+            max_tokens=max_tokens,
+            effort=effort,
+            model=settings.model,
+            usage=usage,
+            settings=settings,
+        )
+
+    try:
+        reply = write(MAX_TOKENS)
+    except ledger.BudgetExhaustedError:
+        raise
+    except Exception as error:
+        raise MergeFailedError(outputs, error) from error
+    if reply.cut:
+        reply = _with_more_room(reply, write, warnings)
+    if reply.refused:
+        if not reply.text:
+            raise MergeRefusedError(outputs)
+        warnings.append(
+            "the model stopped the answer part-way with a refusal; it may be incomplete"
+        )
+    if not reply.text:
+        warnings.append("the merge came back empty, so the agents' outputs are shown as they are")
+        return Merged(fallback_answer(outputs), warnings)
+    return Merged(reply.text, warnings)
+
+
+def _with_more_room(
+    first: llm.Completion, write: Callable[[int], llm.Completion], warnings: list[str]
+) -> llm.Completion:
+    """The answer written again with more room, or the cut one, with a warning when it is cut."""
+    try:
+        second = write(MORE_ROOM_TOKENS)
+    except Exception:  # a spent budget or a failed call: the cut answer is paid for and stands
+        second = None
+    if second is not None and second.text and not second.cut and not second.refused:
+        return second
+    best = second if second is not None and len(second.text) > len(first.text) else first
+    room = MORE_ROOM_TOKENS if best is second else MAX_TOKENS
+    warnings.append(
+        f"the answer was cut off at the length limit ({room:,} tokens); ask for a shorter answer, "
+        "or split the task"
     )
-    return answer or fallback_answer(outputs)
+    return best

@@ -99,7 +99,7 @@ class _Round:
     specs: list[planner.AgentSpec] = field(default_factory=list)
     """The plan's agents in build order."""
     outputs: dict[str, str] = field(default_factory=dict)
-    """What each agent that succeeded printed, by name."""
+    """What the agents delivered, kept so a merge that fails cannot lose it (and for revision)."""
     effort: str = ""
 
 
@@ -166,6 +166,8 @@ class _Conductor:
         """The largest worst case of a call the budget refused: what the next step needed."""
         self.warnings: list[str] = []
         self.warnings_lock = threading.Lock()
+        self.unreadable: dict[str, BaseException] = {}
+        """Agents whose code could not be written because the API's reply could not be read."""
         self.ahead = self.usage.budget_usd is None
         """Start agents' processes ahead of need (never under a budget: see agentpool)."""
         self.share_tokens = AGENT_SHARE_TOKENS if self.usage.budget_usd is not None else None
@@ -209,9 +211,14 @@ class _Conductor:
             except ledger.BudgetExhaustedError as error:
                 self.note_budget(error.needed_usd)
                 break
+            except Exception as error:  # the first answer is paid for: a failed retry keeps it
+                headline = problems.explain(error).headline
+                self.warn(f"the revision failed ({headline}); the answer is the one before it")
+                break
         self.bookkeep_library()
         result = self.result(answer)
         result.run_file = self.archive(result)
+        result.warnings = list(self.warnings)  # the archive's own, when it could not write
         return result
 
     def successes(self) -> dict[str, str]:
@@ -274,6 +281,9 @@ class _Conductor:
             raise ledger.BudgetExhaustedError(
                 self.usage.cost_usd(), self.usage.budget_usd or 0.0, self.budget_needed
             )
+        causes = [self.unreadable[f.name] for f in this_round.failures if f.name in self.unreadable]
+        if not outputs and causes and len(causes) == len(this_round.failures):
+            raise causes[0]  # no agent could even be written: the API's failure, not theirs
         if not outputs:
             raise AllAgentsFailedError(this_round.failures, self.settings.agent_timeout_seconds)
         this_round.answer = self.merge(task_text, outputs, ordered, this_round, effort)
@@ -479,6 +489,8 @@ class _Conductor:
                     settings=self.settings,
                 )
             except generator.GenerationError as error:
+                if error.cause is not None:
+                    self.unreadable[spec.name] = error.cause
                 return _Built(None, reasons=error.reasons)
             except ledger.BudgetExhaustedError as error:
                 self.note_budget(error.needed_usd)
@@ -659,7 +671,7 @@ class _Conductor:
         self.events.merge_started(len(outputs))
         ordered = {a.name: outputs[a.name] for a in agents if a.name in outputs}
         try:
-            answer = merger.merge_outputs(
+            merged = merger.merge_outputs(
                 task_text,
                 ordered,
                 roles={a.name: a.role for a in agents},
@@ -670,9 +682,12 @@ class _Conductor:
             )
         except ledger.BudgetExhaustedError as error:
             self.note_budget(error.needed_usd)
-            answer = merger.fallback_answer(ordered)  # what the agents found, unmerged
-        self.events.phase_finished(Phase.MERGE, time.monotonic() - phase)
-        return answer
+            merged = merger.Merged(merger.fallback_answer(ordered))  # the agents' work, unmerged
+        finally:
+            self.events.phase_finished(Phase.MERGE, time.monotonic() - phase)
+        for warning in merged.warnings:
+            self.warn(warning)
+        return merged.answer
 
     def convene_council(self, task_text: str, answer: str, effort: str) -> str:
         """The adversarial review; if it cannot be had, the answer stands as merged."""
@@ -691,8 +706,11 @@ class _Conductor:
             self.note_budget(error.needed_usd)
             verdict = council.CouncilVerdict(answer, improved=False)
         except Exception as error:  # the answer is paid for; a failed review must not lose it
-            self.warn(f"the council could not sit: {problems.explain(error).headline}")
+            headline = problems.explain(error).headline
+            self.warn(f"the council could not review the answer ({headline}); it stands as merged")
             verdict = council.CouncilVerdict(answer, improved=False)
+        for warning in verdict.warnings:
+            self.warn(warning)
         self.council_improved = self.council_improved or verdict.improved
         self.events.council_finished(verdict.weaknesses, verdict.improved)
         self.events.phase_finished(Phase.COUNCIL, time.monotonic() - phase)
@@ -721,7 +739,8 @@ class _Conductor:
             self.note_budget(error.needed_usd)
             return None
         except Exception as error:
-            self.warn(f"the judge could not rule: {problems.explain(error).headline}")
+            headline = problems.explain(error).headline
+            self.warn(f"the judge could not rule ({headline}); the answer is delivered unjudged")
             return None
         finally:
             self.events.phase_finished(Phase.JUDGE, time.monotonic() - phase)
@@ -806,8 +825,9 @@ class _Conductor:
             budget_exhausted=self.budget_hit.is_set(),
             warnings=list(self.warnings),
             phases=self.usage.phases(),
+            outputs=last.outputs if last and result is None else {},
         )
-        path = runlog.archive(record)
+        path = runlog.archive(record, warn=self.warn)
         self.events.archived(str(path) if path else None)
         self.events.phase_finished(Phase.ARCHIVE, 0.0)
         return path

@@ -276,6 +276,28 @@ def _every_agent_failed(error: BaseException) -> Problem:
     return Problem(headline, advice, detail or _technical(error), "all_agents_failed")
 
 
+def _merge_failed(error: BaseException) -> Problem:
+    """The agents' work is done and paid for: say what stopped the answer, and where the work is."""
+    outputs = getattr(error, "outputs", {}) or {}
+    count = f"{len(outputs)} agent" + ("" if len(outputs) == 1 else "s")
+    cause = getattr(error, "cause", None)
+    if cause is None:
+        return Problem(
+            f"The agents finished ({count}), but the model declined to write the answer.",
+            "Rephrase the task; the agents' outputs are kept in the run file (agentgod history).",
+            _technical(error),
+            "merge_refused",
+        )
+    reason = explain(cause)
+    lowered = reason.headline[:1].lower() + reason.headline[1:]
+    return Problem(
+        f"The agents finished ({count}), but merging their outputs failed: {lowered}",
+        f"{reason.advice} The agents' outputs are kept in the run file (agentgod history).",
+        reason.technical,
+        "merge_failed",
+    )
+
+
 def _generic(error: BaseException) -> Problem:
     return Problem(
         "Something went wrong and the task did not finish.",
@@ -310,6 +332,7 @@ _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
     ("sandbox", "SandboxUnavailable", _sandbox),
     ("ledger", "BudgetExhaustedError", _budget),
     ("results", "AllAgentsFailedError", _every_agent_failed),
+    ("merger", "MergeFailedError", _merge_failed),
 )
 
 

@@ -147,6 +147,8 @@ class RunRecord:
     """What went wrong that the run survived (a package pip refused, a judge that failed)."""
     phases: dict[str, CostSummary] = field(default_factory=dict)
     """The cost by where it went (kinds.Spend)."""
+    outputs: dict[str, str] = field(default_factory=dict)
+    """Agent outputs that were paid for but reached no answer (the merge failed), by agent."""
 
 
 # ---- what the verbs read back ----------------------------------------------------------------
@@ -207,27 +209,45 @@ class Stats:
 # ---- writing ---------------------------------------------------------------------------------
 
 
-def archive(record: RunRecord) -> Path | None:
+def archive(record: RunRecord, warn: Callable[[str], None] | None = None) -> Path | None:
     """Write the run's Markdown file and its history row; returns the file, or None.
 
     The two writes are independent: a database that refuses still leaves the file (and its path is
     returned), and a file that cannot be written still leaves a history row with no run_file. This
-    never raises.
+    never raises; what could not be written is told to `warn`, so the loss is never silent.
     """
+    say = warn or (lambda text: None)
     try:
         clean = _redacted(record)
         folder = config.settings().runs_dir
-    except Exception:  # never fail a run that is already answered and paid for
+    except Exception as error:  # never fail a run that is already answered and paid for
+        say(f"the run was not archived: {_reason(error)}")
         return None
     run_file: Path | None = None
     try:
         _private_folder(folder)
         run_file = _write_new_file(folder, _file_stem(clean), _render(clean))
-    except Exception:
+    except Exception as error:
+        say(
+            f"the run file could not be written in {folder} ({_reason(error)}); "
+            "check that AGENTGOD_HOME is writable and has space"
+        )
         run_file = None
-    with contextlib.suppress(Exception):
+    try:
         _insert(folder / DB_NAME, clean, run_file)
+    except Exception as error:
+        say(
+            f"the run was not added to the history in {folder / DB_NAME} ({_reason(error)}), so "
+            "`agentgod history` and `stats` will not show it; check that the file is writable "
+            "and that no other program holds it locked"
+        )
     return run_file
+
+
+def _reason(error: BaseException) -> str:
+    """An error as one short line for a warning: the OS's or SQLite's own words."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return redact(text[:300])
 
 
 def _render(record: RunRecord) -> str:
@@ -254,6 +274,10 @@ def _render(record: RunRecord) -> str:
         parts += ["## Warnings", "\n".join(f"- {warning}" for warning in record.warnings)]
     if not record.ok:
         parts += ["## Error", record.error or "The run failed without a stated reason."]
+    if record.outputs:
+        parts.append("## Agent outputs (not merged)")
+        for name, text in record.outputs.items():
+            parts += [f"### {name}", _fenced(text)]
     parts += [
         "## Answer",
         record.answer.strip() if record.ok and record.answer.strip() else "_No answer._",
@@ -312,6 +336,7 @@ def _redacted(record: RunRecord) -> RunRecord:
         failures=[(_written(name), _written(reason)) for name, reason in record.failures],
         sandbox=[_written(layer) for layer in record.sandbox],
         warnings=[_written(warning) for warning in record.warnings],
+        outputs={_written(name): _written(text) for name, text in record.outputs.items()},
     )
 
 

@@ -16,11 +16,12 @@ TASK = "Write a 50-word pitch for a bakery, in German, as one paragraph."
 def test_a_single_agent_still_gets_exactly_one_merge_call(fake_api: FakeMessagesAPI) -> None:
     fake_api.queue(Reply("Frisches Brot jeden Morgen."))
     usage = ledger.Usage()
-    answer = merger.merge_outputs(TASK, {"pitch_writer": "Fresh bread daily."}, usage=usage)
-    assert answer == "Frisches Brot jeden Morgen."
+    merged = merger.merge_outputs(TASK, {"pitch_writer": "Fresh bread daily."}, usage=usage)
+    assert merged.answer == "Frisches Brot jeden Morgen."
+    assert merged.warnings == []
     [request] = fake_api.messages()
     assert request.body["model"] == "claude-sonnet-5-5"
-    assert request.body["max_tokens"] == merger.MAX_TOKENS < 21_333
+    assert request.body["max_tokens"] == merger.MAX_TOKENS
     assert "temperature" not in request.body
     assert request.body["system"] == [
         {"type": "text", "text": merger.MERGER_PROMPT, "cache_control": {"type": "ephemeral"}}
@@ -84,8 +85,9 @@ def test_an_empty_merge_reply_falls_back_to_the_labelled_outputs(
     fake_api: FakeMessagesAPI,
 ) -> None:
     fake_api.queue(Reply("  \n", thinking=True))
-    answer = merger.merge_outputs(TASK, {"researcher": " Facts. ", "writer": "Draft."})
-    assert answer == "## researcher\n\nFacts.\n\n## writer\n\nDraft."
+    merged = merger.merge_outputs(TASK, {"researcher": " Facts. ", "writer": "Draft."})
+    assert merged.answer == "## researcher\n\nFacts.\n\n## writer\n\nDraft."
+    assert merged.warnings  # the user is told the answer is the raw outputs
     assert len(fake_api.messages()) == 1
 
 

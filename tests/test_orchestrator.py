@@ -497,7 +497,10 @@ def test_a_judge_that_cannot_answer_does_not_cost_the_answer(factory: Factory) -
     assert result.answer == "MERGED: drafter"
     assert result.revisions == 0
     warnings = [args[0] for name, args in events.seen if name == "warn"]
-    assert warnings == ["the judge could not rule: The Anthropic API refused the request."]
+    assert warnings == [
+        "the judge could not rule (The Anthropic API refused the request.); "
+        "the answer is delivered unjudged"
+    ]
 
 
 def test_a_council_that_cannot_sit_leaves_the_merged_answer(factory: Factory) -> None:
