@@ -411,7 +411,8 @@ def test_warnings_reach_stderr_under_quiet_and_json_lists_them(
     assert data["ok"] is True
     assert data["warnings"] == [
         "SANDBOX=off: agents run without OS confinement, only with limits",
-        "the judge could not rule: The Anthropic API refused the request.",
+        "the judge could not rule (The Anthropic API refused the request.); "
+        "the answer is delivered unjudged",
     ]
 
 
