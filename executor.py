@@ -493,7 +493,8 @@ def start_agent(
             group=launch.group,
             extra_groups=[] if launch.group is not None else None,
         )
-    except OSError as error:
+    except (OSError, subprocess.SubprocessError) as error:
+        # SubprocessError: a preexec step failed between fork and exec (a limit, the cgroup).
         shutil.rmtree(scratch, ignore_errors=True)
         if door is not None:
             door.close()
