@@ -308,14 +308,36 @@ def _read_json(path: Path) -> Any:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write beside the target and rename over it, so a reader sees the old file or the new one."""
+    """Write beside the target and rename over it, so a reader sees the old file or the new one.
+
+    The new file's bytes reach the disk before the rename, and the rename before we return: after
+    a crash or a power cut the name holds the old content or the new, never an empty file.
+    """
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        temporary.write_text(text, encoding="utf-8")
+        with temporary.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+    _sync_directory(path.parent)
+
+
+def _sync_directory(folder: Path) -> None:
+    """Make a rename in `folder` durable; a filesystem that cannot sync a directory is let be."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def _now() -> str:
