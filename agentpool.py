@@ -3,7 +3,9 @@
 While the planner thinks, a background thread starts *standby* processes (interpreter, sandbox
 walls and the runtime's imports) that block on stdin, knowing neither their agent nor its effort;
 each build worker then takes one, or starts one named for its agent, before it asks for the
-agent's code. A process held here is *warm*: its code exists and it waits for its inputs.
+agent's code. They wait in the run's own folder (scratch.RunSpace), so they can read only this
+run's agents, never those of another run in the same home. A process held here is *warm*: its
+code exists and it waits for its inputs.
 Whatever is never used — more standby than agents, an agent skipped, a run stopped — is killed,
 with its scratch, when the pool closes. Not under a budget: an agent's share of the budget is
 fixed when its process starts, and should be measured against what is left when it runs.
@@ -17,6 +19,7 @@ from collections.abc import Callable
 import executor
 import llm
 from broker import Channel
+from scratch import RunSpace
 from signals import shield_from_signals
 
 SDK_WAIT_SECONDS = 30.0
@@ -33,6 +36,7 @@ class AgentPool:
         model: str,
         preload: tuple[str, ...],
         open_door: Callable[[str], Channel],
+        space: RunSpace | None = None,
     ) -> None:
         self.timeout = timeout
         self.model = model
@@ -40,6 +44,8 @@ class AgentPool:
         """Modules a process imports while it waits (the runtime's), named by the generator."""
         self.open_door = open_door
         """A broker channel for a process, by the agent's name ("standby" until it has one)."""
+        self.space = space
+        """The run's own scratch: its processes wait in its folder, with its scratch dirs."""
         self.closed = threading.Event()
         self._lock = threading.Lock()
         self._standby: list[executor.AgentProcess] = []
@@ -69,6 +75,7 @@ class AgentPool:
                 model=self.model,
                 door=self.open_door("standby"),
                 preload=self.preload,
+                space=self.space,
             )
             if not isinstance(started, executor.AgentProcess):
                 break
@@ -97,6 +104,7 @@ class AgentPool:
             model=self.model,
             door=self.open_door(name),
             preload=self.preload,
+            space=self.space,
         )
         if not isinstance(started, executor.AgentProcess):
             return None

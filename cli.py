@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 from dataclasses import dataclass
 from typing import NoReturn, TextIO
@@ -24,7 +25,18 @@ __version__ = "0.1.0"
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_HANGUP = 129
+"""SIGHUP (the terminal closed): 128 + the signal's number, as a shell reports it."""
 EXIT_INTERRUPTED = 130
+"""SIGINT (Ctrl-C)."""
+EXIT_TERMINATED = 143
+"""SIGTERM (a polite kill)."""
+EXITS_BY_SIGNAL: dict[int, int] = {
+    signal.SIGHUP: EXIT_HANGUP,
+    signal.SIGINT: EXIT_INTERRUPTED,
+    signal.SIGTERM: EXIT_TERMINATED,
+}
+"""The exit code of a run a stop signal ended, by the signal."""
 
 VERBS = ("library", "history", "stats", "last", "forget")
 PROMPT_ONLY = ("help", "cost", "clear", "quit", "exit")

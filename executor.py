@@ -10,6 +10,8 @@ OS-level layers on top.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import json
 import os
 import re
@@ -31,6 +33,7 @@ import redact
 import sandbox
 from broker import Channel
 from kinds import AGENT_NAME, AgentKind
+from scratch import RunSpace
 
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 """Stdout beyond this is a runaway agent: it is killed and fails with kind "output_limit"."""
@@ -64,12 +67,21 @@ class AgentResult:
 # ---- files -----------------------------------------------------------------------------------
 
 
-def save_agent_file(name: str, source: str) -> Path:
-    """Write generated_agents/<name>.py, refusing any name that could land outside it."""
+def save_agent_file(name: str, source: str, folder: Path | None = None) -> Path:
+    """Write <folder>/<name>.py, refusing any name or folder that could land outside it.
+
+    `folder` is a run's own (scratch.RunSpace.folder), which must exist: a run that is over has
+    removed it, and a late write must fail rather than bring it back. Without one, the file goes
+    to generated_agents/ itself.
+    """
     if not AGENT_NAME.fullmatch(name):
         raise ValueError(f"unsafe agent name {name!r}")
-    folder = config.settings().agents_dir
-    folder.mkdir(parents=True, exist_ok=True)
+    root = config.settings().agents_dir
+    if folder is None:
+        root.mkdir(parents=True, exist_ok=True)
+        folder = root
+    elif not folder.resolve().is_relative_to(root.resolve()):
+        raise ValueError(f"agent folder {folder} is outside {root}")
     path = (folder / f"{name}.py").resolve()
     if path.parent != folder.resolve():
         raise ValueError(f"agent path {path} escapes {folder}")
@@ -214,8 +226,39 @@ def _limits(timeout: float, *, dropped_uid: bool) -> list[tuple[int, int]]:
     return limits
 
 
-def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None) -> None:
-    """Runs in the child between fork and exec: lower the limits, then the sandbox's hook.
+_PR_SET_PDEATHSIG = 1
+ORPHANED_EXIT = 126
+"""The child's status when its parent was gone before it could start (no one reads it)."""
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up in the parent: the child between fork and exec must not load it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function: Callable[..., int] = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    return function
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child: the kernel kills it when the thread that started it dies, however it died.
+
+    A parent killed with SIGKILL runs no cleanup, and without bubblewrap nothing else would stop
+    an agent still calling the model. If the parent died between fork and prctl, the child was
+    already handed to another process and must not start at all.
+    """
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(ORPHANED_EXIT)
+
+
+def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None, parent: int) -> None:
+    """Runs in the child between fork and exec: die with the parent, lower the limits, then the
+    sandbox's hook.
 
     Hard limits are lowered too (CPU's one second above the soft one, so SIGXCPU comes first):
     a soft limit alone is a suggestion the agent could lift with one setrlimit call.
@@ -223,6 +266,7 @@ def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None) -> 
     import resource
     import signal as signals
 
+    _die_with_parent(parent)
     # Our worker threads block Ctrl-C so the main thread gets it; the agent must not inherit that.
     signals.pthread_sigmask(signals.SIG_SETMASK, set())
     for which, wanted in limits:
@@ -258,16 +302,28 @@ def child_environment(scratch: Path, *, model: str, door: Channel | None) -> dic
     return env
 
 
-_live: set[subprocess.Popen[bytes]] = set()
+_live: dict[subprocess.Popen[bytes], Path] = {}
+"""Every agent process still running, with its scratch directory."""
 _live_lock = threading.Lock()
+STOP_WAIT_SECONDS = 5.0
+"""How long stop_all waits for a killed agent to be gone before it removes its scratch anyway."""
 
 
 def stop_all() -> int:
-    """Kill every agent process group still running (Ctrl-C); returns how many were live."""
+    """Kill every agent process group still running, and remove their scratch (a stop signal).
+
+    Done here, on the stopping thread, rather than left to the workers that ran them: after a
+    signal the process exits as soon as the main thread is done, and a worker still on its way
+    out would leave the scratch behind. Returns how many were live.
+    """
     with _live_lock:
-        live = list(_live)
-    for process in live:
+        live = list(_live.items())
+    for process, _ in live:
         _kill_group(process)
+    for process, scratch in live:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(STOP_WAIT_SECONDS)  # dead, so it can no longer write into its scratch
+        shutil.rmtree(scratch, ignore_errors=True)
     return len(live)
 
 
@@ -388,9 +444,13 @@ class AgentProcess:
     layers: tuple[str, ...]
     """Confinement layers active for this process."""
     awaiting_code: bool = False
-    """Started before its code existed: `run` must say which file in generated_agents/ it is."""
+    """Started before its code existed: `run` must say which file in `folder` it is."""
     door: Channel | None = None
     """Its connection to the broker, its only way to the model; None: it has none."""
+    folder: Path | None = None
+    """The folder it may read and waits in, when it started ahead of its code."""
+    space: RunSpace | None = None
+    """The run whose scratch directory it has, if it belongs to one."""
 
     def run(
         self,
@@ -401,7 +461,8 @@ class AgentProcess:
     ) -> AgentResult:
         """Hand the agent its input and collect the outcome; the timeout starts now.
 
-        An agent started ahead of its code is also told its file (in generated_agents/).
+        An agent started ahead of its code is also told its file, which must be in the folder
+        it waits in: it can read nothing else.
         """
         payload = json.dumps(
             {"task": task, "previous_outputs": previous_outputs}, ensure_ascii=True
@@ -409,6 +470,8 @@ class AgentProcess:
         if self.awaiting_code:
             if path is None:
                 raise ValueError("an agent started ahead of its code needs the code's path")
+            if self.folder is None or path.resolve().parent != self.folder.resolve():
+                raise ValueError(f"{path} is not in the folder the agent waits in")
             self.name = path.stem
             if self.door is not None:
                 self.door.name = self.name
@@ -429,8 +492,11 @@ class AgentProcess:
         _kill_group(self.process)
         exit_code = self.process.wait()
         with _live_lock:
-            _live.discard(self.process)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+            _live.pop(self.process, None)
+        if self.space is not None:
+            self.space.release(self.scratch)
+        else:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         return exit_code
 
 
@@ -442,21 +508,25 @@ def start_agent(
     model: str | None = None,
     door: Channel | None = None,
     preload: tuple[str, ...] = (),
+    space: RunSpace | None = None,
 ) -> AgentProcess | AgentResult:
     """Start an agent up to the point where it reads its input; an AgentResult if it cannot.
 
     With `path` None the agent's code does not exist yet: the process starts anyway, imports
-    `preload` (the runtime's modules) and waits in generated_agents/ for `run` to name its file,
-    so even start-up that would coincide with writing the code is off the critical path.
-    Start it from a thread that lives until it is used: under bubblewrap the agent dies with the
-    thread that started it (--die-with-parent follows the thread, not the process).
+    `preload` (the runtime's modules) and waits in its run's folder (`space.folder`, else
+    generated_agents/) for `run` to name its file, so even start-up that would coincide with
+    writing the code is off the critical path. Its scratch directory is the run's (`space`); a
+    run that is over starts nothing.
+    Start it from a thread that lives until it is used: the agent dies with the thread that
+    started it (PR_SET_PDEATHSIG, and bubblewrap's --die-with-parent, follow the thread).
     `door` is the agent's end of a broker channel, inherited as its only open file besides the
     three standard streams; without one the agent cannot reach the model.
     """
     settings = config.settings()
     name = name or (path.stem if path is not None else "agent")
-    if path is None:
-        settings.agents_dir.mkdir(parents=True, exist_ok=True)
+    folder = space.folder if space is not None else settings.agents_dir
+    if path is None and space is None:
+        folder.mkdir(parents=True, exist_ok=True)
     timeout = timeout or settings.agent_timeout_seconds
     model = model or settings.model
     python = agent_python()
@@ -466,10 +536,20 @@ def start_agent(
         return AgentResult(
             name, False, error=f"cannot execute {python}", kind=AgentKind.UNSTARTABLE
         )
-    scratch = Path(tempfile.mkdtemp(prefix=f"agentgod-{name}-"))
+    if space is None:
+        scratch = Path(tempfile.mkdtemp(prefix=f"agentgod-{name}-"))
+    else:
+        made = space.scratch_dir(name)
+        if made is None:
+            if door is not None:
+                door.close()
+            return AgentResult(name, False, error="the run is over", kind=AgentKind.UNSTARTABLE)
+        scratch = made
+    parent = os.getpid()
+    _prctl()  # looked up here: the child must not load a library between fork and exec
     try:
         launch = sandbox.prepare(
-            path or settings.agents_dir,
+            path or folder,
             python=python,
             scratch=scratch,
             broker_fd=door.child_fd if door is not None else None,
@@ -488,29 +568,40 @@ def start_agent(
             env=child_environment(scratch, model=model, door=door),
             pass_fds=launch.pass_fds,
             start_new_session=True,
-            preexec_fn=lambda: _preexec(limits, launch.preexec),
+            preexec_fn=lambda: _preexec(limits, launch.preexec, parent),
             user=launch.user,
             group=launch.group,
             extra_groups=[] if launch.group is not None else None,
         )
-    except (OSError, subprocess.SubprocessError) as error:
-        # SubprocessError: a preexec step failed between fork and exec (a limit, the cgroup).
-        shutil.rmtree(scratch, ignore_errors=True)
+    except BaseException as error:
+        if space is not None:
+            space.release(scratch)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
         if door is not None:
             door.close()
+        if not isinstance(error, OSError | subprocess.SubprocessError):
+            raise
+        # SubprocessError: a preexec step failed between fork and exec (a limit, the cgroup).
         return AgentResult(
             name, False, error=f"could not start: {error}", kind=AgentKind.UNSTARTABLE
         )
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        if door is not None:
-            door.close()
-        raise
     if door is not None:
         door.close_child_end()  # the agent holds it now; its death must end the channel
     with _live_lock:
-        _live.add(process)
-    return AgentProcess(name, process, scratch, model, timeout, layers, path is None, door)
+        _live[process] = scratch
+    return AgentProcess(
+        name,
+        process,
+        scratch,
+        model,
+        timeout,
+        layers,
+        path is None,
+        door,
+        folder if path is None else None,
+        space,
+    )
 
 
 def execute_agent(
@@ -521,9 +612,10 @@ def execute_agent(
     timeout: float | None = None,
     model: str | None = None,
     door: Channel | None = None,
+    space: RunSpace | None = None,
 ) -> AgentResult:
     """Run one agent file as a contained subprocess; every outcome is an AgentResult."""
-    agent = start_agent(path, timeout=timeout, model=model, door=door)
+    agent = start_agent(path, timeout=timeout, model=model, door=door, space=space)
     if isinstance(agent, AgentResult):
         return agent
     return agent.run(task, previous_outputs)

@@ -74,8 +74,22 @@ def cli_main() -> NoReturn:
     os._exit(code)
 
 
+def _exit_code(stop: KeyboardInterrupt) -> int:
+    """130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP: 128 + the signal, as shells report it."""
+    signum = stop.signum if isinstance(stop, signals.Stopped) else 0
+    return cli.EXITS_BY_SIGNAL.get(signum, cli.EXIT_INTERRUPTED)
+
+
 def run(invocation: cli.Invocation) -> int:
-    """Carry out a parsed command line; returns the exit code of the CLI contract."""
+    """Carry out a parsed command line; returns the exit code of the CLI contract.
+
+    SIGTERM and SIGHUP stop it the way Ctrl-C does (signals.Stopped, a KeyboardInterrupt).
+    """
+    with signals.stop_on_signals():
+        return _run(invocation)
+
+
+def _run(invocation: cli.Invocation) -> int:
     cli.apply(invocation)
     interactive = _stdin_is_tty() and not invocation.no_input and invocation.mode != "stdin"
     ui = make_ui(
@@ -102,8 +116,11 @@ def run(invocation: cli.Invocation) -> int:
         if invocation.json:
             _print_json({"ok": False, "task": session.task, "error": _usage_json(error)})
         return cli.usage_error(error)
-    except KeyboardInterrupt:
-        return session.fail(KeyboardInterrupt(), cli.EXIT_INTERRUPTED)
+    except KeyboardInterrupt as stop:
+        code = _exit_code(stop)
+        with contextlib.suppress(OSError, ValueError):  # the terminal that hung up is gone
+            session.fail(stop, code)
+        return code
     except Exception as error:
         return session.fail(error, cli.EXIT_FAILED)
 
@@ -196,15 +213,24 @@ class Session:
             self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
         written: list[Path] = []
         spent = ledger.Usage()
-        self.ui.task_started(task)
+        keep_files = False
+        space = scratch.RunSpace()
         try:
-            result = orchestrator.handle_task(task, events=self.ui, usage=spent, written=written)
+            self.ui.task_started(task)
+            result = orchestrator.handle_task(
+                task, events=self.ui, usage=spent, written=written, space=space
+            )
+        except KeyboardInterrupt:
+            with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
+                self.ui.task_finished()
+            raise  # a stop is no time for questions: the run's files go with it
         except BaseException:
             self.ui.task_finished()
-            self._clean_up(written)
+            keep_files = not self._may_remove(written)
             raise
         finally:
             self.usage.merge(spent)
+            space.close(keep_files=keep_files)
         self.ui.task_finished()
         self._history_notices()
         if self.invocation.json:
@@ -223,7 +249,6 @@ class Session:
                 result.sandbox,
             )
             self._keep(result.pending)
-        scratch.delete_agents(result.agent_paths)
         return cli.EXIT_OK
 
     def _keep(self, pending: list[PendingAgent]) -> list[str]:
@@ -253,14 +278,14 @@ class Session:
         for notice in runlog.notices():
             self.warn(notice)
 
-    def _clean_up(self, written: list[Path]) -> None:
-        """Offer to remove the scratch files a failed run wrote (yes unless told otherwise)."""
-        import scratch
-
+    def _may_remove(self, written: list[Path]) -> bool:
+        """Whether the agent files a failed run wrote may go (yes unless the person says no)."""
         if not written:
-            return
+            return True
         if self.ui.confirm(f"Remove the {len(written)} agent files this run wrote?", True):
-            scratch.delete_agents(written)
+            return True
+        self.ui.info(f"Kept in {written[0].parent}")
+        return False
 
     # ---- the REPL ------------------------------------------------------------------------------
 
@@ -274,9 +299,12 @@ class Session:
                 line = prompt.read()
             except EOFError:
                 return cli.EXIT_OK
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as stop:
+                if isinstance(stop, signals.Stopped) and stop.ends_session:
+                    raise
                 if prompt.buffer_was_empty():
                     return cli.EXIT_INTERRUPTED
+                signals.resume()
                 continue
             text = line.strip()
             if not text:
@@ -289,8 +317,11 @@ class Session:
                 continue
             try:
                 self.answer(text)
-            except KeyboardInterrupt as error:
-                self.fail(error, cli.EXIT_INTERRUPTED)  # back to the prompt, not out
+            except KeyboardInterrupt as stop:
+                if isinstance(stop, signals.Stopped) and stop.ends_session:
+                    raise  # SIGTERM or SIGHUP: the session ends too
+                self.fail(stop, cli.EXIT_INTERRUPTED)  # back to the prompt, not out
+                signals.resume()
             except Exception as error:
                 self.fail(error, cli.EXIT_FAILED)
 

@@ -42,6 +42,7 @@ from broker import AgentUsage, Broker, Channel
 from events import NullEvents, SerialisedEvents, TaskEvents
 from kinds import AgentKind, Phase, Spend
 from results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskResult
+from scratch import RunSpace
 
 # Failures a rewrite cannot fix: a hang would just hang again (and cost another full timeout),
 # an unstartable interpreter is the machine's problem, not the code's, and a spent budget stays
@@ -142,8 +143,16 @@ class _Schedule:
 class _Conductor:
     """The state of one handle_task call; each method is one box of the flow diagram."""
 
-    def __init__(self, task: str, events: TaskEvents | None, usage: ledger.Usage | None) -> None:
+    def __init__(
+        self,
+        task: str,
+        events: TaskEvents | None,
+        usage: ledger.Usage | None,
+        space: RunSpace,
+    ) -> None:
         self.task = task
+        self.space = space
+        """This run's own agent folder and scratch dirs; no other run sees them."""
         self.settings = config.settings()
         self.usage = usage or ledger.Usage()
         self.events = SerialisedEvents(events or NullEvents())
@@ -184,6 +193,7 @@ class _Conductor:
             model=self.settings.model,
             preload=generator.RUNTIME_MODULES,
             open_door=self.open_door,
+            space=space,
         )
 
     # ---- the flow ------------------------------------------------------------------------------
@@ -504,7 +514,7 @@ class _Conductor:
         else:
             built = _Built(None, source, reused=True)
         if not self.stopped.is_set():
-            built.path = executor.save_agent_file(spec.name, source)
+            built.path = executor.save_agent_file(spec.name, source, self.space.folder)
         return built
 
     def close(self) -> None:
@@ -571,7 +581,7 @@ class _Conductor:
                 break
             if self.stopped.is_set():
                 break
-            path = executor.save_agent_file(spec.name, source)
+            path = executor.save_agent_file(spec.name, source, self.space.folder)
         return _Ran(result, attempt, seconds, source, source != original, spent)
 
     def execute(
@@ -597,6 +607,7 @@ class _Conductor:
             timeout=self.settings.agent_timeout_seconds,
             model=self.settings.model,
             door=door,
+            space=self.space,
         )
         return result, door
 
@@ -845,14 +856,22 @@ def handle_task(
     events: TaskEvents | None = None,
     usage: ledger.Usage | None = None,
     written: list[Path] | None = None,
+    space: RunSpace | None = None,
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.
 
     Raises on planner or code-generation failures (bad key, network, an invalid plan) and when
-    every agent failed; a failed run is still archived so `history` and `stats` see it. When it
-    raises, `written` (if given) receives the scratch files written so far, for cleanup.
+    every agent failed; a failed run is still archived so `history` and `stats` see it. So is an
+    interrupted one (Ctrl-C, SIGTERM, SIGHUP: a KeyboardInterrupt), with what it had done and
+    spent, and a warning naming the signal. When it raises, `written` (if given) receives the
+    scratch files written so far, for cleanup.
+
+    `space` is the run's own scratch; the caller closes it (after asking what to keep). Without
+    one, the run makes its own and removes it before returning.
     """
-    conductor = _Conductor(task, events, usage)
+    own = space is None
+    space = space or RunSpace()
+    conductor = _Conductor(task, events, usage, space)
     try:
         return conductor.run()
     except BaseException as error:
@@ -860,9 +879,29 @@ def handle_task(
         executor.stop_all()
         if written is not None:
             written.extend(sorted(set(conductor.paths.values())))
-        if not isinstance(error, KeyboardInterrupt):
+        if isinstance(error, KeyboardInterrupt):
+            _archive_interrupted(conductor, error)
+        else:
             conductor.bookkeep_library()
             conductor.archive(None, error)
         raise
     finally:
         conductor.close()
+        if own:
+            space.close()
+
+
+def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> None:
+    """Keep the record of a stopped run: what it had done and spent is paid for.
+
+    The library is left alone: a run cut short is no verdict on its agents. A renderer that
+    fails here (the terminal that sent SIGHUP is gone) must not cost the record.
+    """
+    shown = conductor.events
+    with contextlib.suppress(Exception):
+        conductor.warn(f"interrupted by {signals.signal_name(error)} before the run finished")
+    conductor.events = SerialisedEvents(NullEvents())
+    path = conductor.archive(None, error)
+    conductor.events = shown
+    with contextlib.suppress(Exception):
+        shown.archived(str(path) if path else None)

@@ -1,16 +1,83 @@
-"""scratch.py — clearing the scratch copies a run leaves behind. No model calls.
+"""scratch.py — each run's own scratch space, and clearing what a run leaves behind. No model calls.
 
-Each run writes its agents to generated_agents/; once the user has decided what to keep (keeping is
-library.remember's job, not this module's), the working copies go. Cleanup runs in `finally` blocks
-and after Ctrl-C, so it tolerates files that are already gone and never raises.
+Every run gets a `RunSpace`: its own folder generated_agents/<run id>/ for the agents it writes,
+and its agents' scratch directories (cwd, HOME, TMPDIR) named for the run. Two runs in one
+AGENTGOD_HOME that plan agents of the same name therefore never run each other's code nor delete
+each other's files; the library is the only state runs share. Once the user has decided what to
+keep (keeping is library.remember's job, not this module's), the space goes. Cleanup runs in
+`finally` blocks and after Ctrl-C, so it tolerates files that are already gone and never raises.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
+import shutil
+import tempfile
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
 import config
+
+
+def new_run_id() -> str:
+    """Unique among concurrent runs (the process id) and among one process's runs (the token)."""
+    return f"run-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class RunSpace:
+    """One run's agent folder and its agents' scratch directories; `close` removes them all.
+
+    Once closed, no scratch directory can be had any more, so an agent a worker thread was
+    about to start when the run stopped never starts.
+    """
+
+    def __init__(self, run_id: str | None = None) -> None:
+        self.id = run_id or new_run_id()
+        root = config.settings().agents_dir
+        root.mkdir(parents=True, exist_ok=True)
+        self.folder = root.resolve() / self.id
+        """generated_agents/<run id>/: this run's agent files, and where its standby agents wait."""
+        self.folder.mkdir()
+        self._lock = threading.Lock()
+        self._scratch: set[Path] = set()
+        self._closed = False
+
+    def scratch_dir(self, name: str) -> Path | None:
+        """A fresh scratch directory for agent `name`, or None once the run is over."""
+        with self._lock:
+            if self._closed:
+                return None
+            made = Path(tempfile.mkdtemp(prefix=f"agentgod-{self.id}-{name}-"))
+            self._scratch.add(made)
+            return made
+
+    def release(self, path: Path) -> None:
+        """Remove one agent's scratch directory: its process is gone."""
+        shutil.rmtree(path, ignore_errors=True)
+        with self._lock:
+            self._scratch.discard(path)
+
+    def close(self, *, keep_files: bool = False) -> None:
+        """The run is over: every scratch directory goes, and the agent folder unless kept.
+
+        Call it after the agents' processes are killed; `keep_files` leaves the agent files
+        (a person asked to read a failed run's code).
+        """
+        with self._lock:
+            self._closed = True
+            leftovers = list(self._scratch)
+            self._scratch.clear()
+        for path in leftovers:
+            shutil.rmtree(path, ignore_errors=True)
+        if keep_files:
+            return
+        delete_agents(self.folder.iterdir() if self.folder.is_dir() else ())
+        # Already gone, or something we did not write is in it: the folder is never rmtree'd.
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()
 
 
 def delete_agents(paths: Iterable[Path]) -> int:

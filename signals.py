@@ -2,15 +2,39 @@
 
 Python acts on a signal only in the main thread, while the kernel hands a process's signal to
 any thread that does not block it. Every thread AgentGOD starts therefore blocks the signals
-that stop a run, so Ctrl-C (and a polite kill) always reach the thread that can act on them.
+that stop a run, so Ctrl-C (and a polite kill, and a closed terminal) always reach the thread
+that can act on them. There, each of them becomes a `Stopped`, a KeyboardInterrupt: SIGTERM and
+SIGHUP end a run exactly the way Ctrl-C does (agents killed, the run archived as interrupted,
+scratch removed), and only the exit code tells them apart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Iterator
+from types import FrameType
 
-STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 """The signals that end a run; background threads must never swallow them."""
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal arrived in the main thread; `signum` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def ends_session(self) -> bool:
+        """SIGTERM and SIGHUP end the whole session; Ctrl-C in the REPL only ends the task."""
+        return self.signum != signal.SIGINT
+
+
+def signal_name(error: KeyboardInterrupt) -> str:
+    """SIGINT for Ctrl-C (however it was raised), else the signal that stopped us."""
+    return signal.Signals(getattr(error, "signum", signal.SIGINT)).name
 
 
 def shield_from_signals() -> None:
@@ -20,3 +44,42 @@ def shield_from_signals() -> None:
     prompt, and Ctrl-C would seem to do nothing.
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+_stopping = False
+"""A stop is being carried out: further stop signals must not interrupt its cleanup."""
+
+
+def _on_stop(signum: int, frame: FrameType | None) -> None:
+    global _stopping
+    if _stopping:
+        return  # a second SIGTERM, or Ctrl-C pressed twice: the first one is already ending it
+    _stopping = True
+    raise Stopped(signum)
+
+
+def resume() -> None:
+    """The stop has been dealt with and work goes on (the REPL's prompt after Ctrl-C)."""
+    global _stopping
+    _stopping = False
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While inside, every stop signal raises `Stopped` in the main thread (call it there).
+
+    A signal the caller was told to ignore stays ignored (`nohup agentgod ...` survives the
+    terminal closing). The handlers in place before are put back on the way out.
+    """
+    resume()
+    previous: dict[signal.Signals, object] = {}
+    for each in sorted(STOP_SIGNALS):
+        if signal.getsignal(each) is signal.SIG_IGN:
+            continue
+        previous[each] = signal.signal(each, _on_stop)
+    try:
+        yield
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)  # type: ignore[arg-type]
+        resume()

@@ -54,7 +54,9 @@ def test_a_simple_task_from_plan_to_archive(factory: Factory, isolated_home: Pat
     ]
     assert result.failures == []
     assert [p.name for p in result.pending] == ["fact_finder"]
-    assert result.agent_paths == [isolated_home / "generated_agents" / "fact_finder.py"]
+    [path] = result.agent_paths
+    assert (path.name, path.parent.parent) == ("fact_finder.py", isolated_home / "generated_agents")
+    assert not path.parent.exists(), "the run's own folder goes with the run"
     # 2N + 3 with N = 1: plan, generate, agent, merge, judge.
     kinds = [factory.kind(r) for r in factory.api.messages()]
     assert sorted(kinds) == sorted(["plan", "generate", "agent", "merge", "judge"])
@@ -417,7 +419,8 @@ def test_a_failed_run_is_archived_too(
     written: list[Path] = []
     with pytest.raises(results.AllAgentsFailedError):
         orchestrator.handle_task("doomed task", written=written)
-    assert written == [isolated_home / "generated_agents" / "doomed.py"]
+    [path] = written
+    assert (path.name, path.parent.parent) == ("doomed.py", isolated_home / "generated_agents")
     db = sqlite3.connect(isolated_home / "runs" / "history.db")
     assert db.execute("SELECT task, ok FROM runs").fetchall() == [("doomed task", 0)]
 
