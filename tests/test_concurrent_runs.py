@@ -16,11 +16,15 @@ import threading
 import zlib
 from pathlib import Path
 
+import pytest
+from agents import agent_source
 from conftest import TEST_KEY, agentgod_command, agentgod_env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 
+import executor
 import library
+import scratch
 
 RUNS = 8
 AGENTS = ("collector", "writer")
@@ -144,3 +148,32 @@ def test_concurrent_runs_that_keep_their_agents_leave_a_consistent_library(
         [(tag, agent)] = OUTPUT.findall(library.lookup(name) or "")
         assert agent == name and tag in finished, "the kept code is whole, one run's"
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_agent_started_ahead_waits_in_its_run_folder_and_reads_no_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SANDBOX", "off")
+    mine, theirs = scratch.RunSpace(), scratch.RunSpace()
+    try:
+        ours = executor.save_agent_file(
+            "writer", agent_source(tagged_body("mine", "writer"), "writer"), mine.folder
+        )
+        other = executor.save_agent_file(
+            "writer", agent_source(tagged_body("theirs", "writer"), "writer"), theirs.folder
+        )
+        for path, runs in ((other, False), (ours, True)):
+            agent = executor.start_agent(None, space=mine)
+            assert isinstance(agent, executor.AgentProcess)
+            cmdline = Path(f"/proc/{agent.process.pid}/cmdline").read_bytes().split(b"\0")
+            assert str(mine.folder).encode() in cmdline, "it waits in its own run's folder"
+            if not runs:
+                with pytest.raises(ValueError, match="not in the folder"):
+                    agent.run("t", {}, path=path)
+                agent.discard()
+                continue
+            result = agent.run("t", {}, path=path)
+            assert (result.ok, result.output) == (True, "OUT<mine:writer>"), result.error
+    finally:
+        mine.close()
+        theirs.close()

@@ -95,3 +95,46 @@ def test_directories_are_skipped_without_raising() -> None:
     (nested / "note.txt").write_text("x", encoding="utf-8")
     assert scratch.delete_agents([nested]) == 0
     assert (nested / "note.txt").exists()
+
+
+def test_a_run_space_is_its_own_folder_and_goes_with_its_scratch() -> None:
+    first, second = scratch.RunSpace(), scratch.RunSpace()
+    assert first.folder != second.folder
+    assert first.folder.parent == config.settings().agents_dir.resolve()
+    (first.folder / "same_name.py").write_text("one\n", encoding="utf-8")
+    (second.folder / "same_name.py").write_text("two\n", encoding="utf-8")
+    work = first.scratch_dir("same_name")
+    assert work is not None and work.is_dir() and first.id in work.name
+    (work / "left.txt").write_text("x", encoding="utf-8")
+    first.close()
+    assert not first.folder.exists() and not work.exists()
+    assert (second.folder / "same_name.py").read_text(encoding="utf-8") == "two\n"
+    second.close()
+    assert list(config.settings().agents_dir.iterdir()) == []
+
+
+def test_a_closed_run_space_gives_no_more_scratch() -> None:
+    space = scratch.RunSpace()
+    space.close()
+    assert space.scratch_dir("late_agent") is None
+
+
+def test_a_run_space_can_keep_its_files_but_never_its_scratch() -> None:
+    space = scratch.RunSpace()
+    kept = space.folder / "failed_agent.py"
+    kept.write_text("raise SystemExit(1)\n", encoding="utf-8")
+    work = space.scratch_dir("failed_agent")
+    assert work is not None
+    space.close(keep_files=True)
+    assert kept.exists() and not work.exists()
+
+
+def test_a_run_space_removes_only_files_and_never_what_it_did_not_make(tmp_path: Path) -> None:
+    space = scratch.RunSpace()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me", encoding="utf-8")
+    (space.folder / "link.py").symlink_to(outside)
+    (space.folder / "planted").mkdir()
+    space.close()
+    assert outside.read_text(encoding="utf-8") == "keep me"
+    assert space.folder.is_dir() and [p.name for p in space.folder.iterdir()] == ["planted"]
