@@ -9,6 +9,7 @@ is left), and the scratch the run made (its folder, its agents' scratch dirs in 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -16,11 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import TEST_KEY, agentgod_command, agentgod_env
 from fakeapi import FakeMessagesAPI, Request
 from scripted import Factory, agent_spec, plan
+from terminal import Terminal
 
 import cli
 import executor
@@ -52,7 +55,7 @@ def temp_dir(tmp_path: Path) -> Path:
 class Started:
     """One agentgod process whose first agent is known to be working."""
 
-    def __init__(self, process: subprocess.Popen[str], home: Path, temp_dir: Path) -> None:
+    def __init__(self, process: subprocess.Popen[Any], home: Path, temp_dir: Path) -> None:
         self.process = process
         self.home = home
         self.temp_dir = temp_dir
@@ -217,3 +220,62 @@ def test_a_child_whose_parent_is_not_the_expected_one_does_not_start() -> None:
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.fixture
+def repl(
+    factory: Factory, isolated_home: Path, temp_dir: Path
+) -> Iterator[tuple[Terminal, threading.Event]]:
+    """The REPL on a pseudo-terminal, and an event set once a run's first agent is working."""
+    working = threading.Event()
+
+    def agent_reply(name: str, request: Request) -> str:
+        working.set()
+        return f"result from {name}"
+
+    factory.agent_reply = agent_reply
+    env = agentgod_env(
+        isolated_home,
+        SANDBOX="off",
+        TMPDIR=str(temp_dir),
+        TERM="xterm",
+        ANTHROPIC_BASE_URL=factory.api.base_url,
+        ANTHROPIC_API_KEY=TEST_KEY,
+    )
+    terminal = Terminal(agentgod_command(), env)
+    try:
+        yield terminal, working
+    finally:
+        terminal.stop()
+
+
+def test_sigterm_mid_run_in_the_repl_ends_the_session_with_143(
+    repl: tuple[Terminal, threading.Event], isolated_home: Path, temp_dir: Path
+) -> None:
+    terminal, working = repl
+    terminal.expect("agentgod> ")
+    terminal.type("a long task\n")
+    assert working.wait(60), "the first agent never called the model"
+    terminal.process.send_signal(signal.SIGTERM)
+    assert terminal.close() == cli.EXIT_TERMINATED, "a polite kill ends the session, not the task"
+    run = Started(terminal.process, isolated_home, temp_dir)
+    _wait_for(lambda: not run.agents(), "every agent process gone", 10)
+    assert run.scratch_dirs() == [] and run.run_folders() == []
+    assert "Remove the" not in terminal.text, "a stop asks nothing"
+
+
+def test_the_terminal_closing_mid_run_ends_it_like_sighup(
+    repl: tuple[Terminal, threading.Event], isolated_home: Path, temp_dir: Path
+) -> None:
+    terminal, working = repl
+    terminal.expect("agentgod> ")
+    terminal.type("a long task\n")
+    assert working.wait(60), "the first agent never called the model"
+    os.close(terminal.fd)  # the kernel hangs up: SIGHUP, and every later write fails
+    terminal.fd = -1
+    assert terminal.process.wait(timeout=60) == cli.EXIT_HANGUP
+    run = Started(terminal.process, isolated_home, temp_dir)
+    _wait_for(lambda: not run.agents(), "every agent process gone", 10)
+    assert run.scratch_dirs() == [] and run.run_folders() == []
+    [run_file] = (isolated_home / "runs").glob("*.md")
+    assert "interrupted by SIGHUP" in run_file.read_text(encoding="utf-8")
