@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import signal
 import socket
 import threading
 import time
@@ -39,6 +38,7 @@ from typing import Any, Protocol, TypeVar
 
 import agent_runtime
 import redact
+from signals import shield_from_signals
 
 EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
 """The Messages API's effort levels, lowest first: a grant's effort is a ceiling in this order."""
@@ -172,13 +172,8 @@ class _Malformed(Exception):
     """The frame cannot be read as a request: answer once, then close the channel."""
 
 
-def _shield_from_signals() -> None:
-    """Ctrl-C must reach the main thread, never a channel's (as config.shield_from_signals)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-
-
 def _estimate_tokens(size: int) -> int:
-    """A generous input estimate for holds: about three bytes of JSON per token (as config's)."""
+    """A generous input estimate for holds: about three bytes of JSON per token (as ledger's)."""
     return size // 3 + 1
 
 
@@ -270,7 +265,7 @@ class Channel:
     # ---- serving ---------------------------------------------------------------------------
 
     def _serve(self) -> None:
-        _shield_from_signals()
+        shield_from_signals()  # a stop signal must reach the main thread, never a channel's
         try:
             while True:
                 try:
