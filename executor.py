@@ -257,8 +257,8 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None, parent: int) -> None:
-    """Runs in the child between fork and exec: die with the parent, lower the limits, then the
-    sandbox's hook.
+    """Runs in the child between fork and exec: die with the parent, the sandbox's hook, then
+    lower the limits.
 
     Hard limits are lowered too (CPU's one second above the soft one, so SIGXCPU comes first):
     a soft limit alone is a suggestion the agent could lift with one setrlimit call.
@@ -269,6 +269,11 @@ def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None, par
     _die_with_parent(parent)
     # Our worker threads block Ctrl-C so the main thread gets it; the agent must not inherit that.
     signals.pthread_sigmask(signals.SIG_SETMASK, set())
+    # The sandbox's hook opens a file (its cgroup's), so it runs before RLIMIT_NOFILE comes down:
+    # the fork still holds every descriptor of ours until exec closes them, and in a parent with
+    # many open a low limit would leave the hook none.
+    if then is not None:
+        then()
     for which, wanted in limits:
         try:
             _, hard = resource.getrlimit(which)
@@ -279,8 +284,6 @@ def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None, par
             )
         except (ValueError, OSError):
             pass
-    if then is not None:
-        then()
 
 
 def child_environment(scratch: Path, *, model: str, door: Channel | None) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import time
 from pathlib import Path
@@ -349,3 +350,18 @@ def test_allowed_packages_install_into_the_agent_venv_and_agents_can_use_them(
     result = executor.execute_agent(path, "hello", {}, timeout=60)
     assert result.ok, result.error
     assert "hello" in result.output and "length" in result.output
+
+
+def test_an_agent_starts_from_a_parent_with_many_open_descriptors(
+    fake_api: FakeMessagesAPI, door: OpenDoor
+) -> None:
+    """The fork holds every descriptor of ours until exec; the sandbox's hook must still open
+    its cgroup file, so it runs before the open-files limit comes down."""
+    held = [socket.socket() for _ in range(400)]
+    try:
+        path = write_agent("def run(task, previous_outputs):\n    return call_llm(task)\n")
+        result = executor.execute_agent(path, "t", {}, timeout=30, door=door())
+    finally:
+        for sock in held:
+            sock.close()
+    assert result.ok, result.error
