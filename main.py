@@ -264,12 +264,19 @@ class Session:
             chosen = []
         else:
             chosen = self.ui.choose_keep([KeepChoice(name=p.name, role=p.role) for p in pending])
+        kept: list[str] = []
         for agent in pending:
-            if agent.name in chosen:
+            if agent.name not in chosen:
+                continue
+            try:
                 library.remember(agent.name, agent.role, agent.source)
-        if chosen:
-            self.ui.info("Kept in the library: " + ", ".join(chosen))
-        return chosen
+            except Exception as error:  # the answer is already the person's: never lose it here
+                self.warn(f"{agent.name} could not be kept: {problems.explain(error).technical}")
+                continue
+            kept.append(agent.name)
+        if kept:
+            self.ui.info("Kept in the library: " + ", ".join(kept))
+        return kept
 
     def _history_notices(self) -> None:
         """Tell the person when the run history had to be repaired (a damaged history.db)."""

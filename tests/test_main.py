@@ -430,3 +430,19 @@ def test_small_talk_in_one_shot_and_pipes_is_one_cheap_call_and_no_team(
     assert data["cost"]["llm_calls"] == 1
     assert [factory.kind(r) for r in factory.api.messages()] == ["triage", "triage"]
     assert not (isolated_home / "runs").exists(), "no team, no run to archive"
+
+
+def test_a_library_that_cannot_keep_an_agent_never_costs_the_answer(
+    factory: Factory, isolated_home: Path
+) -> None:
+    (isolated_home / "inventory").write_text("not a folder\n")  # the library cannot be written
+    plain = agentgod(isolated_home, factory.api, "--keep", "what is two plus two")
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.startswith("MERGED: fact_finder")
+    assert "fact_finder could not be kept" in plain.stderr
+    as_json = agentgod(isolated_home, factory.api, "--json", "--keep", "what is two plus two")
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert (data["ok"], data["answer"], data["kept"]) == (True, "MERGED: fact_finder", [])
+    assert any("fact_finder could not be kept" in w for w in data["warnings"])
+    assert not list((isolated_home / "generated_agents").rglob("*.py")), "no scratch left"
