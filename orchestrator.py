@@ -248,9 +248,9 @@ class _Conductor:
         those are neither written nor run again.
         """
         if self.ahead:
-            self.pool.start_standby(
-                min(self.settings.max_parallel_agents, self.settings.max_agents)
-            )
+            # As many as a plan may hold: the planner's thinking time is CPU no one else uses,
+            # and every process started now is one not started while earlier agents run.
+            self.pool.start_standby(self.settings.max_agents)
         self.events.phase_started(Phase.PLAN)
         phase = time.monotonic()
         plan = planner.plan_agents(
