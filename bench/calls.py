@@ -2,9 +2,11 @@
 
 A task with N agents costs plan + N generations + N agent calls + merge + judge = 2N + 3 calls
 (no council, no repair, a judge satisfied at once). After every agent is kept in the library
-(library.remember, what --keep does) the same task must skip the generator: N + 3. Calls are
-counted twice: by the fake API, per kind, and by the run's own ledger (TaskResult.usage), which
-sees the agents' calls only through their __AGENT_USAGE__ lines; the two must agree.
+(library.remember, what --keep does) the same task must skip the generator: N + 3. A judge that
+finds the answer short once costs one more merge and one more judge, nothing else (the outputs
+already paid for are merged again with the gap): 2N + 5. Calls are counted twice: by the fake
+API, per kind, and by the run's own ledger (TaskResult.usage), which sees the agents' calls
+through the broker; the two must agree.
 
 Prompt caching: the fake API caches system blocks marked cache_control, so the first call of a
 kind writes its system prompt and the second reads it. One server serves every run here, so the
@@ -133,8 +135,40 @@ def run(options: harness.Options) -> harness.Report:
                     ]
                 )
         cache_rows = _cache_rows(factory)
+    with harness.environment(**settings), harness.scripted_model() as factory:
+        factory.plans = [plan_for(SIZES[4], prefix="miss_")]
+        factory.verdicts = [
+            {"missing": "One more point.", "done": False},
+            {"missing": "", "done": True},
+        ]
+        missed = _task(factory, 4)
+        missed.pop("pending")
+        data["N=4 one judge miss"] = missed
+        expected = formula(4) + 2
+        calls = harness.Figure(
+            "calls N=4 one judge miss", missed["api_calls"], "", expected, exact=True
+        )
+        figures.append(calls)
+        cost = missed["ledger"]
+        rows.append(
+            [
+                4,
+                "one miss",
+                *(missed["by_kind"][kind] for kind in KINDS),
+                missed["api_calls"],
+                expected,
+                cost["llm_calls"],
+                cost["input_tokens"],
+                cost["output_tokens"],
+                cost["cache_write_tokens"],
+                cost["cache_read_tokens"],
+                f"{cost['usd']:.4f}",
+                calls.verdict,
+            ]
+        )
     table = harness.Table(
-        "5. Calls and tokens per task (fake API; formula 2N + 3, N + 3 with every agent reused)",
+        "5. Calls and tokens per task (fake API; formula 2N + 3, N + 3 with every agent reused, "
+        "2N + 5 after one judge miss)",
         [
             "N",
             "run",
