@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -143,3 +144,25 @@ def door(fake_api: FakeMessagesAPI) -> Iterator[OpenDoor]:
 
         open_door.ledger = spent  # type: ignore[attr-defined]
         yield open_door
+
+
+def scripted_env(home: Path, api: FakeMessagesAPI | None, **extra: str) -> dict[str, str]:
+    """agentgod's environment for a test: SANDBOX off, and the fake API with a key if given."""
+    env = agentgod_env(home, SANDBOX="off", **extra)
+    if api is not None:
+        env |= {"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": TEST_KEY}
+    return env
+
+
+def agentgod(
+    home: Path, api: FakeMessagesAPI | None, *args: str, stdin: str = "", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run this checkout's agentgod once, to completion, against `api`."""
+    return subprocess.run(
+        [*agentgod_command(), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=scripted_env(home, api, **env),
+    )

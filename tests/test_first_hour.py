@@ -11,7 +11,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TEST_KEY, agentgod_command, agentgod_env
+from conftest import agentgod, agentgod_command
+from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
@@ -37,26 +37,6 @@ def factory(fake_api: FakeMessagesAPI) -> Factory:
     made = Factory(fake_api)
     made.plans = [plan(agent_spec("fact_finder"), complexity="simple")]
     return made
-
-
-def _env(home: Path, api: FakeMessagesAPI | None, **extra: str) -> dict[str, str]:
-    env = agentgod_env(home, SANDBOX="off", **extra)
-    if api is not None:
-        env |= {"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": TEST_KEY}
-    return env
-
-
-def agentgod(
-    home: Path, api: FakeMessagesAPI | None, *args: str, stdin: str = "", **env: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*agentgod_command(), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(home, api, **env),
-    )
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import agentgod
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
-from test_main import agentgod
 
 import config
 import llm

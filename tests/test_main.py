@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CONSOLE_SCRIPT, TEST_KEY, agentgod_command, agentgod_env
+from conftest import CONSOLE_SCRIPT, TEST_KEY, agentgod, agentgod_command, agentgod_env
+from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
@@ -26,26 +27,6 @@ def factory(fake_api: FakeMessagesAPI) -> Factory:
     made = Factory(fake_api)
     made.plans = [plan(agent_spec("fact_finder"), complexity="simple")]
     return made
-
-
-def _env(home: Path, api: FakeMessagesAPI | None, **extra: str) -> dict[str, str]:
-    env = agentgod_env(home, SANDBOX="off", **extra)
-    if api is not None:
-        env |= {"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": TEST_KEY}
-    return env
-
-
-def agentgod(
-    home: Path, api: FakeMessagesAPI | None, *args: str, stdin: str = "", **env: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*agentgod_command(), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(home, api, **env),
-    )
 
 
 def test_the_console_script_beside_the_interpreter_answers(isolated_home: Path) -> None:
