@@ -38,10 +38,10 @@ from typing import Any, Protocol, TypeVar
 
 import agent_runtime
 import redact
+from kinds import EFFORT_LEVELS
+from ledger import tokens_in_bytes
 from signals import shield_from_signals
 
-EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
-"""The Messages API's effort levels, lowest first: a grant's effort is a ceiling in this order."""
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 """A request frame (or the request built from it, attachments included) larger than this is
 refused as too_large; the channel stays open."""
@@ -170,11 +170,6 @@ class _Refusal(Exception):
 
 class _Malformed(Exception):
     """The frame cannot be read as a request: answer once, then close the channel."""
-
-
-def _estimate_tokens(size: int) -> int:
-    """A generous input estimate for holds: about three bytes of JSON per token (as ledger's)."""
-    return size // 3 + 1
 
 
 def _field(value: Any, name: str) -> Any:
@@ -565,7 +560,7 @@ class Broker:
         if size > self.max_request_bytes:
             limit = self.max_request_bytes
             raise _Refusal("too_large", f"with its attachments the request exceeds {limit} bytes")
-        estimate = _estimate_tokens(size)
+        estimate = tokens_in_bytes(size)
         max_tokens = request["max_tokens"]
         if grant.share_tokens is not None:
             used = channel.usage.tokens

@@ -237,4 +237,9 @@ class Usage:
 
 def estimate_tokens(text: str) -> int:
     """A generous token count for budgeting: about three UTF-8 bytes per token."""
-    return len(text.encode("utf-8")) // 3 + 1
+    return tokens_in_bytes(len(text.encode("utf-8")))
+
+
+def tokens_in_bytes(size: int) -> int:
+    """The same estimate for a payload already encoded (the broker's frames)."""
+    return size // 3 + 1
