@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import redact
-from kinds import CouncilMode, Effort, SandboxMode
+from kinds import CouncilMode, Effort, SandboxMode, Switch
 from models import DEFAULT_FAST_MODEL, DEFAULT_MODEL
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -42,6 +42,11 @@ SETTING_NAMES = (
     "COUNCIL",
     "SANDBOX",
     "BUDGET_USD",
+    "WEB",
+    "MAX_SEARCHES_PER_AGENT",
+    "ATTACH_MAX_MB",
+    "ATTACH_MAX_FILES",
+    "ARTIFACTS_MAX_MB",
     "AGENTGOD_HOME",
     "AGENTGOD_PLAIN",
 )
@@ -107,6 +112,16 @@ class Settings:
     """OS confinement of agents: auto, strict or off (SANDBOX)."""
     budget_usd: float | None
     """Hard cap on a task's spend in dollars (BUDGET_USD); None means no cap."""
+    web: bool
+    """Whether agents the planner marks for the web may search and fetch pages (WEB=on|off)."""
+    max_searches_per_agent: int
+    """Web searches one agent's calls may make together (MAX_SEARCHES_PER_AGENT)."""
+    attach_max_bytes: int
+    """Largest file a task may attach (ATTACH_MAX_MB, in megabytes)."""
+    attach_max_files: int
+    """Most files one task may attach, a folder's files counted one by one (ATTACH_MAX_FILES)."""
+    artifacts_max_bytes: int
+    """What all of one run's artifacts may hold together (ARTIFACTS_MAX_MB, in megabytes)."""
     home: Path
     """Where generated_agents/, inventory/, runs/ and .agent_venv/ live (AGENTGOD_HOME)."""
     base_url: str | None
@@ -229,6 +244,10 @@ def _budget() -> float | None:
     return _number("BUDGET_USD", "", 0.000001, 1_000_000, float)
 
 
+def _megabytes(name: str, default: str) -> int:
+    return int(_number(name, default, 0.001, 100_000, float) * 1024 * 1024)
+
+
 def settings() -> Settings:
     """Read and validate every setting now; raises ConfigError naming the first bad one."""
     model = _model("MODEL", DEFAULT_MODEL)
@@ -248,6 +267,11 @@ def settings() -> Settings:
         council=_choice("COUNCIL", CouncilMode.AUTO, CouncilMode),
         sandbox=_choice("SANDBOX", SandboxMode.AUTO, SandboxMode),
         budget_usd=_budget(),
+        web=_choice("WEB", Switch.ON, Switch) is Switch.ON,
+        max_searches_per_agent=_number("MAX_SEARCHES_PER_AGENT", "5", 0, 100, int),
+        attach_max_bytes=_megabytes("ATTACH_MAX_MB", "100"),
+        attach_max_files=_number("ATTACH_MAX_FILES", "50", 1, 1000, int),
+        artifacts_max_bytes=_megabytes("ARTIFACTS_MAX_MB", "100"),
         home=home(),
         base_url=env("ANTHROPIC_BASE_URL") or None,
     )

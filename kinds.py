@@ -53,6 +53,13 @@ class CouncilMode(StrEnum):
     OFF = "off"
 
 
+class Switch(StrEnum):
+    """A setting that is simply on or off (WEB)."""
+
+    ON = "on"
+    OFF = "off"
+
+
 class Phase(StrEnum):
     """The boxes of the flow diagram, as the display's rail shows them."""
 

@@ -91,6 +91,11 @@ PRICES: dict[str, Price] = {
 }
 
 
+WEB_SEARCH_USD_PER_1000 = 10.0
+"""What 1,000 server-side web searches cost on top of their tokens (a search that errors is free;
+fetching a page costs only the tokens it adds)."""
+
+
 def price_of(model: str) -> tuple[Price, bool]:
     """The model's price and whether it is an estimate (unknown ids are priced as the default)."""
     bare = re.sub(r"-\d{8}$", "", model)
