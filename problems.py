@@ -194,6 +194,17 @@ def _config(error: BaseException) -> Problem:
     )
 
 
+def _attachment(error: BaseException) -> Problem:
+    path = getattr(error, "path", "a file")
+    reason = getattr(error, "reason", "") or "it cannot be read"
+    return Problem(
+        f"Cannot attach {path}: {reason}.",
+        getattr(error, "advice", "") or "Attach another file, or leave this one out.",
+        _technical(error),
+        "attachment",
+    )
+
+
 def _interrupted(error: BaseException) -> Problem:
     return Problem(
         "Stopped.",
@@ -315,6 +326,7 @@ _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
     ("config", "MissingApiKeyError", _missing_key),
     ("config", "ConfigError", _config),
     ("config", "HomeError", _home),
+    ("attachments", "AttachmentError", _attachment),
     ("anthropic", "AuthenticationError", _wrong_key),
     ("anthropic", "PermissionDeniedError", _permission),
     ("anthropic", "NotFoundError", _unknown_model),
