@@ -1,18 +1,38 @@
 """agent_runtime.py — the trusted runtime every generated agent starts with.
 
 The text between the two marker lines below is inlined verbatim into every agent file (see
-`runtime_source`), and the same text is importable as this module so it can be tested. So it
-uses the standard library only: a kept agent runs with nothing installed.
+`runtime_source`), and the same text is importable as this module so it can be tested (and so
+broker.py shares its rules for files, web tools and sources). So it uses the standard library
+only: a kept agent runs with nothing installed.
 
 Under AgentGOD an agent holds no key and keeps no meter: the parent's broker (broker.py) hands it
 one connected socket, named by AGENTGOD_BROKER_FD, and every model call is a question on it. The
-broker decides (model, fields, max_tokens, budget) and bills the real reply; the agent only asks.
-Without that variable (a kept agent run on its own) `call_llm` goes to the Messages API over
-HTTPS with the key from the environment or a `.env` up the directory tree. Everything is read at
-call time, so importing this module does nothing.
+broker decides (model, fields, max_tokens, budget, web, files) and bills the real reply; the agent
+only asks. Without that variable (a kept agent run on its own) `call_llm` goes to the Messages API
+over HTTPS with the key from the environment or a `.env` up the directory tree. Everything is
+read at call time, so importing this module does nothing.
+
+The contract agents rely on (exact names):
+- `call_llm(prompt, system=None, max_tokens=4096, web=False, files=()) -> str`: one model call.
+  `web=True` lets the model search and read the web (the Messages API's server tools, see
+  `web_tools`); the answer ends with its sources (`answer_with_sources`). `files` names
+  attachments (keys of `input_files()`; standalone also plain paths), shown to the model as
+  `file_block` makes them. Raises `BrokerRefused` when the broker will not make the call and
+  `LLMError` when it failed.
+- `input_files() -> dict[str, str]`: {attachment name: absolute path} from AGENTGOD_INPUT_FILES
+  (a JSON object; {} when unset). The agent reads them itself, with open(path); only reading is
+  possible.
+- `save_artifact(name, data) -> str`: hands a file (str as UTF-8, or bytes) back to the user and
+  returns the name it was stored under. Under AgentGOD the broker stores it (one "artifact"
+  frame); standalone it is written into AGENTGOD_ARTIFACTS, else ./artifacts. The name is a plain
+  file name (`artifact_name_problem` is the one rule, shared with artifacts.py).
+- `format_previous(previous_outputs) -> str`: upstream outputs as labelled sections.
 
 The wire, both ways: a 4-byte big-endian length, then that many bytes of UTF-8 JSON (one object).
-One request is in flight per connection; a lock lets an agent's threads share it.
+One request is in flight per connection; a lock lets an agent's threads share it. Frames:
+  {"op": "messages", "request": {...}, "web": bool, "files": [names]} -> {"ok": true, "text", ...}
+  {"op": "artifact", "name": str, "data": base64} -> {"ok": true, "name": stored, "bytes": n}
+  any refusal -> {"ok": false, "error": {"type", "message"}}
 """
 
 # ---- agent runtime: begin ----
@@ -27,6 +47,27 @@ API_VERSION = "2026-10-21"
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 BROKER_FD_VARIABLE = "AGENTGOD_BROKER_FD"
+INPUT_FILES_VARIABLE = "AGENTGOD_INPUT_FILES"
+"""JSON object {attachment name: absolute path}: the user's files this agent may read."""
+ARTIFACTS_VARIABLE = "AGENTGOD_ARTIFACTS"
+"""Standalone only: the folder save_artifact writes into (else ./artifacts)."""
+ARTIFACT_NAME_MAX_BYTES = 128
+"""Longest artifact name, in UTF-8 bytes: with a "-N" variant it still fits any file system."""
+DEFAULT_MAX_SEARCHES = 5
+"""Standalone web=True: searches (and fetches) per call unless MAX_SEARCHES_PER_AGENT says."""
+MAX_CONTINUATIONS = 4
+"""How often a turn the API paused (stop_reason "pause_turn") is continued before giving up."""
+IMAGE_TYPES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+"""Magic bytes of the images the Messages API takes (WebP is checked apart: RIFF....WEBP)."""
+MAX_IMAGE_BASE64 = 10_000_000
+"""The API's limit for one image, base64-encoded."""
+MAX_DOCUMENT_BYTES = 32_000_000
+"""The API's limit for a whole request: no single file may be larger (base64 or text)."""
 FRAME_HEADER_BYTES = 4
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 MAX_ATTEMPTS = 4
@@ -201,6 +242,223 @@ def _post(body: dict[str, object]) -> dict[str, object]:
     raise LLMError("connection", "unreachable")
 
 
+def input_files() -> dict[str, str]:
+    """The user's attached files and folders, {name: absolute path}; {} when none.
+
+    Read them with open(path) (or os.listdir for a folder): they are mounted read-only, and
+    nothing else of the user's is visible. Raises ValueError if the variable is malformed.
+    """
+    raw = os.environ.get(INPUT_FILES_VARIABLE, "").strip()
+    if not raw:
+        return {}
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict) or not all(
+        isinstance(name, str) and isinstance(path, str) and os.path.isabs(path)
+        for name, path in found.items()
+    ):
+        raise ValueError(
+            f"{INPUT_FILES_VARIABLE} must be a JSON object of attachment name -> absolute path, "
+            f"not {raw[:200]!r}"
+        )
+    return dict(found)
+
+
+def artifact_name_problem(name: str) -> str | None:
+    """Why `name` cannot name an artifact, or None: a plain file name such as report.md.
+
+    The one rule, for the agent's side and the parent's (artifacts.py): no folder part, nothing
+    hidden or invisible, so any accepted name is a new entry directly inside the artifacts folder.
+    """
+    if not isinstance(name, str):
+        return f"must be a string, not {type(name).__name__}"
+    if not name:
+        return "is empty"
+    if "/" in name or "\\" in name:
+        return "contains a path separator: give a plain file name such as report.md"
+    if name.startswith("."):
+        return "starts with a dot"
+    if not name.isprintable():  # control, format (bidi), separator and surrogate characters
+        return "contains a control or invisible character"
+    if name != name.strip():
+        return "starts or ends with a space"
+    if len(name.encode("utf-8")) > ARTIFACT_NAME_MAX_BYTES:
+        return f"is longer than {ARTIFACT_NAME_MAX_BYTES} bytes"
+    return None
+
+
+def save_artifact(name: str, data: str | bytes) -> str:
+    """Hand a file back to the user (a CSV, an SVG chart, a Markdown report); returns its name.
+
+    `data` is text (stored as UTF-8) or bytes. Under AgentGOD the broker stores it in the run's
+    artifacts folder (the only place an agent can write) and may store it under another name
+    when another agent took this one: use the name returned. Raises ValueError for a name that
+    is not a plain file name, and BrokerRefused when the broker will not keep it (too_large: the
+    run's artifacts cap; forbidden). Standalone it is written atomically into the folder
+    AGENTGOD_ARTIFACTS names, else ./artifacts, replacing an earlier artifact of that name.
+    """
+    problem = artifact_name_problem(name)
+    if problem:
+        raise ValueError(f"artifact name {str(name)[:80]!r} {problem}")
+    if isinstance(data, str):
+        payload = data.encode("utf-8")
+    elif isinstance(data, bytes | bytearray | memoryview):
+        payload = bytes(data)
+    else:
+        raise TypeError(f"save_artifact takes str or bytes, not {type(data).__name__}")
+    fd_text = os.environ.get(BROKER_FD_VARIABLE, "").strip()
+    if fd_text:
+        import base64
+
+        encoded = base64.b64encode(payload).decode("ascii")
+        message: dict[str, object] = {"op": "artifact", "name": name, "data": encoded}
+        with _BROKER_LOCK:
+            answer = _ask_broker(fd_text, message)
+        if answer.get("ok") is True:
+            return str(answer.get("name") or name)
+        error = answer.get("error")
+        error = error if isinstance(error, dict) else {}
+        kind = str(error.get("type") or "forbidden")
+        raise BrokerRefused(kind, str(error.get("message") or "the broker refused the artifact"))
+    folder = Path(os.environ.get(ARTIFACTS_VARIABLE, "").strip() or "artifacts").absolute()
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(temporary, folder / name)  # replaces a symlink itself, never its target
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return name
+
+
+def file_block(name: str, data: bytes) -> dict[str, object]:
+    """A file as one content block the model can read: a PDF as a `document`, a PNG, JPEG, GIF
+    or WebP as an `image` (both base64, the type told by magic bytes, never by the name), UTF-8
+    text inlined as a `text` block that names the file.
+
+    Raises ValueError naming the file when it is none of these or is over the API's limits.
+    """
+    import base64
+
+    media_type = next((kind for magic, kind in IMAGE_TYPES if data.startswith(magic)), None)
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        media_type = "image/webp"
+    if data.startswith(b"%PDF-"):
+        media_type = "application/pdf"
+    if media_type is not None:
+        encoded = base64.b64encode(data).decode("ascii")
+        limit = MAX_DOCUMENT_BYTES if media_type == "application/pdf" else MAX_IMAGE_BASE64
+        if len(encoded) > limit:
+            raise ValueError(f"{name}: too large to show the model ({len(data)} bytes)")
+        source = {"type": "base64", "media_type": media_type, "data": encoded}
+        if media_type == "application/pdf":
+            return {"type": "document", "source": source, "title": name}
+        return {"type": "image", "source": source}
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = "\x00"
+    if "\x00" in text:
+        raise ValueError(
+            f"{name}: not UTF-8 text, a PDF or a PNG, JPEG, GIF or WebP image, "
+            "so the model cannot be shown it (read it in the agent's own code instead)"
+        )
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise ValueError(f"{name}: too large to show the model ({len(data)} bytes)")
+    label = json.dumps(name, ensure_ascii=False)
+    return {"type": "text", "text": f"<file name={label}>\n{text}\n</file>"}
+
+
+def web_tools(max_searches: int) -> list[dict[str, object]]:
+    """The Messages API's server tools for one web call: search, and fetch with citations.
+
+    The plain versions (web_search_20250305, web_fetch_20250910), which every model that
+    searches accepts; each may be used `max_searches` times in the call. Fetching reaches only
+    URLs already in the conversation (the API's rule): the prompt's, or earlier results'.
+    """
+    if max_searches < 1:
+        raise ValueError(f"max_searches must be at least 1, not {max_searches}")
+    return [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": max_searches},
+        {
+            "type": "web_fetch_20250910",
+            "name": "web_fetch",
+            "max_uses": max_searches,
+            "citations": {"enabled": True},
+        },
+    ]
+
+
+def _cited_page(citation: dict[str, object], fetched: list[tuple[str, str]]) -> tuple[str, str]:
+    """The (url, title) a citation points at; ("", "") when it is not a web page."""
+    kind = citation.get("type")
+    if kind == "web_search_result_location":
+        return str(citation.get("url") or ""), str(citation.get("title") or "")
+    if kind not in ("char_location", "page_location"):
+        return "", ""
+    named, index = citation.get("document_title"), citation.get("document_index")
+    if named:
+        return next((page for page in fetched if page[1] == named), ("", ""))
+    return fetched[index] if isinstance(index, int) and 0 <= index < len(fetched) else ("", "")
+
+
+def answer_with_sources(
+    content_blocks: list[dict[str, object]],
+) -> tuple[str, list[dict[str, str]]]:
+    """A reply's text (every text block, joined with "") and the web sources it cites.
+
+    `content_blocks` is the whole turn: every response of a continued pause_turn, in order. A
+    web_search_result_location citation names its page; a char_location or page_location one
+    points at a fetched page (a web_fetch_tool_result), found by its title when it has one, else
+    by its index among the turn's fetched pages; other documents (attachments) are no web
+    source. Each distinct URL counts once, in first-cited order, appended as
+    "\n\nSources:\n- Title — URL" lines (the URL stands in for a missing title).
+    """
+    blocks = [block for block in content_blocks if isinstance(block, dict)]
+    fetched: list[tuple[str, str]] = []  # (url, title) of each page fetched, in order
+    for block in blocks:
+        result = block.get("content") if block.get("type") == "web_fetch_tool_result" else None
+        if isinstance(result, dict) and result.get("type") == "web_fetch_result":
+            document = result.get("content")
+            title = document.get("title") if isinstance(document, dict) else None
+            fetched.append((str(result.get("url") or ""), str(title or "")))
+    parts: list[str] = []
+    sources: dict[str, str] = {}  # url -> title, in first-cited order
+    for block in blocks:
+        if block.get("type") != "text":
+            continue
+        parts.append(str(block.get("text") or ""))
+        citations = block.get("citations")
+        for citation in citations if isinstance(citations, list) else ():
+            url, title = _cited_page(citation, fetched) if isinstance(citation, dict) else ("", "")
+            url = url.strip()
+            if url.startswith(("https://", "http://")) and url.isprintable() and " " not in url:
+                sources.setdefault(url, " ".join(title.split()) or url)
+    text = "".join(parts)
+    if sources:
+        text += "\n\nSources:\n" + "\n".join(f"- {title} — {url}" for url, title in sources.items())
+    return text, [{"title": title, "url": url} for url, title in sources.items()]
+
+
+def _read_files(files: list[str] | tuple[str, ...]) -> list[dict[str, object]]:
+    """Standalone `files=`: attachment names (input_files()) or plain paths, as content blocks."""
+    attached = input_files()
+    blocks = []
+    for entry in map(str, files):
+        path = attached.get(entry, entry)
+        if os.path.isdir(path):
+            raise ValueError(f"{entry} is a folder: name the files in it")
+        with open(path, "rb") as handle:
+            data = handle.read()
+        blocks.append(file_block(entry if entry in attached else os.path.basename(path), data))
+    return blocks
+
+
 def call_llm(
     prompt: str,
     system: str | None = None,
@@ -210,10 +468,13 @@ def call_llm(
 ) -> str:
     """One model call; returns the reply's text blocks joined.
 
-    `web` asks for web search and `files` names attachments; both need AgentGOD's broker, which
-    decides whether this agent may have them. Raises BrokerRefused when the broker will not make
-    the call (its share of the budget is spent, a model or file it may not use) and LLMError when
-    the call failed after retries.
+    `web=True` lets the model search and fetch pages for this call (server tools); the answer
+    then ends with the sources it cited. `files` names attachments (keys of input_files()) to
+    show the model: text inlined, PDFs as documents, images as images. Under AgentGOD the broker
+    decides whether this agent may have them; standalone, `files` may also be plain paths.
+    Raises BrokerRefused when the broker will not make the call (its share of the budget is
+    spent, the web, a model or a file it may not use), ValueError for a file the model cannot be
+    shown, and LLMError when the call failed after retries.
     """
     request: dict[str, object] = {
         "max_tokens": max_tokens,
@@ -241,17 +502,25 @@ def call_llm(
         kind = str(error.get("type") or "api_error")
         text = str(error.get("message") or "the broker refused the call")
         raise (BrokerRefused if kind in REFUSAL_TYPES else LLMError)(kind, text)
-    if web or files:
-        raise LLMError("unsupported", "web search and attached files need AgentGOD's broker")
+    question: dict[str, object] = {"role": "user", "content": prompt}
+    if files:
+        question["content"] = [*_read_files(files), {"type": "text", "text": prompt}]
+    request["messages"] = [question]
+    if web:
+        searches = _setting("MAX_SEARCHES_PER_AGENT")
+        request["tools"] = web_tools(int(searches) if searches.isdigit() else DEFAULT_MAX_SEARCHES)
     request["model"] = model or DEFAULT_MODEL
-    reply = _post(request)
-    blocks = reply.get("content")
-    blocks = blocks if isinstance(blocks, list) else []
-    return "".join(
-        str(block.get("text", ""))
-        for block in blocks
-        if isinstance(block, dict) and block.get("type") == "text"
-    )
+    blocks: list[dict[str, object]] = []
+    for _ in range(1 + MAX_CONTINUATIONS):
+        reply = _post(request)
+        content = reply.get("content")
+        if isinstance(content, list):
+            blocks += [block for block in content if isinstance(block, dict)]
+        if reply.get("stop_reason") != "pause_turn":
+            break
+        # The server's tool loop paused: send the turn so far back, unchanged, to go on.
+        request["messages"] = [question, {"role": "assistant", "content": list(blocks)}]
+    return answer_with_sources(blocks)[0]
 
 
 def format_previous(previous_outputs: dict[str, object]) -> str:

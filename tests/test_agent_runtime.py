@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import socket
 import subprocess
@@ -17,7 +18,13 @@ from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI, Reply
 
 import agent_runtime
-from agent_runtime import BROKER_FD_VARIABLE, BrokerRefused, LLMError
+from agent_runtime import (
+    ARTIFACTS_VARIABLE,
+    BROKER_FD_VARIABLE,
+    INPUT_FILES_VARIABLE,
+    BrokerRefused,
+    LLMError,
+)
 
 Answer = Callable[[dict[str, Any]], dict[str, Any] | None]
 
@@ -264,14 +271,6 @@ def test_x_should_retry_true_retries_a_status_that_is_not_transient(
     assert agent_runtime.call_llm("hello") == "fine"
 
 
-def test_standalone_has_no_web_search_or_files(fake_api: FakeMessagesAPI) -> None:
-    for web, files in ((True, ()), (False, ["a.txt"])):
-        with pytest.raises(LLMError) as caught:
-            agent_runtime.call_llm("hello", web=web, files=files)
-        assert caught.value.kind == "unsupported"
-    assert fake_api.messages() == []
-
-
 def _kept_agent(folder: Path) -> Path:
     """An agent file as generator.py will inline the runtime: its text between the markers."""
     folder.mkdir(parents=True)
@@ -356,13 +355,21 @@ def test_the_inlined_runtime_imports_only_the_standard_modules_it_names() -> Non
         if isinstance(node, ast.Import) and node not in tree.body
         for alias in node.names
     }
-    assert nested == {"urllib.error", "urllib.request"}, "only the standalone road needs HTTP"
+    assert nested == {"base64", "urllib.error", "urllib.request"}, "HTTP only standalone"
 
 
 def test_the_inlined_runtime_defines_what_agents_use() -> None:
     namespace: dict[str, Any] = {"__file__": __file__}
     exec(compile(agent_runtime.runtime_source(), "runtime", "exec"), namespace)
-    for name in ("call_llm", "format_previous", "api_key", "LLMError", "BrokerRefused"):
+    for name in (
+        "call_llm",
+        "format_previous",
+        "input_files",
+        "save_artifact",
+        "api_key",
+        "LLMError",
+        "BrokerRefused",
+    ):
         assert callable(namespace[name]), name
     for name in ("json", "os", "sys", "time", "Path"):
         assert name in namespace, name
@@ -389,3 +396,384 @@ def test_importing_reads_nothing_and_loads_no_http_stack() -> None:
 def test_format_previous_labels_each_output() -> None:
     assert agent_runtime.format_previous({}) == "(no earlier results)"
     assert agent_runtime.format_previous({"a": "one", "b": "two"}) == "### a\none\n\n### b\ntwo"
+
+
+# ---- the user's files ----------------------------------------------------------------------
+
+
+def test_no_attachments_is_an_empty_mapping(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(INPUT_FILES_VARIABLE, raising=False)
+    assert agent_runtime.input_files() == {}
+
+
+def test_attachments_come_from_the_variable_at_call_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {"sales.csv": str(tmp_path / "sales.csv"), "reports": str(tmp_path / "reports")}
+    monkeypatch.setenv(INPUT_FILES_VARIABLE, json.dumps(files))
+    found = agent_runtime.input_files()
+    assert found == files
+    found.clear()
+    assert agent_runtime.input_files() == files, "each call reads the variable again"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["{not json", '["a.csv"]', '{"a.csv": "relative/a.csv"}', '{"a.csv": 3}', '"text"'],
+)
+def test_a_malformed_attachment_variable_is_a_clear_error(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(INPUT_FILES_VARIABLE, value)
+    with pytest.raises(ValueError, match=f"{INPUT_FILES_VARIABLE} must be a JSON object"):
+        agent_runtime.input_files()
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "media_type"),
+    [
+        (PNG, "image/png"),
+        (b"\xff\xd8\xff\xe0" + b"\x00" * 16, "image/jpeg"),
+        (b"GIF89a" + b"\x00" * 16, "image/gif"),
+        (b"GIF87a" + b"\x00" * 16, "image/gif"),
+        (b"RIFF\x10\x00\x00\x00WEBPVP8 " + b"\x00" * 8, "image/webp"),
+    ],
+)
+def test_an_image_becomes_an_image_block_by_its_magic_bytes(data: bytes, media_type: str) -> None:
+    block = agent_runtime.file_block("picture.txt", data)  # the name does not decide
+    assert block == {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": media_type,
+            "data": base64.b64encode(data).decode("ascii"),
+        },
+    }
+
+
+def test_a_pdf_becomes_a_document_block_titled_with_its_name() -> None:
+    assert agent_runtime.file_block("scan.pdf", PDF) == {
+        "type": "document",
+        "source": {
+            "type": "base64",
+            "media_type": "application/pdf",
+            "data": base64.b64encode(PDF).decode("ascii"),
+        },
+        "title": "scan.pdf",
+    }
+
+
+def test_text_is_inlined_naming_its_file() -> None:
+    block = agent_runtime.file_block("notes ✓.md", "\ufeffline one\nzwei ✓\n".encode())
+    assert block == {
+        "type": "text",
+        "text": '<file name="notes ✓.md">\nline one\nzwei ✓\n\n</file>',
+    }
+
+
+@pytest.mark.parametrize("data", [b"\x00\x01\x02binary", b"caf\xe9 latin-1", b"text\x00nul"])
+def test_a_file_the_model_cannot_read_is_refused_by_name(data: bytes) -> None:
+    with pytest.raises(ValueError, match=r"^blob\.bin: not UTF-8 text, a PDF or a PNG"):
+        agent_runtime.file_block("blob.bin", data)
+
+
+def test_an_image_over_the_api_limit_is_refused_by_name() -> None:
+    big = PNG + b"\x00" * (agent_runtime.MAX_IMAGE_BASE64 * 3 // 4)
+    with pytest.raises(ValueError, match=r"^huge\.png: too large to show the model"):
+        agent_runtime.file_block("huge.png", big)
+
+
+def _attach(monkeypatch: pytest.MonkeyPatch, **files: Path) -> None:
+    named = {name.replace("_", "."): str(path) for name, path in files.items()}
+    monkeypatch.setenv(INPUT_FILES_VARIABLE, json.dumps(named))
+
+
+def test_standalone_shows_attachments_and_plain_paths_to_the_model(
+    fake_api: FakeMessagesAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "n.txt").write_text("amounts: 1, 2", encoding="utf-8")
+    (tmp_path / "s.pdf").write_bytes(PDF)
+    (tmp_path / "chart.png").write_bytes(PNG)
+    _attach(monkeypatch, notes_txt=tmp_path / "n.txt", scan_pdf=tmp_path / "s.pdf")
+    files = ["notes.txt", "scan.pdf", str(tmp_path / "chart.png")]
+    assert agent_runtime.call_llm("summarise", files=files) == "ok"
+    [request] = fake_api.messages()
+    content = request.body["messages"][0]["content"]
+    assert [block["type"] for block in content] == ["text", "document", "image", "text"]
+    assert content[0]["text"] == '<file name="notes.txt">\namounts: 1, 2\n</file>'
+    assert content[1]["title"] == "scan.pdf"
+    assert content[2]["source"]["media_type"] == "image/png"
+    assert content[3] == {"type": "text", "text": "summarise"}
+    assert "tools" not in request.body
+
+
+def test_standalone_refuses_a_folder_or_an_unreadable_kind_before_any_call(
+    fake_api: FakeMessagesAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01")
+    _attach(monkeypatch, reports=tmp_path / "reports")
+    with pytest.raises(ValueError, match="reports is a folder"):
+        agent_runtime.call_llm("x", files=["reports"])
+    with pytest.raises(ValueError, match=r"blob\.bin: not UTF-8 text"):
+        agent_runtime.call_llm("x", files=[str(tmp_path / "blob.bin")])
+    assert fake_api.messages() == []
+
+
+# ---- the web -------------------------------------------------------------------------------
+
+SEARCHED = "https://www.python.org/downloads/release/python-3140/"
+FETCHED = "https://docs.python.org/3.14/whatsnew/3.14.html"
+
+
+def searched_turn() -> list[dict[str, Any]]:
+    """A search and its results, as a paused first response holds them."""
+    return [
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_01",
+            "name": "web_search",
+            "input": {"query": "python 3.14"},
+        },
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_01",
+            "content": [
+                {
+                    "type": "web_search_result",
+                    "url": SEARCHED,
+                    "title": "Python 3.14.0",
+                    "encrypted_content": "Eqg-opaque",
+                }
+            ],
+        },
+    ]
+
+
+def fetched_turn(title: str = "What's new\nin 3.14") -> list[dict[str, Any]]:
+    """Cited text, a fetch, and text citing the fetched page and the search result again."""
+    search_citation = {
+        "type": "web_search_result_location",
+        "url": SEARCHED,
+        "title": "Python 3.14.0",
+        "encrypted_index": "Eo8",
+        "cited_text": "Python 3.14.0 is the newest major release",
+    }
+    return [
+        {"type": "text", "text": "Python 3.14 came out", "citations": [search_citation]},
+        {"type": "text", "text": " in October 2025."},
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_02",
+            "name": "web_fetch",
+            "input": {"url": FETCHED},
+        },
+        {
+            "type": "web_fetch_tool_result",
+            "tool_use_id": "srvtoolu_02",
+            "content": {
+                "type": "web_fetch_result",
+                "url": FETCHED,
+                "retrieved_at": "2026-10-01T00:00:00Z",
+                "content": {
+                    "type": "document",
+                    "title": title,
+                    "citations": {"enabled": True},
+                    "source": {"type": "text", "media_type": "text/plain", "data": "page"},
+                },
+            },
+        },
+        {
+            "type": "text",
+            "text": " It frees the GIL.",
+            "citations": [
+                {
+                    "type": "char_location",
+                    "document_index": 0,
+                    "document_title": title,
+                    "start_char_index": 0,
+                    "end_char_index": 4,
+                    "cited_text": "page",
+                },
+                search_citation,
+            ],
+        },
+    ]
+
+
+ANSWER = (
+    "Python 3.14 came out in October 2025. It frees the GIL.\n\nSources:\n"
+    f"- Python 3.14.0 — {SEARCHED}\n- What's new in 3.14 — {FETCHED}"
+)
+
+
+def test_web_tools_are_the_plain_search_and_fetch_tools() -> None:
+    assert agent_runtime.web_tools(3) == [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+        {
+            "type": "web_fetch_20250910",
+            "name": "web_fetch",
+            "max_uses": 3,
+            "citations": {"enabled": True},
+        },
+    ]
+    with pytest.raises(ValueError, match="at least 1"):
+        agent_runtime.web_tools(0)
+
+
+def test_sources_are_listed_once_each_in_first_cited_order() -> None:
+    text, sources = agent_runtime.answer_with_sources(searched_turn() + fetched_turn())
+    assert text == ANSWER
+    assert sources == [
+        {"title": "Python 3.14.0", "url": SEARCHED},
+        {"title": "What's new in 3.14", "url": FETCHED},
+    ]
+
+
+def test_a_fetched_page_is_found_by_its_index_when_the_citation_has_no_title() -> None:
+    blocks = fetched_turn(title="")
+    del blocks[-1]["citations"][0]["document_title"]
+    text, sources = agent_runtime.answer_with_sources(blocks)
+    assert sources[1] == {"title": FETCHED, "url": FETCHED}, "the URL stands in for a title"
+    assert text.endswith(f"\n- {FETCHED} — {FETCHED}")
+
+
+def test_documents_that_are_not_web_pages_and_odd_citations_are_no_sources() -> None:
+    blocks: list[dict[str, Any]] = [
+        {
+            "type": "text",
+            "text": "From your report.",
+            "citations": [
+                {"type": "char_location", "document_index": 0, "document_title": "report.pdf"},
+                {"type": "page_location", "document_index": 5},
+                {"type": "web_search_result_location", "url": "javascript:alert(1)"},
+                {"type": "web_search_result_location", "url": "https://a.example/x y"},
+                {"type": "content_block_location", "document_index": 0},
+                "not a citation",
+            ],
+        },
+        {"type": "thinking", "thinking": "", "signature": "s"},
+    ]
+    assert agent_runtime.answer_with_sources(blocks) == ("From your report.", [])
+
+
+def _message(content: list[dict[str, Any]], stop_reason: str) -> Reply:
+    usage = {"input_tokens": 10, "output_tokens": 5}
+    body = {
+        "id": "msg_web",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5-5",
+        "content": content,
+        "stop_reason": stop_reason,
+        "usage": {**usage, "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0}},
+    }
+    return Reply(body=json.dumps(body))
+
+
+def test_standalone_web_sends_the_tools_continues_a_pause_and_cites(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAX_SEARCHES_PER_AGENT", "2")
+    fake_api.queue(_message(searched_turn(), "pause_turn"), _message(fetched_turn(), "end_turn"))
+    assert agent_runtime.call_llm("When did 3.14 come out?", web=True) == ANSWER
+    first, second = fake_api.messages()
+    assert first.body["tools"] == second.body["tools"] == agent_runtime.web_tools(2)
+    question = {"role": "user", "content": "When did 3.14 come out?"}
+    assert first.body["messages"] == [question]
+    assert second.body["messages"] == [
+        question,
+        {"role": "assistant", "content": searched_turn()},
+    ], "the paused turn goes back unchanged, with no new user message"
+
+
+def test_standalone_web_gives_up_continuing_after_the_cap(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    fake_api.handler = lambda request: _message([{"type": "text", "text": "."}], "pause_turn")
+    assert agent_runtime.call_llm("loop", web=True) == "." * (1 + agent_runtime.MAX_CONTINUATIONS)
+    assert len(fake_api.messages()) == 1 + agent_runtime.MAX_CONTINUATIONS
+    assert fake_api.messages()[0].body["tools"][0]["max_uses"] == agent_runtime.DEFAULT_MAX_SEARCHES
+
+
+# ---- artifacts -----------------------------------------------------------------------------
+
+
+def test_an_artifact_is_one_frame_with_its_bytes_in_base64(
+    scripted: Callable[[Answer], ScriptedBroker],
+) -> None:
+    def store(frame: dict[str, Any]) -> dict[str, Any]:
+        data = base64.b64decode(frame["data"], validate=True)
+        return {"ok": True, "name": "report-2.md", "bytes": len(data)}
+
+    broker = scripted(store)
+    assert agent_runtime.save_artifact("report.md", "# Totals ✓\n") == "report-2.md"
+    assert agent_runtime.save_artifact("chart.png", PNG) == "report-2.md"
+    first, second = broker.frames
+    assert first == {
+        "op": "artifact",
+        "name": "report.md",
+        "data": base64.b64encode("# Totals ✓\n".encode()).decode("ascii"),
+    }
+    assert base64.b64decode(second["data"]) == PNG
+
+
+def test_a_refused_artifact_raises_with_the_brokers_reason(
+    scripted: Callable[[Answer], ScriptedBroker],
+) -> None:
+    message = "the run's artifacts are over ARTIFACTS_MAX_MB (100 MB)"
+    scripted(lambda frame: {"ok": False, "error": {"type": "too_large", "message": message}})
+    with pytest.raises(BrokerRefused) as caught:
+        agent_runtime.save_artifact("big.csv", b"x" * 1000)
+    assert (caught.value.kind, caught.value.message) == ("too_large", message)
+
+
+@pytest.mark.parametrize("name", ["../x.md", "sub/x.md", ".hidden", "", "a\nb", " x", "a\\b"])
+def test_a_bad_artifact_name_fails_before_anything_is_sent(
+    name: str, scripted: Callable[[Answer], ScriptedBroker]
+) -> None:
+    broker = scripted(lambda frame: {"ok": True, "name": "x", "bytes": 0})
+    with pytest.raises(ValueError, match="artifact name"):
+        agent_runtime.save_artifact(name, "data")
+    assert broker.frames == []
+
+
+def test_artifact_data_must_be_text_or_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ARTIFACTS_VARIABLE, str(tmp_path / "artifacts"))
+    with pytest.raises(TypeError, match="str or bytes, not int"):
+        agent_runtime.save_artifact("n.txt", 3)  # type: ignore[arg-type]
+    assert not (tmp_path / "artifacts").exists()
+
+
+def test_standalone_writes_artifacts_into_the_named_folder_atomically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "out" / "artifacts"
+    monkeypatch.setenv(ARTIFACTS_VARIABLE, str(folder))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    folder.mkdir(parents=True)
+    (folder / "report.md").symlink_to(victim)
+    assert agent_runtime.save_artifact("report.md", "first") == "report.md"
+    assert agent_runtime.save_artifact("report.md", "second ✓") == "report.md"
+    assert agent_runtime.save_artifact("chart.png", PNG) == "chart.png"
+    assert (folder / "report.md").read_text(encoding="utf-8") == "second ✓"
+    assert not (folder / "report.md").is_symlink()
+    assert victim.read_text() == "untouched", "a symlink is replaced, never written through"
+    assert (folder / "chart.png").read_bytes() == PNG
+    assert sorted(path.name for path in folder.iterdir()) == ["chart.png", "report.md"]
+
+
+def test_standalone_artifacts_go_to_artifacts_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ARTIFACTS_VARIABLE, raising=False)
+    monkeypatch.chdir(tmp_path)
+    agent_runtime.save_artifact("totals.csv", "a,b\n1,2\n")
+    assert (tmp_path / "artifacts" / "totals.csv").read_text() == "a,b\n1,2\n"
