@@ -164,13 +164,23 @@ def _hand_over(scratch: Path) -> None:
 
 
 def _bwrap_argv(
-    bwrap: str, read_only: Sequence[str], scratch: str, command: list[str], *, share_net: bool
+    bwrap: str,
+    read_only: Sequence[str],
+    scratch: str,
+    command: list[str],
+    *,
+    share_net: bool,
+    given: Sequence[str] = (),
 ) -> list[str]:
+    """`read_only` paths are bound if they exist; `given` ones (the user's attachments) must be:
+    an agent never runs with an attachment silently missing."""
     argv = [bwrap, "--unshare-all", *(["--share-net"] if share_net else [])]
     argv += ["--die-with-parent", "--new-session"]
     argv += ["--cap-drop", "ALL", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/tmp"]
     for path in read_only:
         argv += ["--ro-bind-try", path, path]
+    for path in given:
+        argv += ["--ro-bind", path, path]
     argv += ["--bind", scratch, scratch, "--remount-ro", "/", "--chdir", scratch, "--", *command]
     return argv
 
@@ -414,10 +424,12 @@ def prepare(
     `agent` may be a folder instead of a file: the agent's code is not written yet, so the child
     raises its walls, imports `preload`, and then waits for the file's name on the first line of
     stdin; it may read only that folder's files, not any one of them alone. `scratch` must exist;
-    with the uid layer it is chowned to DROP_UID. `read_only` adds paths the agent may read (the
-    venv is found from `python` already). `layers` narrows the choice to some of LAYERS (for tests
-    and benchmarks); strict mode still insists that Landlock and seccomp exist on the machine.
-    Raises SandboxUnavailable in strict mode when they do not.
+    with the uid layer it is chowned to DROP_UID. `read_only` adds files and folders the agent may
+    read, and only read, at their own paths (the user's attachments; the venv is found from
+    `python` already): Landlock read rules, bubblewrap `--ro-bind`s. The uid layer is left out
+    when DROP_UID could not read one of them (`skipped` says which). `layers` narrows the choice
+    to some of LAYERS (for tests and benchmarks); strict mode still insists that Landlock and
+    seccomp exist on the machine. Raises SandboxUnavailable in strict mode when they do not.
     """
     if mode not in MODES:
         raise ValueError(f"sandbox mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -459,9 +471,11 @@ def prepare(
     if "landlock" in active:
         skipped += _landlock_gaps(caps.landlock_abi, network)
 
-    readable = [*_interpreter_roots(python), agent, _BOOTSTRAP, *map(Path, read_only)]
+    readable = [*_interpreter_roots(python), agent, _BOOTSTRAP]
+    given = list(dict.fromkeys(Path(path).absolute() for path in read_only))
+    given = [path for path in given if path.exists()]
     if "uid" in active:
-        problem = _uid_problem(python, readable, scratch)
+        problem = _uid_problem(python, readable, scratch) or _given_problem(given)
         if problem:
             active.remove("uid")
             skipped.append(problem)
@@ -491,7 +505,7 @@ def prepare(
             landlock_abi=caps.landlock_abi if "landlock" in active else 0,
             network=network,
             task_limit=task_limit,
-            read_only=(*read_paths, "/dev/urandom"),
+            read_only=(*read_paths, *map(str, given), "/dev/urandom"),
             read_write=(str(scratch), "/dev/null"),
             tcp_ports=tcp_ports,
             keep_fds=keep_fds,
@@ -500,7 +514,14 @@ def prepare(
         argv = [*boot, *walls.to_argv(), str(agent)]
     if "bwrap" in active:
         bwrap = caps.bwrap or "bwrap"
-        argv = _bwrap_argv(bwrap, read_paths, str(scratch), argv, share_net=network == "tcp")
+        argv = _bwrap_argv(
+            bwrap,
+            read_paths,
+            str(scratch),
+            argv,
+            share_net=network == "tcp",
+            given=[str(path) for path in given],
+        )
     uid = DROP_UID if "uid" in active else None
     gid = DROP_GID if "uid" in active else None
     # no_new_privs in the parent's hook as well: it must hold before bwrap, or for the uid alone.
@@ -550,6 +571,33 @@ def _uid_problem(python: str, readable: Sequence[Path], scratch: Path) -> str | 
             )
     if not _reachable(scratch.parent, os.X_OK):
         return f"uid: not dropping to uid {DROP_UID}: it cannot reach the scratch {scratch}"
+    return None
+
+
+GIVEN_ENTRIES_CHECKED = 1000
+"""How many entries of a folder given to read are checked for DROP_UID before it is trusted."""
+
+
+def _given_problem(given: Sequence[Path]) -> str | None:
+    """Why DROP_UID cannot read a file or folder the agent was given to read (an attachment)."""
+    for root in given:
+        paths = [root]
+        if root.is_dir():
+            walked = (
+                Path(parent) / name
+                for parent, dirs, files in os.walk(root)
+                for name in dirs + files
+            )
+            paths += itertools.islice(walked, GIVEN_ENTRIES_CHECKED)
+        for path in paths:
+            need = os.R_OK | os.X_OK if path.is_dir() else os.R_OK
+            if path.exists() and not _reachable(path, need):
+                inside = "" if path == root else f" (in {root})"
+                return (
+                    f"uid: not dropping to uid {DROP_UID}: it cannot read {path}{inside}, which "
+                    "the agent was given to read (an attachment); make it readable by others to "
+                    "keep this layer"
+                )
     return None
 
 
