@@ -1061,3 +1061,164 @@ def test_the_bootstrap_closes_every_fd_it_was_not_told_to_keep(world: World) -> 
         child_end.close()
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{[0, 1, 2, broker_fd]}\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# The user's attachments: files and folders given to read, and only read, at their own paths.
+
+READS_WHAT_IT_WAS_GIVEN = """
+    import errno, json, os, sys
+
+    p = json.loads(json.load(sys.stdin)["task"])
+
+    def attempt(path, mode):
+        try:
+            with open(path, mode) as handle:
+                handle.read() if mode == "r" else handle.write("x")
+            return "ok"
+        except OSError as error:
+            return type(error).__name__ + " " + errno.errorcode.get(error.errno or 0, "?")
+
+    with open(p["file"]) as file, open(os.path.join(p["folder"], "inner.txt")) as inner:
+        report = {"file": file.read(), "inner": inner.read(), "listing": os.listdir(p["folder"])}
+    report["write"] = attempt(p["file"], "a")
+    report["into_folder"] = attempt(os.path.join(p["folder"], "new.txt"), "w")
+    report["beside"] = attempt(p["beside"], "w")
+    report["sibling"] = attempt(p["sibling"], "r")
+    print(json.dumps(report))
+"""
+
+
+@dataclass
+class Attachments:
+    """A user's folder in the world: a file and a folder attached, a sibling that is not."""
+
+    base: Path
+
+    @property
+    def file(self) -> Path:
+        return self.base / "data file.csv"
+
+    @property
+    def folder(self) -> Path:
+        return self.base / "reports"
+
+    def task(self) -> dict[str, object]:
+        return {
+            "file": str(self.file),
+            "folder": str(self.folder),
+            "beside": str(self.base / "new.txt"),
+            "sibling": str(self.base / "private.txt"),
+        }
+
+    def unchanged(self) -> bool:
+        return (
+            self.file.read_text() == "a,b\n1,2\n"
+            and sorted(p.name for p in self.base.iterdir())
+            == [self.file.name, "private.txt", "reports"]
+            and [p.name for p in self.folder.iterdir()] == ["inner.txt"]
+        )
+
+
+@pytest.fixture
+def attachments(world: World) -> Attachments:
+    """World-readable, so the unprivileged uid may read them too."""
+    base = world.base / f"user_{uuid.uuid4().hex[:8]}"
+    (base / "reports").mkdir(parents=True, mode=0o755)
+    base.chmod(0o755)
+    (base / "reports").chmod(0o755)
+    made = Attachments(base)
+    made.file.write_text("a,b\n1,2\n")
+    (made.folder / "inner.txt").write_text("inner")
+    (base / "private.txt").write_text("not attached")
+    for path in (made.file, made.folder / "inner.txt", base / "private.txt"):
+        path.chmod(0o644)
+    return made
+
+
+REFUSED_WRITE = {"PermissionError EACCES", "OSError EROFS"}  # Landlock; a read-only bind
+REFUSED_READ = {"PermissionError EACCES", "FileNotFoundError ENOENT"}  # Landlock; not bound
+
+
+@pytest.mark.parametrize("layer_set", ["landlock", "bwrap", ALL])
+def test_an_agent_reads_what_it_was_given_and_changes_nothing(
+    layer_set: str, world: World, attachments: Attachments
+) -> None:
+    run = run_agent(
+        READS_WHAT_IT_WAS_GIVEN,
+        layer_set,
+        world,
+        read_only=(attachments.file, attachments.folder),
+        task=attachments.task(),
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert (report["file"], report["inner"], report["listing"]) == (
+        "a,b\n1,2\n",
+        "inner",
+        ["inner.txt"],
+    )
+    assert {report["write"], report["into_folder"]} <= REFUSED_WRITE, report
+    assert report["sibling"] in REFUSED_READ, report
+    if "landlock" in run.launch.layers:  # bwrap alone: a private /tmp inside, not the host's
+        assert report["beside"] == "PermissionError EACCES", report
+    assert attachments.unchanged()
+
+
+def test_attachments_are_read_rules_and_read_only_binds(tmp_path: Path) -> None:
+    given = tmp_path / "data.csv"
+    given.write_text("x")
+    launch = sandbox.prepare(
+        tmp_path / "agent.py",
+        python=sys.executable,
+        scratch=tmp_path,
+        read_only=[given, tmp_path / "missing.csv"],
+        layers={"landlock", "bwrap"},
+    )
+    if not {"landlock", "bwrap"} <= set(launch.layers):
+        pytest.skip("; ".join(launch.skipped))
+    argv = launch.argv
+    at = argv.index("--ro-bind")
+    assert argv[at : at + 3] == ["--ro-bind", str(given), str(given)]
+    assert "missing.csv" not in " ".join(argv), "a path that does not exist is not mounted"
+    boot = argv.index("-S") + 1  # python -X utf8 -I -S sandbox_boot.py <walls> -- agent.py
+    assert argv[boot] == str(sandbox._BOOTSTRAP)
+    walls, _ = sandbox_boot.Walls.parse(argv[boot + 1 :])
+    assert str(given) in walls.read_only
+    assert str(given) not in walls.read_write
+
+
+def test_the_uid_layer_says_which_attachment_it_could_not_read(world: World) -> None:
+    if not sandbox.probe().can_drop_uid:
+        pytest.skip(sandbox.probe().why_not["uid"])
+    python = _python_for("uid", world)
+    if not _uid_reaches(python, world):
+        pytest.skip(f"uid {sandbox.DROP_UID} cannot run any interpreter here")
+    folder = world.base / f"given_{uuid.uuid4().hex[:8]}"
+    folder.mkdir(mode=0o755)
+    (folder / "open.txt").write_text("x")
+    (folder / "open.txt").chmod(0o644)
+    (folder / "closed.txt").write_text("x")
+    (folder / "closed.txt").chmod(0o600)
+
+    def uid_launch(*given: Path) -> sandbox.Launch:
+        scratch = Path(tempfile.mkdtemp(dir=world.base))
+        return sandbox.prepare(
+            world.base / "agent.py",
+            python=python,
+            scratch=scratch,
+            read_only=given,
+            layers={"uid"},
+        )
+
+    assert uid_launch(folder / "open.txt").layers == ("uid",)
+    [file_reason] = uid_launch(folder / "open.txt", folder / "closed.txt").skipped
+    assert file_reason == (
+        f"uid: not dropping to uid {sandbox.DROP_UID}: it cannot read {folder / 'closed.txt'}, "
+        "which the agent was given to read (an attachment); make it readable by others to keep "
+        "this layer"
+    )
+    launch = uid_launch(folder)
+    assert (launch.layers, launch.user) == ((), None)
+    [folder_reason] = launch.skipped
+    assert f"it cannot read {folder / 'closed.txt'} (in {folder}), which the agent" in folder_reason
