@@ -5,7 +5,9 @@ walls and the runtime's imports) that block on stdin, knowing neither their agen
 each build worker then takes one, or starts one named for its agent, before it asks for the
 agent's code. They wait in the run's own folder (scratch.RunSpace), so they can read only this
 run's agents, never those of another run in the same home. A process held here is *warm*: its
-code exists and it waits for its inputs.
+code exists and it waits for its inputs. The user's attachments are known before the plan, so
+every process is started with them (their names in its environment, their paths mounted
+read-only).
 Whatever is never used — more standby than agents, an agent skipped, a run stopped — is killed,
 with its scratch, when the pool closes. Not under a budget: an agent's share of the budget is
 fixed when its process starts, and should be measured against what is left when it runs.
@@ -14,7 +16,8 @@ fixed when its process starts, and should be measured against what is left when 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import executor
 import llm
@@ -37,6 +40,8 @@ class AgentPool:
         preload: tuple[str, ...],
         open_door: Callable[[str], Channel],
         space: RunSpace | None = None,
+        inputs: Mapping[str, Path] = {},
+        read_only: Sequence[Path] = (),
     ) -> None:
         self.timeout = timeout
         self.model = model
@@ -46,6 +51,10 @@ class AgentPool:
         """A broker channel for a process, by the agent's name ("standby" until it has one)."""
         self.space = space
         """The run's own scratch: its processes wait in its folder, with its scratch dirs."""
+        self.inputs = dict(inputs)
+        """The user's attachments by name: known before the plan, so given at start."""
+        self.read_only = tuple(read_only)
+        """The files and folders mounted read-only for them (executor.start_agent's)."""
         self.closed = threading.Event()
         self._lock = threading.Lock()
         self._standby: list[executor.AgentProcess] = []
@@ -76,6 +85,8 @@ class AgentPool:
                 door=self.open_door("standby"),
                 preload=self.preload,
                 space=self.space,
+                inputs=self.inputs,
+                read_only=self.read_only,
             )
             if not isinstance(started, executor.AgentProcess):
                 break
@@ -105,6 +116,8 @@ class AgentPool:
             door=self.open_door(name),
             preload=self.preload,
             space=self.space,
+            inputs=self.inputs,
+            read_only=self.read_only,
         )
         if not isinstance(started, executor.AgentProcess):
             return None

@@ -24,13 +24,14 @@ import tempfile
 import threading
 import time
 import venv
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import config
 import redact
 import sandbox
+from agent_runtime import INPUT_FILES_VARIABLE
 from broker import Channel
 from kinds import AGENT_NAME, AgentKind
 from scratch import RunSpace
@@ -286,8 +287,13 @@ def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None, par
             pass
 
 
-def child_environment(scratch: Path, *, model: str, door: Channel | None) -> dict[str, str]:
-    """Exactly what an agent needs, and nothing else of ours: no key, no URL, no meter."""
+def child_environment(
+    scratch: Path, *, model: str, door: Channel | None, inputs: Mapping[str, Path] = {}
+) -> dict[str, str]:
+    """Exactly what an agent needs, and nothing else of ours: no key, no URL, no meter.
+
+    `inputs` ({attachment name: absolute path}) reach the runtime's input_files() as JSON.
+    """
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(scratch),
@@ -300,6 +306,9 @@ def child_environment(scratch: Path, *, model: str, door: Channel | None) -> dic
         "MALLOC_ARENA_MAX": "2",
         "AGENT_MODEL": model,
     }
+    if inputs:
+        named = {name: str(path) for name, path in inputs.items()}
+        env[INPUT_FILES_VARIABLE] = json.dumps(named, ensure_ascii=True)
     if door is not None:
         env.update(door.child_env())
     return env
@@ -512,6 +521,8 @@ def start_agent(
     door: Channel | None = None,
     preload: tuple[str, ...] = (),
     space: RunSpace | None = None,
+    inputs: Mapping[str, Path] = {},
+    read_only: Sequence[Path] = (),
 ) -> AgentProcess | AgentResult:
     """Start an agent up to the point where it reads its input; an AgentResult if it cannot.
 
@@ -524,6 +535,10 @@ def start_agent(
     started it (PR_SET_PDEATHSIG, and bubblewrap's --die-with-parent, follow the thread).
     `door` is the agent's end of a broker channel, inherited as its only open file besides the
     three standard streams; without one the agent cannot reach the model.
+    `inputs` are the user's attachments by name, which the agent finds through input_files(), and
+    `read_only` the files and folders to mount for them (the attachments' roots): the agent may
+    read those and each input, and write none of them. A path relative to our cwd is made
+    absolute, as the agent's cwd is its scratch.
     """
     settings = config.settings()
     name = name or (path.stem if path is not None else "agent")
@@ -532,6 +547,8 @@ def start_agent(
         folder.mkdir(parents=True, exist_ok=True)
     timeout = timeout or settings.agent_timeout_seconds
     model = model or settings.model
+    inputs = {name: Path(path).absolute() for name, path in inputs.items()}
+    mounts = [Path(path).absolute() for path in read_only] + list(inputs.values())
     python = agent_python()
     if not os.access(python, os.X_OK):
         if door is not None:
@@ -557,6 +574,7 @@ def start_agent(
             scratch=scratch,
             broker_fd=door.child_fd if door is not None else None,
             mode=settings.sandbox,
+            read_only=mounts,
             preload=preload,
         )
         counted = launch.user is not None and "pids" not in launch.layers
@@ -568,7 +586,7 @@ def start_agent(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=scratch,
-            env=child_environment(scratch, model=model, door=door),
+            env=child_environment(scratch, model=model, door=door, inputs=inputs),
             pass_fds=launch.pass_fds,
             start_new_session=True,
             preexec_fn=lambda: _preexec(limits, launch.preexec, parent),
@@ -616,9 +634,22 @@ def execute_agent(
     model: str | None = None,
     door: Channel | None = None,
     space: RunSpace | None = None,
+    inputs: Mapping[str, Path] = {},
+    read_only: Sequence[Path] = (),
 ) -> AgentResult:
-    """Run one agent file as a contained subprocess; every outcome is an AgentResult."""
-    agent = start_agent(path, timeout=timeout, model=model, door=door, space=space)
+    """Run one agent file as a contained subprocess; every outcome is an AgentResult.
+
+    `inputs` and `read_only` are the user's attachments, as `start_agent` takes them.
+    """
+    agent = start_agent(
+        path,
+        timeout=timeout,
+        model=model,
+        door=door,
+        space=space,
+        inputs=inputs,
+        read_only=read_only,
+    )
     if isinstance(agent, AgentResult):
         return agent
     return agent.run(task, previous_outputs)

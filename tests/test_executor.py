@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
 import stat
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agents import write_agent, write_raw
@@ -15,6 +19,10 @@ from conftest import TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
 import executor
+import generator
+import sandbox
+from agent_runtime import BROKER_FD_VARIABLE, encode_frame
+from agentpool import AgentPool
 
 
 def test_output_and_usage_round_trip(fake_api: FakeMessagesAPI, door: OpenDoor) -> None:
@@ -365,3 +373,211 @@ def test_an_agent_starts_from_a_parent_with_many_open_descriptors(
         for sock in held:
             sock.close()
     assert result.ok, result.error
+
+
+# ---- the user's files, mounted read-only ----------------------------------------------------
+
+READS_ITS_ATTACHMENTS = """
+import errno
+
+def attempt(path, mode):
+    try:
+        with open(path, mode, encoding="utf-8") as handle:
+            if mode == "r":
+                handle.read()
+            else:
+                handle.write("x")
+        return "ok"
+    except OSError as error:
+        return type(error).__name__ + " " + errno.errorcode.get(error.errno or 0, "?")
+
+def run(task, previous_outputs):
+    paths = json.loads(task)
+    files = input_files()
+    with open(files["sales.csv"], encoding="utf-8") as handle:
+        report = {"names": sorted(files), "sales": handle.read()}
+    report["listing"] = sorted(os.listdir(files["reports"]))
+    with open(os.path.join(files["reports"], "q1.txt"), encoding="utf-8") as handle:
+        report["q1"] = handle.read()
+    if paths:
+        report["write"] = attempt(files["sales.csv"], "a")
+        report["beside"] = attempt(paths["beside"], "w")
+        report["into_folder"] = attempt(os.path.join(files["reports"], "new.txt"), "w")
+        report["sibling"] = attempt(paths["sibling"], "r")
+    return json.dumps(report)
+"""
+
+SALES = "region,amount\nnorth,3\nsouth,4\n"
+
+
+@pytest.fixture
+def user_files(tmp_path: Path) -> Path:
+    """A user's folder: two attachments (a file and a folder) and a file that is not attached."""
+    folder = tmp_path / "user files"
+    (folder / "reports").mkdir(parents=True)
+    (folder / "sales.csv").write_text(SALES, encoding="utf-8")
+    (folder / "reports" / "q1.txt").write_text("q1 was good", encoding="utf-8")
+    (folder / "private.txt").write_text("not attached", encoding="utf-8")
+    return folder
+
+
+def run_reader(user_files: Path, *, attempt_writes: bool) -> executor.AgentResult:
+    inputs = {"sales.csv": user_files / "sales.csv", "reports": user_files / "reports"}
+    task = {"beside": str(user_files / "new.txt"), "sibling": str(user_files / "private.txt")}
+    return executor.execute_agent(
+        write_agent(READS_ITS_ATTACHMENTS, name="reader_agent"),
+        json.dumps(task if attempt_writes else {}),
+        {},
+        timeout=30,
+        inputs=inputs,
+        read_only=list(inputs.values()),
+    )
+
+
+def without_bwrap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """bwrap out of reach: probe() caches per process, so it must probe again (and after)."""
+    empty = tmp_path / "bin-without-bwrap"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    sandbox.probe.cache_clear()
+
+
+@pytest.fixture
+def probe_again() -> Iterator[None]:
+    yield
+    sandbox.probe.cache_clear()  # the next test probes the real PATH again
+
+
+@pytest.mark.parametrize("bwrap", ["with bwrap", "without bwrap"])
+def test_an_agent_reads_its_attachments_and_can_change_nothing(
+    bwrap: str,
+    user_files: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    probe_again: None,
+) -> None:
+    if bwrap == "without bwrap":
+        without_bwrap(monkeypatch, tmp_path)
+    elif sandbox.probe().bwrap is None:
+        pytest.skip(sandbox.probe().why_not["bwrap"])
+    if "landlock" in sandbox.probe().why_not:
+        pytest.skip(sandbox.probe().why_not["landlock"])
+    result = run_reader(user_files, attempt_writes=True)
+    assert result.ok, result.error
+    assert ("bwrap" in result.layers) == (bwrap == "with bwrap"), result.layers
+    assert "landlock" in result.layers
+    report = json.loads(result.output)
+    assert report["names"] == ["reports", "sales.csv"]
+    assert (report["sales"], report["listing"], report["q1"]) == (SALES, ["q1.txt"], "q1 was good")
+    refused = {"PermissionError EACCES", "OSError EROFS"}  # Landlock; bwrap's read-only mount
+    assert {report["write"], report["beside"], report["into_folder"]} <= refused, report
+    assert report["sibling"] in {"PermissionError EACCES", "FileNotFoundError ENOENT"}, report
+    assert (user_files / "sales.csv").read_text(encoding="utf-8") == SALES
+    assert sorted(p.name for p in user_files.iterdir()) == ["private.txt", "reports", "sales.csv"]
+    assert [p.name for p in (user_files / "reports").iterdir()] == ["q1.txt"]
+
+
+def test_with_the_sandbox_off_an_agent_is_still_given_its_attachments(
+    user_files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDBOX", "off")
+    result = run_reader(user_files, attempt_writes=False)
+    assert result.ok, result.error
+    assert result.layers == ("rlimits",)
+    report = json.loads(result.output)
+    assert (report["names"], report["sales"], report["q1"]) == (
+        ["reports", "sales.csv"],
+        SALES,
+        "q1 was good",
+    )
+
+
+def test_the_child_environment_names_the_attachments_as_json(tmp_path: Path) -> None:
+    inputs = {"sales.csv": Path("/data/sales ✓.csv")}
+    env = executor.child_environment(tmp_path, model="m", door=None, inputs=inputs)
+    assert json.loads(env["AGENTGOD_INPUT_FILES"]) == {"sales.csv": "/data/sales ✓.csv"}
+    assert env["AGENTGOD_INPUT_FILES"].isascii()
+    assert "AGENTGOD_INPUT_FILES" not in executor.child_environment(tmp_path, model="m", door=None)
+
+
+def test_a_standby_agent_is_given_the_attachments_when_it_starts(
+    fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
+) -> None:
+    inputs = {"sales.csv": user_files / "sales.csv", "reports": user_files / "reports"}
+    pool = AgentPool(
+        timeout=30,
+        model="claude-sonnet-5-5",
+        preload=generator.RUNTIME_MODULES,
+        open_door=door,
+        inputs=inputs,
+        read_only=list(inputs.values()),
+    )
+    try:
+        agent = pool.take("reader_agent")
+        assert agent is not None
+        path = write_agent(READS_ITS_ATTACHMENTS, name="reader_agent")
+        result = agent.run("{}", {}, path=path)
+    finally:
+        pool.close()
+    assert result.ok, result.error
+    assert json.loads(result.output)["sales"] == SALES
+
+
+# ---- artifacts through the broker's door ---------------------------------------------------
+
+
+def test_an_agents_artifact_reaches_the_broker_as_one_frame(fake_api: FakeMessagesAPI) -> None:
+    """The test plays the broker on a socketpair: reads the frame, checks it, answers."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    frames: list[dict[str, Any]] = []
+
+    def broker() -> None:
+        with ours:
+            header = ours.recv(4, socket.MSG_WAITALL)
+            frame = json.loads(ours.recv(int.from_bytes(header, "big"), socket.MSG_WAITALL))
+            frames.append(frame)
+            data = base64.b64decode(frame["data"], validate=True)
+            ours.sendall(encode_frame({"ok": True, "name": "report-2.md", "bytes": len(data)}))
+            ours.recv(1)  # until the agent hangs up
+
+    serving = threading.Thread(target=broker, daemon=True)
+    serving.start()
+    door = _SocketDoor(theirs)
+    path = write_agent(
+        """
+        def run(task, previous_outputs):
+            return save_artifact("report.md", "# Total\\n7 ✓\\n")
+        """
+    )
+    result = executor.execute_agent(path, "t", {}, timeout=30, door=door)  # type: ignore[arg-type]
+    serving.join(10)
+    assert result.ok, result.error
+    assert result.output == "report-2.md", "the agent is told the name the run stored"
+    assert frames == [
+        {
+            "op": "artifact",
+            "name": "report.md",
+            "data": base64.b64encode("# Total\n7 ✓\n".encode()).decode("ascii"),
+        }
+    ]
+
+
+class _SocketDoor:
+    """The part of broker.Channel the executor uses, around one end of a socketpair."""
+
+    def __init__(self, child: socket.socket) -> None:
+        self.child = child
+        self.name = "agent"
+
+    @property
+    def child_fd(self) -> int:
+        return self.child.fileno()
+
+    def child_env(self) -> dict[str, str]:
+        return {BROKER_FD_VARIABLE: str(self.child.fileno())}
+
+    def close_child_end(self) -> None:
+        self.child.close()
+
+    def close(self) -> None:
+        self.child.close()
