@@ -1,8 +1,9 @@
 """ledger.py — what a run has spent, and the hard budget it spends against.
 
-`Usage` totals calls and the four token kinds per model, thread-safely, and prices them from
-`models.PRICES`. Under a budget every call first takes a `hold` for its worst case, so holds and
-spending together never exceed the cap: a run can stop short but never overspend.
+`Usage` totals calls, the four token kinds and server-side web searches per model, thread-safely,
+and prices them from `models.PRICES` and `models.WEB_SEARCH_USD_PER_1000`. Under a budget every
+call first takes a `hold` for its worst case, so holds and spending together never exceed the cap:
+a run can stop short but never overspend.
 """
 
 from __future__ import annotations
@@ -11,27 +12,35 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from models import Price, price_of
+from models import WEB_SEARCH_USD_PER_1000, Price, price_of
 from replies import CostSummary
 
 
 @dataclass
 class ModelUsage:
-    """Token totals for one model."""
+    """Token and search totals for one model."""
 
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
+    searches: int = 0
+    """Server-side web searches its replies reported (usage.server_tool_use.web_search_requests)."""
 
     def cost_usd(self, price: Price) -> float:
-        return (
+        tokens = (
             self.input_tokens * price.input
             + self.output_tokens * price.output
             + self.cache_write_tokens * price.cache_write
             + self.cache_read_tokens * price.cache_read
         ) / 1_000_000
+        return tokens + search_usd(self.searches)
+
+
+def search_usd(searches: int) -> float:
+    """What `searches` web searches cost on top of their tokens."""
+    return searches * WEB_SEARCH_USD_PER_1000 / 1000
 
 
 MIN_OUTPUT_TOKENS = 256
@@ -68,10 +77,10 @@ class Usage:
     """Thread-safe token totals per model, and the optional hard budget they are spent against.
 
     Every call under a budget first takes a `hold` for its worst case (its input at the
-    cache-write price plus max_tokens of output); holds and spending together never exceed the
-    budget, so a run can stop short but never overspend. `phase(name)` gives a view that counts
-    one phase's calls on its own and in this ledger alike, and holds against this ledger's budget:
-    a run's cost per phase is read, never reconstructed.
+    cache-write price plus max_tokens of output, plus every web search it may make); holds and
+    spending together never exceed the budget, so a run can stop short but never overspend.
+    `phase(name)` gives a view that counts one phase's calls on its own and in this ledger alike,
+    and holds against this ledger's budget: a run's cost per phase is read, never reconstructed.
     """
 
     by_model: dict[str, ModelUsage] = field(default_factory=dict)
@@ -93,6 +102,7 @@ class Usage:
         output_tokens: int = 0,
         cache_write_tokens: int = 0,
         cache_read_tokens: int = 0,
+        searches: int = 0,
         calls: int = 1,
     ) -> None:
         with self._lock:
@@ -102,6 +112,7 @@ class Usage:
             row.output_tokens += output_tokens
             row.cache_write_tokens += cache_write_tokens
             row.cache_read_tokens += cache_read_tokens
+            row.searches += searches
         if self.parent is not None:
             self.parent.add(
                 model,
@@ -109,6 +120,7 @@ class Usage:
                 output_tokens=output_tokens,
                 cache_write_tokens=cache_write_tokens,
                 cache_read_tokens=cache_read_tokens,
+                searches=searches,
                 calls=calls,
             )
 
@@ -127,21 +139,15 @@ class Usage:
         return {name: view.cost_summary() for name, view in views}
 
     def record(self, model: str, usage: Any) -> None:
-        """Count one API reply's `usage` (an SDK object or the raw dict an agent reports)."""
-
-        def read(name: str) -> int:
-            value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
-            try:
-                return max(0, int(value or 0))
-            except (TypeError, ValueError):
-                return 0
-
+        """Count one API reply's `usage` (an SDK object or the raw dict an agent reports),
+        its web searches included (`server_tool_use.web_search_requests`)."""
         self.add(
             model,
-            input_tokens=read("input_tokens"),
-            output_tokens=read("output_tokens"),
-            cache_write_tokens=read("cache_creation_input_tokens"),
-            cache_read_tokens=read("cache_read_input_tokens"),
+            input_tokens=usage_count(usage, "input_tokens"),
+            output_tokens=usage_count(usage, "output_tokens"),
+            cache_write_tokens=usage_count(usage, "cache_creation_input_tokens"),
+            cache_read_tokens=usage_count(usage, "cache_read_input_tokens"),
+            searches=usage_searches(usage),
         )
 
     def merge(self, other: Usage) -> None:
@@ -153,6 +159,7 @@ class Usage:
                 output_tokens=row.output_tokens,
                 cache_write_tokens=row.cache_write_tokens,
                 cache_read_tokens=row.cache_read_tokens,
+                searches=row.searches,
                 calls=row.calls,
             )
 
@@ -177,31 +184,38 @@ class Usage:
         input_tokens: int,
         max_tokens: int,
         min_tokens: int = MIN_OUTPUT_TOKENS,
+        searches: int = 0,
     ) -> Hold:
         """Set aside the worst case of a call; lower max_tokens to what the budget can pay for.
 
+        `searches` is the most web searches the call may make (its web_search max_uses): their
+        price is held in full, since the model, not the caller, decides how many it runs.
         While other holds are in flight their money may come back, so this waits for them;
         it raises BudgetExhaustedError only when nothing is in flight and the call still
         cannot afford `min_tokens` of output (or its whole max_tokens, if that is smaller).
         """
         if self.parent is not None:
             return self.parent.hold(
-                model, input_tokens=input_tokens, max_tokens=max_tokens, min_tokens=min_tokens
+                model,
+                input_tokens=input_tokens,
+                max_tokens=max_tokens,
+                min_tokens=min_tokens,
+                searches=searches,
             )
         if self.budget_usd is None:
             return Hold(max_tokens, 0.0)
         price = price_of(model)[0]
-        input_usd = input_tokens * price.cache_write / 1_000_000
+        fixed_usd = input_tokens * price.cache_write / 1_000_000 + search_usd(searches)
         with self._lock:
             while True:
-                room = self.budget_usd - self.cost_usd() - self._held_usd - input_usd
+                room = self.budget_usd - self.cost_usd() - self._held_usd - fixed_usd
                 tokens = min(max_tokens, int(room * 1_000_000 / price.output)) if room > 0 else 0
                 if tokens >= min(min_tokens, max_tokens):
-                    usd = input_usd + tokens * price.output / 1_000_000
+                    usd = fixed_usd + tokens * price.output / 1_000_000
                     self._held_usd += usd
                     return Hold(tokens, usd)
                 if self._held_usd <= 1e-12:
-                    needed = input_usd + min(min_tokens, max_tokens) * price.output / 1_000_000
+                    needed = fixed_usd + min(min_tokens, max_tokens) * price.output / 1_000_000
                     raise BudgetExhaustedError(self.cost_usd(), self.budget_usd, needed)
                 self._lock.wait()
 
@@ -233,6 +247,27 @@ class Usage:
             usd=round(self.cost_usd(), 6),
             estimate=self.is_estimate,
         )
+
+
+def usage_count(usage: Any, name: str) -> int:
+    """One count of a reply's usage, an SDK object or a dict; junk and negatives read as 0."""
+    return _count(_get(usage, name))
+
+
+def usage_searches(usage: Any) -> int:
+    """The web searches a reply's usage reports (`server_tool_use.web_search_requests`)."""
+    return _count(_get(_get(usage, "server_tool_use"), "web_search_requests"))
+
+
+def _get(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def estimate_tokens(text: str) -> int:

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 import ledger
+import models
 
 
 def test_usage_cost_includes_cache_prices() -> None:
@@ -70,3 +71,43 @@ def test_usage_is_thread_safe() -> None:
         thread.join()
     totals = usage.totals()
     assert (totals.calls, totals.input_tokens, totals.output_tokens) == (16000, 16000, 32000)
+
+
+def test_searches_are_counted_from_usage_and_priced() -> None:
+    """The reply's own count (an SDK object or a dict), $10 per 1,000, into phases and merges."""
+    from types import SimpleNamespace
+
+    run = ledger.Usage()
+    agents = run.phase("agents")
+    agents.record("claude-sonnet-5-5", {"server_tool_use": {"web_search_requests": 3}})
+    sdk_like = SimpleNamespace(
+        input_tokens=1_000_000, server_tool_use=SimpleNamespace(web_search_requests=2)
+    )
+    agents.record("claude-sonnet-5-5", sdk_like)
+    agents.record("claude-sonnet-5-5", {"server_tool_use": {"web_search_requests": None}})
+    agents.record("claude-sonnet-5-5", {"server_tool_use": None})
+    assert agents.totals().searches == 5
+    assert run.totals().searches == 5, "a phase counts into the run"
+    assert agents.cost_usd() == pytest.approx(2.0 + 5 * models.WEB_SEARCH_USD_PER_1000 / 1000)
+    session = ledger.Usage()
+    session.merge(run)
+    assert session.snapshot()["claude-sonnet-5-5"].searches == 5
+    assert session.cost_usd() == pytest.approx(run.cost_usd())
+
+
+def test_a_hold_includes_every_search_the_call_may_make() -> None:
+    budget = ledger.Usage(budget_usd=0.10)
+    plain = budget.hold("claude-sonnet-5-5", input_tokens=1000, max_tokens=1000)
+    budget.release(plain)
+    searching = budget.hold("claude-sonnet-5-5", input_tokens=1000, max_tokens=1000, searches=5)
+    assert searching.usd == pytest.approx(plain.usd + 5 * models.WEB_SEARCH_USD_PER_1000 / 1000)
+    budget.release(searching)
+    # $0.10 pays for 10 searches and nothing else: the eleventh cannot be held.
+    with pytest.raises(ledger.BudgetExhaustedError) as caught:
+        budget.hold("claude-sonnet-5-5", input_tokens=0, max_tokens=1000, searches=10)
+    assert caught.value.needed_usd > 0.10
+    phase_hold = budget.phase("agents").hold(
+        "claude-sonnet-5-5", input_tokens=0, max_tokens=5000, searches=8
+    )
+    assert 1900 < phase_hold.tokens <= 2000, "eight searches leave $0.02, 2,000 tokens of output"
+    budget.phase("agents").release(phase_hold)
