@@ -8,21 +8,37 @@ tiny `retry-after-ms` so the SDK's retries are instant.
 A test scripts replies with a handler (`api.handler = fn`), a queue (`api.queue(...)`), or routes
 (`api.route(predicate, reply)`); every request is recorded with its headers, JSON body and the
 monotonic times it arrived and was answered, so tests assert on observable state, not on sleeps.
+
+Server tools are emulated as the real API runs them (../shared/reference/anthropic_tools.md §9):
+a request carrying the web_search / web_fetch tools is answered, unless scripted otherwise, with
+`server_tool_use` blocks (srvtoolu_ ids), their `web_search_tool_result` / `web_fetch_tool_result`
+blocks (opaque encrypted_content), cited text blocks and `usage.server_tool_use`. `Reply(web=
+WebTurn(...))` scripts the searches and fetches, `pause_after` splits the turn with `pause_turn`,
+and a continuation must resend the paused content unchanged with the same tools or get the API's
+400. Tool errors are 200s with error objects (max_uses_exceeded, url_not_in_prior_context, ...);
+invalid tool definitions, edited server blocks, bad images and PDFs are 400s; a body over 32 MB
+is a 413. Documents and images a request carries are on `Request.documents` / `Request.images`,
+and the default reply names them.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
+import hashlib
 import itertools
 import json
+import re
 import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 HOST = "127.0.0.1"
 """The only address the fake listens on: nothing beyond this machine can reach it."""
@@ -37,6 +53,40 @@ ERROR_TYPES = {
     500: "api_error",
     529: "overloaded_error",
 }
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The real API's request limit: a larger body is a 413."""
+MAX_IMAGE_BASE64_BYTES = 10 * 1024 * 1024
+MAX_IMAGES = 100
+SEARCH_TOOLS = frozenset({"web_search_20250305", "web_search_20260209", "web_search_20260318"})
+FETCH_TOOLS = frozenset(
+    {"web_fetch_20250910", "web_fetch_20260209", "web_fetch_20260309", "web_fetch_20260318"}
+)
+CODE_TOOLS = frozenset(
+    {
+        "code_execution_20250522",
+        "code_execution_20250825",
+        "code_execution_20260120",
+        "code_execution_20260521",
+    }
+)
+_COMMON_TOOL_FIELDS = frozenset(
+    {"type", "name", "max_uses", "allowed_domains", "blocked_domains", "allowed_callers"}
+    | {"cache_control", "defer_loading", "strict", "response_inclusion"}
+)
+TOOL_FIELDS = {
+    "web_search": _COMMON_TOOL_FIELDS | {"user_location"},
+    "web_fetch": _COMMON_TOOL_FIELDS
+    | {"citations", "max_content_tokens", "url_sources", "use_cache"},
+}
+"""The fields each server tool takes (the SDK's params); anything else is the API's 400."""
+SERVER_BLOCKS = frozenset({"server_tool_use", "web_search_tool_result", "web_fetch_tool_result"})
+IMAGE_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+}
+URL_PATTERN = re.compile(r"https?://[^\s<>\"'`]+")
+
 ERROR_MESSAGES = {
     401: "invalid x-api-key",
     404: "model: not found",
@@ -46,9 +96,57 @@ ERROR_MESSAGES = {
 }
 
 
+@dataclass(frozen=True)
+class Page:
+    """A page of the fake's web: what a search finds and a fetch reads."""
+
+    url: str
+    title: str
+    text: str = ""
+    page_age: str | None = None
+
+
+@dataclass(frozen=True)
+class Search:
+    """One web search the model runs. `results` None: what `api.search` finds for the query."""
+
+    query: str
+    results: Sequence[Page] | None = None
+    error: str | None = None
+    """An error_code (unavailable, too_many_requests, ...): a 200 with an error object, unbilled."""
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """One page the model fetches: found in `api.pages`, else made up from the URL."""
+
+    url: str
+    error: str | None = None
+    """An error_code (url_not_accessible, ...); url_not_in_prior_context comes by itself."""
+
+
+@dataclass(frozen=True)
+class WebTurn:
+    """One turn of the server's tool loop: the tool uses in order, then a cited answer.
+
+    `uses` empty: what the fake does by default (fetch the URLs in the prompt if the request
+    has web_fetch, else search the prompt). `cite` True cites every result and fetched page
+    once, in order; a list of URLs cites those, in that order (repeats allowed). `pause_after`
+    ends a leg with `pause_turn` once that many uses have run (the continuation runs the rest).
+    """
+
+    uses: Sequence[Search | Fetch] = ()
+    answer: str = "Here is what I found. "
+    cite: bool | Sequence[str] = True
+    pause_after: Sequence[int] = ()
+
+
 @dataclass
 class Reply:
-    """One scripted answer. `text` becomes a text block; `status` >= 400 makes it an error."""
+    """One scripted answer. `text` becomes a text block; `status` >= 400 makes it an error.
+
+    `web` answers with a server-tool turn instead; `content` sends these blocks as they are.
+    """
 
     text: str = "ok"
     status: int = 200
@@ -58,8 +156,10 @@ class Reply:
     thinking: bool = False
     """Prepend a thinking block, as a reasoning model does."""
     stop_reason: str = "end_turn"
-    usage: dict[str, int] | None = None
+    usage: dict[str, Any] | None = None
     """Override the computed usage."""
+    web: WebTurn | None = None
+    content: list[dict[str, Any]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     silent: bool = False
     """Never answer: hold the connection open until the client gives up or the server stops."""
@@ -97,6 +197,8 @@ class Request:
     sent: int = 0
     """Bytes of the reply written, and the reply's whole length: they differ for a cut drip."""
     length: int = 0
+    size: int = 0
+    """Bytes of the request body."""
 
     @property
     def system(self) -> str:
@@ -122,6 +224,34 @@ class Request:
         return (output_config.get("format") or {}).get("schema")
 
     @property
+    def tools(self) -> list[dict[str, Any]]:
+        tools = self.body.get("tools")
+        return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+
+    def tool(self, name: str) -> dict[str, Any] | None:
+        """The request's tool named `name` (web_search, web_fetch, ...), if it has one."""
+        return next((tool for tool in self.tools if tool.get("name") == name), None)
+
+    @property
+    def documents(self) -> list[dict[str, Any]]:
+        """The document blocks of every message, in order."""
+        return self._blocks("document")
+
+    @property
+    def images(self) -> list[dict[str, Any]]:
+        """The image blocks of every message, in order."""
+        return self._blocks("image")
+
+    def _blocks(self, kind: str) -> list[dict[str, Any]]:
+        return [
+            block
+            for message in self.body.get("messages") or []
+            if isinstance(message, dict) and isinstance(message.get("content"), list)
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == kind
+        ]
+
+    @property
     def api_key(self) -> str:
         key = self.headers.get("x-api-key", "")
         auth = self.headers.get("authorization", "")
@@ -142,7 +272,7 @@ class FakeMessagesAPI:
         valid_keys: set[str] | None = None,
         known_models: set[str] | None = None,
     ) -> None:
-        self.handler: Handler = handler or (lambda request: Reply())
+        self.handler: Handler = handler or default_reply
         self.latency = latency
         """Default per-request latency, added to each reply's own."""
         self.valid_keys = valid_keys
@@ -150,6 +280,14 @@ class FakeMessagesAPI:
         self.known_models = known_models
         """Models that exist; None accepts any."""
         self.requests: list[Request] = []
+        self.pages: list[Page] = []
+        """The fake's web: what searches find (by a shared word) and fetches read."""
+        self.search_results: dict[str, list[Page]] = {}
+        """What a search for exactly this query finds."""
+        self._issued: set[str] = set()
+        """Every server tool block sent, canonical JSON: only these may be sent back."""
+        self._paused: dict[str, _Paused] = {}
+        """Paused legs by their content's canonical JSON."""
         self._queue: list[Reply | str] = []
         self._routes: list[tuple[Callable[[Request], bool], Handler]] = []
         self._cached_prefixes: set[str] = set()
@@ -250,21 +388,28 @@ class FakeMessagesAPI:
                 scripted = self.handler(request)
         return Reply(text=scripted) if isinstance(scripted, str) else scripted
 
-    def _usage(self, request: Request, reply: Reply) -> dict[str, int]:
-        """Plausible token counts, emulating prompt caching of cache_control system blocks."""
+    def _usage(
+        self, request: Request, reply: Reply, content: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Plausible token counts, emulating prompt caching of cache_control system blocks;
+        tool results count as input, and a request with server tools gets server_tool_use."""
+        server = _server_counts(request, content)
         if reply.usage is not None:
             return {
                 "input_tokens": 0,
                 "output_tokens": 0,
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,
+                **({"server_tool_use": server} if server else {}),
                 **reply.usage,
             }
         cached = ""
         system = request.body.get("system")
         if isinstance(system, list):
             cached = "".join(b.get("text", "") for b in system if b.get("cache_control"))
+        results = [block for block in content if block.get("type") in SERVER_BLOCKS]
         uncached = len(json.dumps(request.body.get("messages", []))) // 4 + 1
+        uncached += len(json.dumps(results)) // 4 if results else 0
         cache_write = cache_read = 0
         if cached:
             with self._lock:
@@ -273,18 +418,20 @@ class FakeMessagesAPI:
                 else:
                     self._cached_prefixes.add(cached)
                     cache_write = len(cached) // 4 + 1
+        text = "".join(str(block.get("text") or "") for block in content)
         return {
             "input_tokens": uncached,
-            "output_tokens": len(reply.text) // 4 + 1,
+            "output_tokens": len(text) // 4 + 1,
             "cache_creation_input_tokens": cache_write,
             "cache_read_input_tokens": cache_read,
+            **({"server_tool_use": server} if server else {}),
         }
 
     def _answer(self, request: Request) -> tuple[int, dict[str, str], Any, Reply | None]:
         """Status, headers, the JSON payload (or raw text), and the scripted reply if there was one.
 
         The scripted reply comes back so the handler can apply its way of being sent: silent,
-        dripping, or as given.
+        dripping, or as given. A paused server-tool turn is continued by the fake itself.
         """
         if request.path.endswith("/v1/messages/count_tokens"):
             return 200, {}, {"input_tokens": len(json.dumps(request.body)) // 4 + 1}, None
@@ -297,10 +444,19 @@ class FakeMessagesAPI:
         model = str(request.body.get("model", ""))
         if self.known_models is not None and model not in self.known_models:
             return (*_error(404, f"model: {model}"), None)
+        if request.size > MAX_BODY_BYTES:
+            return (*_error(413, "Request exceeds the maximum allowed number of bytes."), None)
+        problem = self._problem(request) or self._continued(request)
+        if isinstance(problem, str):
+            return (*_error(400, problem), None)
+        if problem is not None and problem.web is not None:
+            return (*self._reply(request, Reply(web=problem.web.turn), model, problem.web), None)
         reply = self._choose(request)
         return (*self._reply(request, reply, model), reply)
 
-    def _reply(self, request: Request, reply: Reply, model: str) -> tuple[int, dict[str, str], Any]:
+    def _reply(
+        self, request: Request, reply: Reply, model: str, resume: _WebState | None = None
+    ) -> tuple[int, dict[str, str], Any]:
         delay = self.latency + reply.latency
         if delay:
             time.sleep(delay)
@@ -309,21 +465,221 @@ class FakeMessagesAPI:
         if reply.status >= 400:
             status, headers, body = _error(reply.status, reply.error_message)
             return status, {**headers, **reply.headers}, body
-        content: list[dict[str, Any]] = []
-        if reply.thinking:
-            content.append({"type": "thinking", "thinking": "", "signature": "sig-fake"})
-        content.append({"type": "text", "text": reply.text})
+        stop_reason = reply.stop_reason
+        web: _WebState | None = None
+        if reply.content is not None:
+            content = [dict(block) for block in reply.content]
+        elif reply.web is not None:
+            web = resume or self._start_turn(request, reply.web)
+            content, paused = self._web_leg(request, web)
+            stop_reason = "pause_turn" if paused else "end_turn"
+        else:
+            content = []
+            if reply.thinking:
+                content.append({"type": "thinking", "thinking": "", "signature": "sig-fake"})
+            content.append({"type": "text", "text": reply.text})
+        with self._lock:
+            self._issued.update(_canonical(b) for b in content if b.get("type") in SERVER_BLOCKS)
+            if stop_reason == "pause_turn":
+                ids = {b.get("id") for b in content if b.get("type") == "server_tool_use"}
+                self._paused[_canonical(content)] = _Paused(request.tools, ids - {None}, web)
         message = {
             "id": f"msg_fake{next(self._ids):06d}",
             "type": "message",
             "role": "assistant",
             "model": model,
             "content": content,
-            "stop_reason": reply.stop_reason,
+            "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": self._usage(request, reply),
+            "usage": self._usage(request, reply, content),
         }
         return 200, reply.headers, message
+
+    # ---- the API's own checks ----------------------------------------------------------------
+
+    def _problem(self, request: Request) -> str | None:
+        """What the real API would answer 400 about: tools, resent server blocks, media."""
+        names: set[str] = set()
+        tools = request.body.get("tools")
+        if tools is not None:
+            if not isinstance(tools, list):
+                return "tools: Input should be a valid list"
+            for index, tool in enumerate(tools):
+                problem = _tool_problem(index, tool)
+                if problem:
+                    return problem
+                if tool.get("name") in names:
+                    return "tools: Tool names must be unique."
+                names.add(str(tool.get("name")))
+        messages = request.body.get("messages")
+        for m, message in enumerate(messages if isinstance(messages, list) else []):
+            content = message.get("content") if isinstance(message, dict) else None
+            for b, block in enumerate(content if isinstance(content, list) else []):
+                kind = block.get("type") if isinstance(block, dict) else None
+                if kind not in SERVER_BLOCKS:
+                    continue
+                where = f"messages.{m}.content.{b}"
+                with self._lock:
+                    issued = _canonical(block) in self._issued
+                if message.get("role") != "assistant":
+                    return f"{where}: {kind} blocks may only appear in assistant messages"
+                if not issued:
+                    return (
+                        f"{where}: the {kind} block was modified or never issued "
+                        "(server tool blocks, encrypted content included, must be passed back "
+                        "unchanged)"
+                    )
+                if kind == "server_tool_use" and block.get("name") not in names:
+                    return (
+                        f"{where}: tool {block.get('name')!r} is used in the conversation but "
+                        "is not in tools"
+                    )
+        return _media_problem(request)
+
+    def _continued(self, request: Request) -> _Paused | str | None:
+        """The paused turn this request continues, a 400's message if it continues one wrongly,
+        or None when it continues none."""
+        messages = request.body.get("messages")
+        last = messages[-1] if isinstance(messages, list) and messages else None
+        if not isinstance(last, dict) or last.get("role") != "assistant":
+            return None
+        content = last.get("content")
+        if not isinstance(content, list):
+            return None
+        with self._lock:
+            paused = self._paused.get(_canonical(content))
+            known = [p for p in self._paused.values() if p.ids]
+        if paused is None:
+            ids = {b.get("id") for b in content if isinstance(b, dict)}
+            if any(p.ids & ids for p in known):
+                return "a paused turn must be continued with its content unchanged"
+            return None
+        if request.tools != paused.tools:
+            return "a paused turn must be continued with the same tools"
+        return paused
+
+    # ---- the web -----------------------------------------------------------------------------
+
+    def search(self, query: str) -> list[Page]:
+        """What a search finds: `search_results[query]`, else the `pages` sharing a word with
+        it (4 letters or more), else one page made up for it."""
+        with self._lock:
+            exact = self.search_results.get(query)
+            pages = list(self.pages)
+        if exact is not None:
+            return list(exact)
+        words = set(re.findall(r"\w{4,}", query.lower()))
+        found = [p for p in pages if words & set(re.findall(r"\w{4,}", _words(p)))]
+        if found:
+            return found[:5]
+        slug = re.sub(r"\W+", "-", query.lower()).strip("-")[:40] or "page"
+        return [Page(f"https://example.com/{slug}", query[:60], f"Facts about {query[:60]}.")]
+
+    def page(self, url: str) -> Page:
+        """What a fetch reads: the page with this URL in `pages` or `search_results`, else one
+        made up for it."""
+        wanted = url.split("#", 1)[0]
+        with self._lock:
+            pages = [*self.pages, *(p for found in self.search_results.values() for p in found)]
+        for page in pages:
+            if page.url.split("#", 1)[0] == wanted:
+                return page
+        return Page(url, urlsplit(url).netloc or url, f"The page at {url}.")
+
+    def _start_turn(self, request: Request, turn: WebTurn) -> _WebState:
+        uses = list(turn.uses)
+        if not uses:
+            prompt = request.prompt
+            urls = [url.rstrip(".,;:!?)]}") for url in URL_PATTERN.findall(prompt)]
+            if urls and request.tool("web_fetch"):
+                uses = [Fetch(url) for url in dict.fromkeys(urls)]
+            elif request.tool("web_search"):
+                uses = [Search(" ".join(prompt.split())[:80] or "search")]
+        return _WebState(turn, uses)
+
+    def _web_leg(self, request: Request, state: _WebState) -> tuple[list[dict[str, Any]], bool]:
+        """Run the turn's next tool uses; the leg's content and whether it paused."""
+        start = state.done
+        stops = [n for n in state.turn.pause_after if start < n <= len(state.uses)]
+        end = min(stops, default=len(state.uses))
+        content: list[dict[str, Any]] = []
+        found = list(state.found)
+        for position in range(start, end):
+            use = state.uses[position]
+            name = "web_search" if isinstance(use, Search) else "web_fetch"
+            tool = request.tool(name)
+            if tool is None:
+                raise ValueError(f"the turn uses {name}, which the request does not have")
+            tool_id = f"srvtoolu_fake{next(self._ids):06d}"
+            asked = {"query": use.query} if isinstance(use, Search) else {"url": use.url}
+            content.append({"type": "server_tool_use", "id": tool_id, "name": name, "input": asked})
+            limit = tool.get("max_uses")
+            before = sum(1 for u in state.uses[:position] if type(u) is type(use))
+            error = "max_uses_exceeded" if isinstance(limit, int) and before >= limit else use.error
+            if isinstance(use, Search):
+                content.append(self._search_result(tool_id, use, error, found))
+            else:
+                context = json.dumps(request.body.get("messages"), ensure_ascii=False)
+                context += " ".join(page.url for _, page in found)
+                if error is None and use.url not in context:
+                    error = "url_not_in_prior_context"
+                cite = bool((tool.get("citations") or {}).get("enabled"))
+                content.append(self._fetch_result(tool_id, use, error, found, cite))
+        paused = bool(stops)
+        if not paused:
+            content += _answer_blocks(state.turn, found)
+        state.done, state.found = end, found
+        return content, paused
+
+    def _search_result(
+        self, tool_id: str, use: Search, error: str | None, found: list[tuple[str, Page]]
+    ) -> dict[str, Any]:
+        result: Any
+        if error is not None:
+            result = {"type": "web_search_tool_result_error", "error_code": error}
+        else:
+            pages = list(use.results) if use.results is not None else self.search(use.query)
+            found += [("search", page) for page in pages]
+            result = [
+                {
+                    "type": "web_search_result",
+                    "url": page.url,
+                    "title": page.title,
+                    "encrypted_content": _opaque("content", page.url, page.text),
+                    "page_age": page.page_age,
+                }
+                for page in pages
+            ]
+        return {"type": "web_search_tool_result", "tool_use_id": tool_id, "content": result}
+
+    def _fetch_result(
+        self,
+        tool_id: str,
+        use: Fetch,
+        error: str | None,
+        found: list[tuple[str, Page]],
+        cite: bool,
+    ) -> dict[str, Any]:
+        result: dict[str, Any]
+        if error is not None:
+            result = {"type": "web_fetch_tool_result_error", "error_code": error}
+        else:
+            page = self.page(use.url)
+            found.append(("fetch" if cite else "page", page))
+            document: dict[str, Any] = {
+                "type": "document",
+                "source": {"type": "text", "media_type": "text/plain", "data": page.text},
+                "title": page.title,
+            }
+            if cite:
+                document["citations"] = {"enabled": True}
+            result = {
+                "type": "web_fetch_result",
+                "url": use.url,
+                "retrieved_at": "2026-01-01T00:00:00Z",
+                "content": document,
+            }
+        return {"type": "web_fetch_tool_result", "tool_use_id": tool_id, "content": result}
 
     def _make_handler(self) -> type[BaseHTTPRequestHandler]:
         api = self
@@ -353,6 +709,7 @@ class FakeMessagesAPI:
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=body,
                     arrived=time.monotonic(),
+                    size=len(raw),
                 )
                 with api._lock:
                     api.requests.append(request)
@@ -421,6 +778,199 @@ class FakeMessagesAPI:
                         return
 
         return _Handler
+
+
+@dataclass
+class _WebState:
+    """A server-tool turn in progress: its uses, how many have run, what they found."""
+
+    turn: WebTurn
+    uses: list[Search | Fetch]
+    done: int = 0
+    found: list[tuple[str, Page]] = field(default_factory=list)
+    """(search | fetch | page, page): results and fetched pages; `page` is not citable."""
+
+
+@dataclass(frozen=True)
+class _Paused:
+    """A leg that ended in pause_turn: the tools its continuation must carry again."""
+
+    tools: list[dict[str, Any]]
+    ids: set[Any]
+    web: _WebState | None
+
+
+def default_reply(request: Request) -> Reply:
+    """The unscripted answer: a web turn for a request with web tools, else "ok" (naming the
+    documents and images the request carried)."""
+    if request.tool("web_search") or request.tool("web_fetch"):
+        return Reply(web=WebTurn())
+    seen = [
+        f"{d.get('title') or 'a document'} ({(d.get('source') or {}).get('media_type')})"
+        for d in request.documents
+    ] + [f"an image ({(i.get('source') or {}).get('media_type')})" for i in request.images]
+    return Reply("ok" + (f"; I saw {', '.join(seen)}" if seen else ""))
+
+
+def web_reply(
+    results: Sequence[tuple[str, str, str]],
+    *,
+    query: str = "search",
+    answer: str = "Here is what I found. ",
+    cite: bool | Sequence[str] = True,
+    pause: bool = False,
+) -> Reply:
+    """One search finding `results` ((title, url, page text) each), then the cited answer;
+    `pause` ends the first leg after the search with pause_turn."""
+    pages = [Page(url, title, text) for title, url, text in results]
+    turn = WebTurn([Search(query, pages)], answer, cite, (1,) if pause else ())
+    return Reply(web=turn)
+
+
+def _answer_blocks(turn: WebTurn, found: list[tuple[str, Page]]) -> list[dict[str, Any]]:
+    """The answer's text blocks: the answer, then one cited sentence per cited source."""
+    blocks = [{"type": "text", "text": turn.answer}] if turn.answer else []
+    fetched = [page for kind, page in found if kind != "search"]
+    if turn.cite is True:
+        cited_sources = [(kind, page) for kind, page in found if kind != "page"]
+    else:
+        cited_sources = []
+        for url in list(turn.cite) if turn.cite else []:
+            match = next(((kind, page) for kind, page in found if page.url == url), None)
+            if match is None:
+                raise ValueError(f"the turn cites {url}, which none of its results has")
+            cited_sources.append(match)
+    for kind, page in cited_sources:
+        cited = (page.text or page.title)[:150]
+        block: dict[str, Any] = {"type": "text", "text": cited + " "}
+        citation: dict[str, Any]
+        if kind == "search":
+            citation = {
+                "type": "web_search_result_location",
+                "url": page.url,
+                "title": page.title,
+                "encrypted_index": _opaque("index", page.url),
+                "cited_text": cited,
+            }
+            block["citations"] = [citation]
+        elif kind == "fetch":
+            citation = {
+                "type": "char_location",
+                "document_index": fetched.index(page),
+                "document_title": page.title,
+                "start_char_index": 0,
+                "end_char_index": len(cited),
+                "cited_text": cited,
+            }
+            block["citations"] = [citation]
+        blocks.append(block)
+    return blocks
+
+
+def _server_counts(request: Request, content: list[dict[str, Any]]) -> dict[str, int] | None:
+    """usage.server_tool_use for a request with web tools: searches that ran (an error is not
+    billed) and fetches that read a page."""
+    if not (request.tool("web_search") or request.tool("web_fetch")):
+        return None
+    results = [(b.get("type"), b.get("content")) for b in content]
+    return {
+        "web_search_requests": sum(
+            1 for kind, got in results if kind == "web_search_tool_result" and isinstance(got, list)
+        ),
+        "web_fetch_requests": sum(
+            1
+            for kind, got in results
+            if kind == "web_fetch_tool_result"
+            and isinstance(got, dict)
+            and got.get("type") == "web_fetch_result"
+        ),
+    }
+
+
+def _tool_problem(index: int, tool: Any) -> str | None:
+    """Why the API would refuse this tool definition, if it would."""
+    where = f"tools.{index}"
+    if not isinstance(tool, dict):
+        return f"{where}: Input should be a valid dictionary"
+    kind, name = tool.get("type"), tool.get("name")
+    if kind in SEARCH_TOOLS or kind in FETCH_TOOLS:
+        family = "web_search" if kind in SEARCH_TOOLS else "web_fetch"
+        if name != family:
+            return f"{where}.{kind}.name: Input should be '{family}'"
+        extra = sorted(set(tool) - TOOL_FIELDS[family])
+        if extra:
+            return f"{where}.{kind}.{extra[0]}: Extra inputs are not permitted"
+        if "allowed_domains" in tool and "blocked_domains" in tool:
+            return f"{where}.{kind}: only one of allowed_domains and blocked_domains may be set"
+        uses = tool.get("max_uses", 1)
+        if not isinstance(uses, int) or isinstance(uses, bool) or uses < 1:
+            return f"{where}.{kind}.max_uses: Input should be greater than or equal to 1"
+        return None
+    if kind in CODE_TOOLS:
+        return None
+    if kind in (None, "custom"):
+        if not isinstance(name, str) or not isinstance(tool.get("input_schema"), dict):
+            return f"{where}.custom.input_schema: Field required"
+        return None
+    return f"{where}: Input tag {kind!r} found using 'type' does not match any of the expected tags"
+
+
+def _media_problem(request: Request) -> str | None:
+    """Why the API would refuse the request's images or PDFs, if it would."""
+    images = request.images
+    if len(images) > MAX_IMAGES:
+        return f"messages: too many images ({len(images)}); at most {MAX_IMAGES} are allowed"
+    for block in images:
+        source = block.get("source") or {}
+        if source.get("type") != "base64":
+            continue
+        data = str(source.get("data") or "")
+        if len(data) > MAX_IMAGE_BASE64_BYTES:
+            return "messages: image exceeds 10 MB maximum"
+        media_type = source.get("media_type")
+        if media_type not in (*IMAGE_MAGIC, "image/webp"):
+            return f"messages: image media_type {media_type!r} is not supported"
+        actual = _image_type(_decoded(data))
+        if actual != media_type:
+            return (
+                f"messages: the image was specified using the {media_type} media type, but it "
+                f"does not appear to be a valid {media_type} image"
+            )
+    for block in request.documents:
+        source = block.get("source") or {}
+        if source.get("type") == "base64":
+            if source.get("media_type") != "application/pdf":
+                return "messages: a base64 document must be application/pdf"
+            if not _decoded(str(source.get("data") or "")).startswith(b"%PDF-"):
+                return "messages: The PDF specified was not valid."
+    return None
+
+
+def _words(page: Page) -> str:
+    return f"{page.title} {page.text}".lower()
+
+
+def _decoded(data: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _image_type(data: bytes) -> str | None:
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for kind, magic in IMAGE_MAGIC.items() if data.startswith(magic)), None)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _opaque(*parts: str) -> str:
+    """An encrypted-looking field: opaque, stable for the same parts."""
+    digest = hashlib.sha256("|".join(parts).encode()).digest()
+    return "Eq" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def _reason(status: int) -> str:
