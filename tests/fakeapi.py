@@ -35,7 +35,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -199,6 +199,8 @@ class Request:
     length: int = 0
     size: int = 0
     """Bytes of the request body."""
+    reply: Any = None
+    """The JSON payload the fake answered (a message or an error body)."""
 
     @property
     def system(self) -> str:
@@ -388,11 +390,12 @@ class FakeMessagesAPI:
                 scripted = self.handler(request)
         return Reply(text=scripted) if isinstance(scripted, str) else scripted
 
-    def _usage(
-        self, request: Request, reply: Reply, content: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    def _usage(self, request: Request, reply: Reply) -> dict[str, Any]:
         """Plausible token counts, emulating prompt caching of cache_control system blocks;
-        tool results count as input, and a request with server tools gets server_tool_use."""
+        tool results count as input, and a request with server tools gets server_tool_use.
+
+        `reply.content` is what is being sent (the text block for a plain reply)."""
+        content = reply.content if reply.content is not None else [{"text": reply.text}]
         server = _server_counts(request, content)
         if reply.usage is not None:
             return {
@@ -491,7 +494,7 @@ class FakeMessagesAPI:
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": self._usage(request, reply, content),
+            "usage": self._usage(request, replace(reply, content=content)),
         }
         return 200, reply.headers, message
 
@@ -723,6 +726,7 @@ class FakeMessagesAPI:
                 else:
                     # Recorded before the write, so a client never holds a reply the record lacks.
                     request.status = status
+                    request.reply = payload
                     request.replied = time.monotonic()
                     self._send(request, status, headers, payload, drip=reply.drip if reply else 0.0)
                 request.ended = time.monotonic()
