@@ -545,7 +545,9 @@ def test_a_web_call_under_a_budget_holds_every_search_it_may_make(
         channel = door.open_channel("researcher", model=MODEL, web_allowed=True, max_searches=5)
         answer = exchange(channel, web_frame())
         assert answer["error"]["type"] == "budget"
-        assert door.budget_needed > five_searches
+        uses = 5 + broker.MAX_FETCHES_PER_CALL
+        allowance = uses * broker.WEB_USE_TOKENS * models.price_of(MODEL)[0].cache_write / 1e6
+        assert door.budget_needed > five_searches + allowance, "every search and fetch held"
         assert fake_api.messages() == []
         assert exchange(channel, messages_frame())["ok"] is True
     roomy = Usage(budget_usd=1.0)
