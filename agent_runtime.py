@@ -64,6 +64,8 @@ IMAGE_TYPES = (
     (b"GIF89a", "image/gif"),
 )
 """Magic bytes of the images the Messages API takes (WebP is checked apart: RIFF....WEBP)."""
+MAX_FETCHES_PER_CALL = 3
+"""Pages one web call may read: each is thousands of input tokens."""
 MAX_IMAGE_BASE64 = 10_000_000
 """The API's limit for one image, base64-encoded."""
 MAX_DOCUMENT_BYTES = 32_000_000
@@ -96,6 +98,10 @@ class LLMError(RuntimeError):
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
+
+
+class FileTooLarge(ValueError):
+    """A file over what the Messages API takes in one request (file_block refuses it)."""
 
 
 class BrokerRefused(LLMError):
@@ -354,7 +360,7 @@ def file_block(name: str, data: bytes) -> dict[str, object]:
         encoded = base64.b64encode(data).decode("ascii")
         limit = MAX_DOCUMENT_BYTES if media_type == "application/pdf" else MAX_IMAGE_BASE64
         if len(encoded) > limit:
-            raise ValueError(f"{name}: too large to show the model ({len(data)} bytes)")
+            raise FileTooLarge(f"{name}: too large to show the model ({len(data)} bytes)")
         source = {"type": "base64", "media_type": media_type, "data": encoded}
         if media_type == "application/pdf":
             return {"type": "document", "source": source, "title": name}
@@ -369,7 +375,7 @@ def file_block(name: str, data: bytes) -> dict[str, object]:
             "so the model cannot be shown it (read it in the agent's own code instead)"
         )
     if len(data) > MAX_DOCUMENT_BYTES:
-        raise ValueError(f"{name}: too large to show the model ({len(data)} bytes)")
+        raise FileTooLarge(f"{name}: too large to show the model ({len(data)} bytes)")
     label = json.dumps(name, ensure_ascii=False)
     return {"type": "text", "text": f"<file name={label}>\n{text}\n</file>"}
 
@@ -378,7 +384,8 @@ def web_tools(max_searches: int) -> list[dict[str, object]]:
     """The Messages API's server tools for one web call: search, and fetch with citations.
 
     The plain versions (web_search_20250305, web_fetch_20250910), which every model that
-    searches accepts; each may be used `max_searches` times in the call. Fetching reaches only
+    searches accepts; search may be used `max_searches` times in the call, fetch
+    MAX_FETCHES_PER_CALL times (each page read is input the call pays for). Fetching reaches only
     URLs already in the conversation (the API's rule): the prompt's, or earlier results'.
     """
     if max_searches < 1:
@@ -388,7 +395,7 @@ def web_tools(max_searches: int) -> list[dict[str, object]]:
         {
             "type": "web_fetch_20250910",
             "name": "web_fetch",
-            "max_uses": max_searches,
+            "max_uses": MAX_FETCHES_PER_CALL,
             "citations": {"enabled": True},
         },
     ]

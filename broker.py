@@ -52,7 +52,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import html
 import json
 import os
 import re
@@ -81,8 +80,6 @@ MAX_DRAIN_BYTES = 64 * 1024 * 1024
 """A frame that declares more than this is not read at all: refused as malformed, channel closed."""
 MAX_API_REQUEST_BYTES = 32 * 1024 * 1024
 """The Messages API's own limit on a request: what the broker builds, attachments inlined."""
-MAX_IMAGE_BASE64_BYTES = 10 * 1024 * 1024
-"""The API's limit on one image, counted in base64."""
 MAX_IMAGES = 100
 """The API's limit on images in one request (on 200k-context models; others take more)."""
 MAX_TOKENS_CAP = 21_333
@@ -91,8 +88,6 @@ MIN_CALL_TOKENS = 256
 """A call the agent's share cannot give this much output (or its whole max_tokens) is refused."""
 MAX_CONTINUATIONS = 5
 """A web call's `pause_turn` legs continued at most this often; then the answer so far is sent."""
-MAX_FETCHES_PER_CALL = 3
-"""web_fetch's max_uses: a fetch costs no surcharge, but its page's tokens."""
 WEB_USE_TOKENS = 5_000
 """Input held under a budget for each search or fetch a call may make: about what one search's
 results or one page adds (a guess, not a bound: the real usage is what is billed)."""
@@ -109,12 +104,6 @@ USAGE_FIELDS = (
     "cache_read_input_tokens",
 )
 ARTIFACT_REFUSALS = frozenset({"invalid", "too_large", "forbidden"})
-IMAGE_TYPES = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
 URL_PATTERN = re.compile(r"https?://[^\s<>\"'`{}|\\^\[\]]+", re.IGNORECASE)
 
 
@@ -660,7 +649,7 @@ class Broker:
                 f"a web call may hold only URLs from the task, its attachments or search "
                 f"results, and {_shown(unknown[0])} is none of them",
             )
-        return web_tools(left)
+        return agent_runtime.web_tools(left)
 
     def _attachments(self, grant: Grant, names: list[str]) -> list[dict[str, Any]]:
         """The granted files as content blocks, each within the API's limits."""
@@ -720,9 +709,7 @@ class Broker:
             request = {**request, "messages": [*request["messages"], turn]}
             size += len(json.dumps(turn))
         content = [block for leg in legs for block in leg["content"]]
-        text, sources = _text(content), _sources(content)
-        if sources:
-            text += "\n\nSources:\n" + "\n".join(_source_line(source) for source in sources)
+        text, sources = agent_runtime.answer_with_sources(content)
         return {
             "ok": True,
             "text": text,
@@ -792,21 +779,6 @@ class Broker:
         found = [source["url"] for _, source in _results(content)]
         with self._lock:
             self._known.update(_normal(url) for url in found)
-
-
-def web_tools(searches: int) -> list[dict[str, Any]]:
-    """The server tools a web call gets: the plain versions (the newer ones default to
-    dynamic filtering, which runs code and fails on models without it), search capped at
-    `searches`, fetch with citations so fetched pages can be named as sources."""
-    return [
-        {"type": "web_search_20250305", "name": "web_search", "max_uses": searches},
-        {
-            "type": "web_fetch_20250910",
-            "name": "web_fetch",
-            "max_uses": MAX_FETCHES_PER_CALL,
-            "citations": {"enabled": True},
-        },
-    ]
 
 
 # ---- validation ----------------------------------------------------------------------------
@@ -889,47 +861,12 @@ def _attachment(grant: Grant, name: str, limit: int) -> dict[str, Any]:
             "too_large",
             f"file {_shown(name)} is {size} bytes; the API takes at most {limit} in a request",
         )
-    if data.startswith(b"%PDF-"):
-        encoded = base64.b64encode(data).decode("ascii")
-        if len(encoded) > limit:
-            raise _Refusal(
-                "too_large",
-                f"PDF {_shown(name)} is {len(encoded)} bytes in base64; the API "
-                f"takes at most {limit} in a request",
-            )
-        source = {"type": "base64", "media_type": "application/pdf", "data": encoded}
-        return {"type": "document", "source": source, "title": name}
-    media_type = _image_type(data)
-    if media_type is not None:
-        encoded = base64.b64encode(data).decode("ascii")
-        if len(encoded) > MAX_IMAGE_BASE64_BYTES:
-            raise _Refusal(
-                "too_large",
-                f"image {_shown(name)} is {len(encoded)} bytes in base64; the API takes images "
-                f"up to {MAX_IMAGE_BASE64_BYTES}",
-            )
-        return {
-            "type": "image",
-            "source": {"type": "base64", "media_type": media_type, "data": encoded},
-        }
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = "\0"
-    if "\0" in text:
-        raise _Refusal(
-            "invalid",
-            f"file {_shown(name)} is not UTF-8 text, a PDF or a PNG, JPEG, GIF or WEBP image",
-        )
-    label = html.escape(name, quote=True)
-    return {"type": "text", "text": f'<file name="{label}">\n{text}\n</file>'}
-
-
-def _image_type(data: bytes) -> str | None:
-    """The image media type the file's first bytes say, if any the API takes."""
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return next((kind for magic, kind in IMAGE_TYPES if data.startswith(magic)), None)
+        return agent_runtime.file_block(name, data)
+    except agent_runtime.FileTooLarge as error:
+        raise _Refusal("too_large", str(error)) from None
+    except ValueError as error:
+        raise _Refusal("invalid", str(error)) from None
 
 
 def _attach(request: dict[str, Any], blocks: list[dict[str, Any]]) -> None:
@@ -964,16 +901,6 @@ def _plain(reply: Any) -> dict[str, Any]:
     return plain
 
 
-def _text(content: list[Any]) -> str:
-    """The text blocks joined (thinking and tool blocks are not the answer; the API splits
-    cited text over many blocks, often mid-sentence)."""
-    return "".join(
-        str(block.get("text") or "")
-        for block in content
-        if isinstance(block, dict) and block.get("type") == "text"
-    )
-
-
 def _results(content: list[Any]) -> list[tuple[str, dict[str, str]]]:
     """Every search result and fetched page in the content, in order, as (the tool's name,
     {title, url})."""
@@ -993,51 +920,9 @@ def _results(content: list[Any]) -> list[tuple[str, dict[str, str]]]:
     return [(tool, source) for tool, source in found if source["url"]]
 
 
-def _sources(content: list[Any]) -> list[dict[str, str]]:
-    """The distinct sources the text cites, in first-cited order: search results by their
-    own URL, fetched pages (char or page locations in a fetched document) by the page's."""
-    fetched = [source for tool, source in _results(content) if tool == "web_fetch"]
-    cited: dict[str, dict[str, str]] = {}
-    for block in content:
-        if not isinstance(block, dict) or block.get("type") != "text":
-            continue
-        citations = block.get("citations")
-        for citation in citations if isinstance(citations, list) else []:
-            if not isinstance(citation, dict):
-                continue
-            source: dict[str, str] | None = None
-            if citation.get("type") == "web_search_result_location":
-                source = _named(citation.get("title"), citation.get("url"))
-            elif citation.get("type") in ("char_location", "page_location"):
-                source = _fetched(citation, fetched)
-            if source and source["url"]:
-                cited.setdefault(_normal(source["url"]), source)
-    return list(cited.values())
-
-
-def _fetched(citation: dict[str, Any], fetched: list[dict[str, str]]) -> dict[str, str] | None:
-    """The fetched page a document citation points at: by its title, else its index."""
-    title = citation.get("document_title")
-    for source in fetched:
-        if title and source["title"] == title:
-            return source
-    index = citation.get("document_index")
-    if isinstance(index, int) and 0 <= index < len(fetched):
-        return fetched[index]
-    return fetched[0] if len(fetched) == 1 else None
-
-
 def _named(title: Any, url: Any) -> dict[str, str]:
     url = url if isinstance(url, str) else ""
     return {"title": title if isinstance(title, str) and title else url, "url": url}
-
-
-def _source_line(source: dict[str, str]) -> str:
-    title, url = source["title"], source["url"]
-    return f"- {title} — {url}" if title != url else f"- {url}"
-
-
-# ---- URLs ----------------------------------------------------------------------------------
 
 
 def _texts(content: Any) -> str:

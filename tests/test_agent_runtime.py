@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import TEST_KEY
-from fakeapi import FakeMessagesAPI, Reply
+from fakeapi import FakeMessagesAPI, Reply, web_reply
 
 import agent_runtime
 from agent_runtime import (
@@ -500,7 +500,7 @@ def test_standalone_shows_attachments_and_plain_paths_to_the_model(
     (tmp_path / "chart.png").write_bytes(PNG)
     _attach(monkeypatch, notes_txt=tmp_path / "n.txt", scan_pdf=tmp_path / "s.pdf")
     files = ["notes.txt", "scan.pdf", str(tmp_path / "chart.png")]
-    assert agent_runtime.call_llm("summarise", files=files) == "ok"
+    assert agent_runtime.call_llm("summarise", files=files).startswith("ok")
     [request] = fake_api.messages()
     content = request.body["messages"][0]["content"]
     assert [block["type"] for block in content] == ["text", "document", "image", "text"]
@@ -612,12 +612,12 @@ ANSWER = (
 
 
 def test_web_tools_are_the_plain_search_and_fetch_tools() -> None:
-    assert agent_runtime.web_tools(3) == [
-        {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+    assert agent_runtime.web_tools(5) == [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 5},
         {
             "type": "web_fetch_20250910",
             "name": "web_fetch",
-            "max_uses": 3,
+            "max_uses": agent_runtime.MAX_FETCHES_PER_CALL,
             "citations": {"enabled": True},
         },
     ]
@@ -679,16 +679,21 @@ def test_standalone_web_sends_the_tools_continues_a_pause_and_cites(
     fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MAX_SEARCHES_PER_AGENT", "2")
-    fake_api.queue(_message(searched_turn(), "pause_turn"), _message(fetched_turn(), "end_turn"))
-    assert agent_runtime.call_llm("When did 3.14 come out?", web=True) == ANSWER
+    page = ("Python 3.14.0", SEARCHED, "Python 3.14.0 was released on 7 October 2025.")
+    fake_api.queue(web_reply([page], pause=True))
+    answer = agent_runtime.call_llm("When did 3.14 come out?", web=True)
     first, second = fake_api.messages()
     assert first.body["tools"] == second.body["tools"] == agent_runtime.web_tools(2)
     question = {"role": "user", "content": "When did 3.14 come out?"}
     assert first.body["messages"] == [question]
+    assert first.reply["stop_reason"] == "pause_turn"
     assert second.body["messages"] == [
         question,
-        {"role": "assistant", "content": searched_turn()},
+        {"role": "assistant", "content": first.reply["content"]},
     ], "the paused turn goes back unchanged, with no new user message"
+    assert second.status == 200, "the fake 400s an edited continuation, as the API does"
+    assert answer.startswith("Here is what I found. Python 3.14.0 was released")
+    assert answer.endswith(f"\n\nSources:\n- Python 3.14.0 — {SEARCHED}")
 
 
 def test_standalone_web_gives_up_continuing_after_the_cap(

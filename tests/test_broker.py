@@ -469,13 +469,13 @@ def test_a_web_call_gets_the_server_tools_and_its_answer_names_its_sources(
     [request] = fake_api.messages()
     assert (
         request.body["tools"]
-        == broker.web_tools(3)
+        == agent_runtime.web_tools(3)
         == [
             {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
             {
                 "type": "web_fetch_20250910",
                 "name": "web_fetch",
-                "max_uses": broker.MAX_FETCHES_PER_CALL,
+                "max_uses": agent_runtime.MAX_FETCHES_PER_CALL,
                 "citations": {"enabled": True},
             },
         ]
@@ -545,7 +545,7 @@ def test_a_web_call_under_a_budget_holds_every_search_it_may_make(
         channel = door.open_channel("researcher", model=MODEL, web_allowed=True, max_searches=5)
         answer = exchange(channel, web_frame())
         assert answer["error"]["type"] == "budget"
-        uses = 5 + broker.MAX_FETCHES_PER_CALL
+        uses = 5 + agent_runtime.MAX_FETCHES_PER_CALL
         allowance = uses * broker.WEB_USE_TOKENS * models.price_of(MODEL)[0].cache_write / 1e6
         assert door.budget_needed > five_searches + allowance, "every search and fetch held"
         assert fake_api.messages() == []
@@ -689,7 +689,7 @@ def test_granted_files_arrive_as_the_blocks_the_api_reads(
     notes, pdf, png, prompt = content
     assert notes == {
         "type": "text",
-        "text": '<file name="notes &quot;v2&quot;.txt">\nthe notes ✓\n</file>',
+        "text": '<file name="notes \\"v2\\".txt">\nthe notes ✓\n</file>',
     }
     assert pdf == {
         "type": "document",
@@ -737,8 +737,8 @@ def test_files_not_granted_or_not_readable_as_text_pdf_or_image_are_refused(
     channel = door.open_channel("reader", model=MODEL, files=files)
     for name, kind, says in (
         ("secrets.txt", "forbidden", "no file named 'secrets.txt'"),
-        ("blob.bin", "invalid", "'blob.bin' is not UTF-8 text, a PDF or a PNG"),
-        ("utf16.txt", "invalid", "'utf16.txt' is not UTF-8 text"),
+        ("blob.bin", "invalid", "blob.bin: not UTF-8 text, a PDF or a PNG"),
+        ("utf16.txt", "invalid", "utf16.txt: not UTF-8 text"),
         ("folder", "invalid", "'folder' is not a regular file"),
         ("fifo", "invalid", "'fifo' is not a regular file"),
         ("gone.txt", "invalid", "'gone.txt' cannot be read"),
@@ -758,7 +758,7 @@ def test_files_beyond_the_apis_limits_are_refused_naming_them(
     channel = door.open_channel("viewer", model=MODEL, files={"big.png": big_png, **many})
     answer = exchange(channel, {**messages_frame(), "files": ["big.png"]})
     assert answer["error"]["type"] == "too_large"
-    assert "image 'big.png'" in answer["error"]["message"]
+    assert "big.png: too large" in answer["error"]["message"]
     answer = exchange(channel, {**messages_frame(), "files": list(many)})
     assert answer["error"]["type"] == "too_large"
     assert f"{broker.MAX_IMAGES + 1} images" in answer["error"]["message"]
@@ -773,7 +773,7 @@ def test_files_beyond_the_apis_limits_are_refused_naming_them(
         channel = tight.open_channel("attacher", model=MODEL, files=files)
         for names, says in (
             (["d.txt"], "file 'd.txt' is 4000 bytes"),
-            (["b.pdf"], "PDF 'b.pdf' is 3340 bytes in base64"),
+            (["b.pdf"], "with its attachments the request is about"),  # 3,340 in base64
             (["a.txt", "c.pdf"], "with its attachments the request is about"),
         ):
             answer = exchange(channel, {**messages_frame(), "files": names})
