@@ -14,6 +14,7 @@ refused without reading a byte of it.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import io
 import mimetypes
@@ -25,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import redact
-from ui import clean
+from replies import AttachmentReply
+from ui import clean, human_size
 
 SCAN_BYTES = 4 * 1024 * 1024
 """How much of each file is read to sniff its type, preview it and look for secrets."""
@@ -142,6 +144,10 @@ class Attachment:
     root: Path
     """What is mounted read-only for it: the file itself, or the folder it was attached with."""
 
+    def reply(self) -> AttachmentReply:
+        """As `--json`, the display and the run file show it."""
+        return AttachmentReply(name=self.name, path=str(self.path), bytes=self.size, kind=self.kind)
+
 
 @dataclass(frozen=True)
 class Attached:
@@ -160,6 +166,17 @@ class Attached:
     def inputs(self) -> dict[str, Path]:
         """What an agent's `input_files()` returns: {name: path}."""
         return {attachment.name: attachment.path for attachment in self.files}
+
+    def texts(self) -> list[str]:
+        """The task and the start of every attached text file: where the addresses a web agent
+        may fetch can come from, besides search results (the broker's known URLs)."""
+        found = [self.task]
+        for attachment in self.files:
+            if attachment.kind in ("text", "csv"):
+                with contextlib.suppress(_Refusal):  # changed since: it has no addresses to give
+                    head, _, _ = _read_head(attachment.path, attachment.size)
+                    found.append(head.decode("utf-8", "replace"))
+        return found
 
     def describe(self) -> str:
         """The attachments as a bounded prompt section for the planner and generator; "" if none."""
@@ -206,20 +223,6 @@ def _groups(files: Sequence[Attachment]) -> list[list[Attachment]]:
     for attachment in files:
         groups.setdefault(attachment.root, []).append(attachment)
     return list(groups.values())
-
-
-def human_size(n: int) -> str:
-    """Bytes as a person reads them: "812 B", "1.2 kB", "3.4 MB", "100 MB", "2.0 GB" (1024-based,
-    so a limit of ATTACH_MAX_MB=100 reads as "100 MB")."""
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    units = ("kB", "MB", "GB", "TB", "PB")
-    for unit in units:
-        value /= 1024
-        if round(value) < 1024 or unit == units[-1]:
-            break
-    return f"{value:.1f} {unit}" if value < 9.95 else f"{value:.0f} {unit}"
 
 
 def gather(
@@ -432,7 +435,7 @@ def _examine(
     if kind not in ("text", "csv"):
         text = None
     scanned = text if text is not None else head.decode("utf-8", errors="replace")
-    if kind not in ("image", "pdf") and redact.redact(scanned) != scanned:
+    if kind not in ("image", "pdf") and redact.contains_secret(scanned):
         raise _Refusal(
             "it contains what looks like a secret (a key, token or password)", _ADVICE_SECRET
         )

@@ -64,6 +64,36 @@ def redact(text: str, *, secrets: tuple[str, ...] = ()) -> str:
     return text
 
 
+_PLACEHOLDER = re.compile(
+    r"(?i)your|example|placeholder|changeme|dummy|here|x{4,}|\.\.\.|\*{3}|[<>]"
+)
+_SECRET_VALUE = re.compile(r"[A-Za-z0-9_\-+/=.]{8,}")
+
+
+def contains_secret(text: str) -> bool:
+    """Whether `text` holds what looks like a real secret: a file that does is never attached.
+
+    Stricter than `redact` about what counts, because refusing a file costs the user its use:
+    a documented placeholder (`API_KEY=your-key-here`, `sk-ant-...`) and code that merely names
+    a secret (`password = getpass()`) are not secrets; a live key, a PEM private key or a
+    key-shaped value is.
+    """
+    if any(len(secret) >= 8 and secret in text for secret in _live_secrets()):
+        return True
+    for pattern in _PATTERNS:
+        for match in pattern.finditer(text):
+            if pattern.groups == 3:
+                value = match.group(3)
+                code_or_name = not _SECRET_VALUE.fullmatch(value) or value in _KEY_VARIABLES
+                if code_or_name or not any(c.isdigit() for c in value):
+                    continue
+            else:
+                value = match.group(0)
+            if not _PLACEHOLDER.search(value):
+                return True
+    return False
+
+
 def _live_secrets() -> list[str]:
     """The key variables as the process sees them now, read at call time."""
     return [*(os.environ.get(name, "") for name in _KEY_VARIABLES), *_registered]

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from kinds import Phase
 from replies import (
+    ArtifactReply,
+    AttachmentReply,
     CostSummary,
     FailureReply,
     HistoryRow,
@@ -87,6 +89,20 @@ def dollars(usd: float, estimate: bool = False) -> str:
     return f"~{amount}" if estimate else amount
 
 
+def human_size(n: int) -> str:
+    """Bytes as a person reads them: "812 B", "1.2 kB", "3.4 MB", "100 MB", "2.0 GB" (1024-based,
+    so a limit of ATTACH_MAX_MB=100 reads as "100 MB")."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    units = ("kB", "MB", "GB", "TB", "PB")
+    for unit in units:
+        value /= 1024
+        if round(value) < 1024 or unit == units[-1]:
+            break
+    return f"{value:.1f} {unit}" if value < 9.95 else f"{value:.0f} {unit}"
+
+
 def tokens_text(input_tokens: int, output_tokens: int, cache_write: int, cache_read: int) -> str:
     """Input, output and both cache directions apart: they are priced differently."""
     return (
@@ -108,6 +124,9 @@ def cost_text(summary: CostSummary, duration_seconds: float | None = None) -> st
         ),
         dollars(float(summary.get("usd", 0.0)), bool(summary.get("estimate", False))),
     ]
+    searches = int(summary.get("web_searches", 0))
+    if searches:
+        parts.insert(2, f"{searches} web search{'' if searches == 1 else 'es'}")
     if duration_seconds is not None:
         parts.append(duration(duration_seconds))
     return " | ".join(parts)
@@ -292,6 +311,19 @@ class PlainUI:
         notes.append(f"sandbox: {', '.join(sandbox) if sandbox else 'none reported'}")
         notes.append(f"saved to {run_file}" if run_file else "not archived")
         self._line("run", " - ".join(notes))
+
+    def attachments(self, files: list[AttachmentReply]) -> None:
+        """What the agents will be able to read, shown before anything is spent."""
+        width = max(len(f["name"]) for f in files) if files else 0
+        for item in files:
+            size = human_size(item["bytes"])
+            self._line("file", f"{item['name']:<{width}}  {size:>8}  {item['kind']}")
+
+    def artifacts(self, files: list[ArtifactReply]) -> None:
+        """The files the agents made, each with its path, so they can be opened at once."""
+        for item in files:
+            size = human_size(item["bytes"])
+            self._line("made", f"{item['path']}  ({size}, by {item['agent']})")
 
     def problem(self, headline: str, advice: str, technical: str) -> None:
         lines = ["[error]".ljust(_TAG_WIDTH) + one_line(headline, 400)]

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 import attachments
 import config
 import problems
+import ui
 from attachments import AttachmentError, gather
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -742,12 +743,12 @@ def test_completion_of_the_home_and_its_bound(
     ],
 )
 def test_human_size(size: int, shown: str) -> None:
-    assert attachments.human_size(size) == shown
+    assert ui.human_size(size) == shown
 
 
 @given(st.integers(min_value=0, max_value=1024**5))
 def test_human_size_reads_back_within_five_percent(size: int) -> None:
-    number, unit = attachments.human_size(size).split()
+    number, unit = ui.human_size(size).split()
     scale = {"B": 1, "kB": 1024, "MB": MB, "GB": 1024**3, "TB": 1024**4, "PB": 1024**5}[unit]
     assert abs(float(number) * scale - size) <= 0.05 * size
     assert float(number) < 1024 or unit == "PB"
@@ -776,3 +777,33 @@ def test_any_task_either_attaches_or_fails_with_an_attachment_error(
         assert error.reason and error.path
     else:
         assert set(got.inputs()) == {file.name for file in got.files}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ANTHROPIC_API_KEY=your-key-here",
+        "ANTHROPIC_API_KEY=sk-ant-...",
+        "password = getpass()",
+        "api_key: <your key>",
+        "TOKEN=xxxxxxxxxxxxxxxx",
+        "set ANTHROPIC_API_KEY in your environment",
+    ],
+)
+def test_documentation_that_names_secrets_is_attached(
+    attach: Attach, work: Path, text: str
+) -> None:
+    """A README that documents a setting holds no secret; refusing it would cost its use."""
+    (work / "README.md").write_text(f"# Setup\n\n{text}\n", encoding="utf-8")
+    attached = attach("summarise @README.md")
+    assert [f.name for f in attached.files] == ["README.md"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["token: abc123def456ghi789", "secret=hunter2hunter2", "Bearer abcdef1234567890abcdef"],
+)
+def test_key_shaped_values_are_still_secrets(attach: Attach, work: Path, text: str) -> None:
+    (work / "notes.txt").write_text(f"{text}\n", encoding="utf-8")
+    with pytest.raises(AttachmentError, match="secret"):
+        attach("read @notes.txt")
