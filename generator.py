@@ -120,11 +120,23 @@ single purpose; a team of them answers a user's task and their outputs are merge
 
 You write ONLY the function `run(task, previous_outputs)` plus any small helpers it needs. A \
 trusted runtime is prepended to your code and a footer appended; they already provide:
-- `call_llm(prompt: str, system: str | None = None, max_tokens: int = 4096) -> str` — one call \
-to Claude; returns the reply text. Use it for anything that needs language understanding, \
-knowledge or judgement. It retries by itself; never wrap it in your own retry loop. A call that \
-cannot be made raises `LLMError` (`BrokerRefused` when it is not allowed, for example when the \
-budget is spent); let it propagate unless the agent can honestly do without that answer.
+- `call_llm(prompt: str, system: str | None = None, max_tokens: int = 4096, web: bool = False, \
+files: list[str] = ()) -> str` — one call to Claude; returns the reply text. Use it for anything \
+that needs language understanding, knowledge or judgement. It retries by itself; never wrap it \
+in your own retry loop. A call that cannot be made raises `LLMError` (`BrokerRefused` when it is \
+not allowed, for example when the budget is spent); let it propagate unless the agent can \
+honestly do without that answer.
+  - `web=True` lets Claude search the web and read pages for this call, only for an agent whose \
+brief says it may use the web. The reply then ends with a "Sources:" list of titles and URLs: \
+keep it in your result so the sources reach the user.
+  - `files=[name, ...]` shows Claude attached files by their names in `input_files()`: text, \
+PDFs and images.
+- `input_files() -> dict[str, str]` — the files the user attached, name -> path, read only. \
+Read them with `open(path, encoding="utf-8")` (or `"rb"`) when the work needs the data itself: \
+parse a CSV with `csv` and compute totals in Python, exactly, instead of asking Claude to add up.
+- `save_artifact(name: str, data: str | bytes) -> str` — hands a file back to the user (a CSV, an \
+SVG chart, a Markdown report) and returns its name; say in your result which files you saved. \
+It is the only way an agent writes a file.
 - `format_previous(previous_outputs) -> str` — upstream outputs as labelled sections.
 - `json`, `os`, `sys`, `time`, `threading`, `Path` are already imported.
 The footer reads the input, calls `run(task, previous_outputs)` and prints what it returns.
@@ -137,8 +149,8 @@ name -> output text, with exactly the keys you are given below (it may be empty)
 3. Standard library only, unless extra packages are listed below. Never import subprocess, \
 socket, ctypes, importlib, pickle, shutil, multiprocessing, signal or inspect. No eval, exec, \
 compile, __import__, getattr/setattr with computed names, or dunder attributes.
-4. Never write, delete, rename or chmod files; never start processes; never change the \
-environment. Reading files is allowed only if your instructions require it.
+4. Never write, delete, rename or chmod files (save_artifact is the way to hand one back); \
+never start processes; never change the environment. Read only the files `input_files()` gives.
 5. Be generic and reusable: the task arrives at runtime in `task`. Never hard-code the user's \
 subject, names, numbers or wording in your code or prompts; write prompts that work for any \
 task of this kind. A good agent is one that can be kept in a library and reused.
@@ -271,17 +283,25 @@ def check_assembled(source: str, *, declared: Collection[str] | None = None) -> 
     return codeguard.check_agent_source(body, declared=declared)
 
 
-def _brief(spec: AgentSpec, upstream: list[str]) -> str:
+def _brief(spec: AgentSpec, upstream: list[str], attachments: str = "") -> str:
     """The per-agent part of the prompt; the system prompt stays identical for caching."""
     keys = ", ".join(repr(name) for name in upstream) if upstream else "none — it is empty"
     modules = sorted(codeguard.package_imports(spec.dependencies))
     packages = ", ".join(f"`import {module}`" for module in modules) or "none (standard library)"
+    web = (
+        "yes: call_llm(..., web=True) may search and read pages"
+        if spec.web
+        else "no: never pass web=True, the call would be refused"
+    )
+    files = attachments.strip() or "none: input_files() is empty"
     return (
         f"Agent name: {spec.name}\n"
         f"Role: {spec.role}\n\n"
         f"Instructions:\n{spec.instructions}\n\n"
         f"previous_outputs keys this agent receives: {keys}\n"
         f"Extra packages installed for this agent: {packages}\n"
+        f"Web: {web}\n"
+        f"Attached files:\n{files}\n"
     )
 
 
@@ -293,17 +313,19 @@ def generate_agent_code(
     usage: ledger.Usage | None = None,
     effort: str | None = None,
     settings: config.Settings | None = None,
+    attachments: str = "",
 ) -> str:
     """Write the agent, retrying with codeguard's complaints until it is accepted.
 
-    `upstream` is the agent's dependency closure (the exact previous_outputs keys); `repair` turns
-    this into a fix of failing code. Unsafe or malformed code is never returned; after the last
-    attempt GenerationError carries the reasons. A reply that is not a message at all (already
+    `upstream` is the agent's dependency closure (the exact previous_outputs keys); `attachments`
+    describes the files input_files() will hold; `repair` turns this into a fix of failing code.
+    Unsafe or malformed code is never returned; after the last attempt GenerationError carries
+    the reasons. A reply that is not a message at all (already
     retried by llm) raises GenerationError at once, with the API's error as its cause: it is
     this agent's failure, and the rest of the team goes on.
     """
     settings = settings or config.settings()
-    prompt = _brief(spec, upstream)
+    prompt = _brief(spec, upstream, attachments)
     if repair is not None:
         failing = agent_body(repair.source) or repair.source
         prompt += (

@@ -83,6 +83,14 @@ what they would have covered, and do not fill their part in from your own knowle
 leaves part of the task unanswered, say so briefly in the terms of the task ("the cost \
 comparison is not included"), never in terms of agents.
 
+## Sources and files
+- Where outputs end with a "Sources:" list (titles and URLs the agents read on the web), keep \
+the sources of the facts you use: list them at the end of the answer, or cite them inline. Never \
+invent a source, never keep one whose facts you left out.
+- The request may list files the agents saved for the user (artifacts). Mention each one the \
+user needs to know about by its exact file name, where the answer refers to it; they are \
+delivered next to the answer, so never paste their content in full.
+
 ## What the user never sees
 - No mention of agents, a team, outputs, a factory, or this merging step: the answer reads as if \
 one author wrote it directly for the user.
@@ -137,6 +145,7 @@ def build_prompt(
     roles: dict[str, str] | None = None,
     failed: list[str] | None = None,
     cut: list[str] | None = None,
+    artifacts: dict[str, str] | None = None,
 ) -> str:
     """The user prompt: every labelled output, then the failures, then the task verbatim.
 
@@ -163,6 +172,12 @@ def build_prompt(
             "These agents failed and produced nothing; their part of the work is missing:\n"
             + listed
         )
+    if artifacts:
+        listed = "\n".join(
+            f'<artifact name="{html.escape(name)}" by="{html.escape(agent)}" />'
+            for name, agent in artifacts.items()
+        )
+        parts.append("Files the agents saved for the user, delivered with the answer:\n" + listed)
     parts.append(f"<task>\n{task}\n</task>")
     parts.append("Write the final answer to this task.")
     return "\n\n".join(parts)
@@ -182,6 +197,7 @@ def merge_outputs(
     usage: ledger.Usage | None = None,
     effort: str | None = None,
     settings: config.Settings | None = None,
+    artifacts: dict[str, str] | None = None,
 ) -> Merged:
     """Write the final answer from the successful outputs: one call, or two if it ran short.
 
@@ -191,7 +207,8 @@ def merge_outputs(
     outputs, with a warning. A refusal with no text raises MergeRefusedError, and any failed call
     MergeFailedError, both carrying the outputs (a spent budget propagates as it is: the caller
     has its own fallback). Raises ValueError for no outputs, since merging nothing could only
-    produce a confident invention.
+    produce a confident invention. `artifacts` (file name -> the agent that saved it) are named
+    to the model so the answer can point at them.
     """
     if not outputs:
         raise ValueError("merge_outputs needs at least one agent output")
@@ -200,7 +217,7 @@ def merge_outputs(
     warnings = [
         f"{name}'s output was too long to merge whole; its first part was used" for name in cut
     ]
-    prompt = build_prompt(task, kept, roles=roles, failed=failed, cut=cut)
+    prompt = build_prompt(task, kept, roles=roles, failed=failed, cut=cut, artifacts=artifacts)
 
     def write(max_tokens: int) -> llm.Completion:
         return llm.completion(

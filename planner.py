@@ -119,6 +119,14 @@ class AgentSpec(BaseModel):
             "dependency, the plan runs as a strict sequence, unless the plan says independent."
         )
     )
+    web: bool = Field(
+        default=False,
+        description=(
+            "True only when this agent must look things up on the web (current facts, prices, "
+            "news, documentation, a page the task names). Only these agents may search; the "
+            "searches cost money, so leave it false for work the task and upstream outputs cover."
+        ),
+    )
     dependencies: list[str] = Field(
         description=(
             "Extra pip packages the program must install, beyond the Python standard library. "
@@ -339,8 +347,13 @@ the agents, and a short justification - returned as data in the schema you were 
 receives the user's task text plus the outputs of the agents it depends on, and prints one \
 plain-text result.
 - An agent thinks by calling Claude through a helper named call_llm. It can reason, write, \
-analyse, calculate and transform text; it cannot browse the web, use tools or read the user's \
-files, so do not design agents that pretend to.
+analyse, calculate and transform text, and compute in Python over data it is given.
+{web}
+- Files the user attached (listed in an <attachments> block, if any) can be read by every agent: \
+its code can parse and compute over them (sum a CSV column exactly, count lines, extract fields) \
+and call_llm can show them to Claude (text, PDFs and images). Agents cannot see any other file.
+- An agent can hand back files (a CSV, an SVG chart, a Markdown report) as artifacts the user \
+receives next to the answer; plan one when the user asks for a file.
 - After the team runs, a separate merge step combines every agent's output into the final answer \
 and enforces the user's format, length and tone. Do not add an agent whose only job is to merge, \
 format or proofread the others.
@@ -404,16 +417,37 @@ this split, why these dependencies.
 """
 
 
-def build_prompts(task: str, *, library_hint: str = "", max_agents: int) -> tuple[str, str]:
+WEB_ON = """\
+- An agent marked `web` can search the web and read pages through call_llm; its answer comes back \
+with its sources. Mark only the agents that need facts the task does not contain (current \
+events, prices, documentation, a page the task names)."""
+WEB_OFF = """\
+- The web is turned off for this run: no agent can search or read pages, so set `web` to false \
+for every agent and work from the task, the attachments and Claude's own knowledge."""
+
+
+def build_prompts(
+    task: str,
+    *,
+    library_hint: str = "",
+    max_agents: int,
+    web: bool = True,
+    attachments: str = "",
+) -> tuple[str, str]:
     """The (system, user) prompts for one planning call.
 
-    The library goes before the task: long reference material first and the request last is the
-    order the model follows best, and it keeps the task the last thing it reads.
+    The library and the attachments go before the task: long reference material first and the
+    request last is the order the model follows best, and it keeps the task the last thing it
+    reads. Whether the web is on changes the system prompt, so each setting caches on its own.
     """
-    system = PLANNER_PROMPT.format(max_agents=max_agents, packages=VETTED_PACKAGES)
+    system = PLANNER_PROMPT.format(
+        max_agents=max_agents, packages=VETTED_PACKAGES, web=WEB_ON if web else WEB_OFF
+    )
     parts: list[str] = []
     if library_hint.strip():
         parts.append(f"<agent_library>\n{library_hint.strip()}\n</agent_library>")
+    if attachments.strip():
+        parts.append(f"<attachments>\n{attachments.strip()}\n</attachments>")
     parts.append(f"<task>\n{task.strip()}\n</task>")
     parts.append("Plan the team of agents for this task.")
     return system, "\n\n".join(parts)
@@ -426,11 +460,20 @@ def plan_agents(
     library_hint: str = "",
     effort: str | None = None,
     settings: config.Settings | None = None,
+    web: bool | None = None,
+    attachments: str = "",
 ) -> Plan:
-    """Grade the task and design its team in one structured call; the reply arrives validated."""
+    """Grade the task and design its team in one structured call; the reply arrives validated.
+
+    `web` (default: the WEB setting) says whether agents may use the web at all; `attachments`
+    describes the files the user attached (attachments.Attached.describe()).
+    """
     settings = settings or config.settings()
     limit = settings.max_agents
-    system, prompt = build_prompts(task, library_hint=library_hint, max_agents=limit)
+    web = settings.web if web is None else web
+    system, prompt = build_prompts(
+        task, library_hint=library_hint, max_agents=limit, web=web, attachments=attachments
+    )
     return llm.complete_structured(
         prompt,
         plan_model(limit),

@@ -136,6 +136,7 @@ def test_agent_spec_fields_are_ordered_and_described() -> None:
         "role",
         "instructions",
         "depends_on",
+        "web",
         "dependencies",
     ]
     assert all(prop.get("description") for prop in schema["properties"].values())
@@ -271,12 +272,29 @@ def test_plan_fields_are_ordered_grade_team_prose_and_described() -> None:
 # --- prompts and the call ---------------------------------------------------------------------
 
 
-def test_planner_prompt_formats_with_the_limit_only() -> None:
-    system = planner.PLANNER_PROMPT.format(max_agents=5, packages=planner.VETTED_PACKAGES)
+def test_planner_prompt_formats_with_the_limit_packages_and_web_only() -> None:
+    system = planner.PLANNER_PROMPT.format(
+        max_agents=5, packages=planner.VETTED_PACKAGES, web=planner.WEB_ON
+    )
     assert "at most 5 agents" in system
     assert "{" not in system
     for needle in ("depends_on", "call_llm", "simple", "deep", "<agent_library>", "snake_case"):
         assert needle in system
+
+
+def test_the_planner_is_told_whether_the_web_is_on_and_what_was_attached() -> None:
+    on, bare = build_prompts("Sum it.", max_agents=2)
+    off, prompt = build_prompts("Sum it.", max_agents=2, web=False, attachments="sales.csv, 1 kB")
+    assert planner.WEB_ON in on and planner.WEB_OFF not in on
+    assert planner.WEB_OFF in off and planner.WEB_ON not in off
+    assert "<attachments>" not in bare
+    assert "<attachments>\nsales.csv, 1 kB\n</attachments>" in prompt
+    assert prompt.index("<attachments>") < prompt.index("<task>")
+
+
+def test_a_spec_needs_no_web_field_and_says_false() -> None:
+    plain = AgentSpec(name="a_b_c", role="r", instructions="i", depends_on=[], dependencies=[])
+    assert plain.web is False
 
 
 def test_user_prompt_delimits_task_and_library() -> None:
@@ -306,7 +324,7 @@ def test_plan_agents_makes_one_bounded_call(
     assert call.schema is not None
     assert call.schema["properties"]["agents"].get("maxItems", 2) == 2
     assert call.system == planner.PLANNER_PROMPT.format(
-        max_agents=2, packages=planner.VETTED_PACKAGES
+        max_agents=2, packages=planner.VETTED_PACKAGES, web=planner.WEB_ON
     )
     assert "<task>\nWhat is 2+2?\n</task>" in call.prompt
     assert "<agent_library>\nlib\n</agent_library>" in call.prompt
