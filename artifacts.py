@@ -19,8 +19,8 @@ the parent's half, which keeps them in the run's artifacts folder. The rules:
 - **On disk**: the folder (0700) is made by the first save, so a run without artifacts leaves no
   empty folder; each file (0600) is written to a temporary name and renamed into place, so a
   reader never sees half a file.
-- **`copy_to(DIR)`** (`--out DIR`) never overwrites: a name already present in DIR gets the same
-  kind of variant, and the paths it returns say where each artifact went.
+- **`copy_out(artifacts, DIR)`** (`--out DIR`) never overwrites: a name already present in DIR
+  gets the same kind of variant, and the paths it returns say where each artifact went.
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ import itertools
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_runtime import artifact_name_problem
+from replies import ArtifactReply
 
 _MIB = 1024 * 1024
 
@@ -60,6 +61,12 @@ class Artifact:
     """Its size now."""
     agent: str
     """The agent that saved it."""
+
+    def reply(self) -> ArtifactReply:
+        """As `--json`, the display and the run file show it."""
+        return ArtifactReply(
+            name=self.name, path=str(self.path), bytes=self.bytes, agent=self.agent
+        )
 
 
 def _variants(name: str) -> Iterator[str]:
@@ -123,30 +130,31 @@ class ArtifactStore:
             self._artifacts[stored] = Artifact(stored, path, len(data), agent)
         return stored
 
-    def copy_to(self, destination: Path) -> list[Path]:
-        """Copy every artifact into `destination` (created if need be); returns the new paths.
-
-        Nothing there is overwritten: a name already taken gets a variant (report-2.md), chosen
-        and created in one step, so a file appearing meanwhile is not overwritten either.
-        Copies are 0600, like the originals: the user decides who else may read them.
-        """
-        destination = Path(destination)
-        destination.mkdir(parents=True, exist_ok=True)
-        copied = []
-        for artifact in self.list():
-            for candidate in _variants(artifact.name):
-                target = destination / candidate
-                try:
-                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                except FileExistsError:
-                    continue
-                break
-            with os.fdopen(fd, "wb") as sink, artifact.path.open("rb") as source:
-                shutil.copyfileobj(source, sink)
-            copied.append(target)
-        return copied
-
     def list(self) -> list[Artifact]:
         """Every artifact, in the order each name was first saved."""
         with self._lock:
             return list(self._artifacts.values())
+
+
+def copy_out(made: Iterable[Artifact], destination: Path) -> list[Path]:
+    """Copy artifacts into `destination` (created if need be), for --out; the new paths, in order.
+
+    Nothing there is overwritten: a name already taken gets a variant (report-2.md), chosen and
+    created in one step, so a file appearing meanwhile is not overwritten either. Copies are
+    0600, like the originals: the user decides who else may read them.
+    """
+    destination = Path(destination)
+    destination.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for artifact in made:
+        for candidate in _variants(artifact.name):
+            target = destination / candidate
+            try:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue
+            break
+        with os.fdopen(fd, "wb") as sink, artifact.path.open("rb") as source:
+            shutil.copyfileobj(source, sink)
+        copied.append(target)
+    return copied

@@ -82,6 +82,12 @@ class Invocation:
     """Never ask the person anything (--no-input)."""
     budget: float | None = None
     """Spending cap in USD (--budget)."""
+    files: tuple[str, ...] = ()
+    """Paths to attach, as given (--file PATH, repeatable); `@path` in the task adds more."""
+    out: str | None = None
+    """A folder to copy the run's artifacts into (--out DIR)."""
+    no_web: bool = False
+    """No agent may search or read the web this run (--no-web: sets WEB=off)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -125,6 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--council", choices=[m.value for m in CouncilMode], help="adversarial review (COUNCIL)"
     )
     run.add_argument("--budget", type=_positive_dollars, metavar="USD", help="spending cap")
+    run.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="attach a file or folder for the agents to read (repeatable; or @PATH in the task)",
+    )
+    run.add_argument("--out", metavar="DIR", help="copy the files the agents made into DIR")
+    run.add_argument("--no-web", action="store_true", help="agents may not search the web")
     keep = run.add_mutually_exclusive_group()
     keep.add_argument("--keep", action="store_true", help="keep new agents without asking")
     keep.add_argument("--discard", action="store_true", help="discard new agents without asking")
@@ -205,7 +220,14 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         "keep": True if args.keep else (False if args.discard else None),
         "no_input": args.no_input,
         "budget": args.budget,
+        "files": tuple(args.file),
+        "out": args.out,
+        "no_web": args.no_web,
     }
+    if any(not path.strip() for path in args.file):
+        raise UsageError("--file needs a path")
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out needs a folder")
     if args.model is not None and not args.model.strip():
         raise UsageError("--model needs a model id")
     if args.version:
@@ -250,6 +272,7 @@ def apply(invocation: Invocation) -> None:
         "COUNCIL": invocation.council,
         "BUDGET_USD": None if invocation.budget is None else repr(invocation.budget),
         "AGENTGOD_PLAIN": "1" if invocation.plain else None,
+        "WEB": "off" if invocation.no_web else None,
     }
     for name, value in overrides.items():
         if value is not None:

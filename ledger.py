@@ -244,6 +244,7 @@ class Usage:
             output_tokens=total.output_tokens,
             cache_write_tokens=total.cache_write_tokens,
             cache_read_tokens=total.cache_read_tokens,
+            web_searches=total.searches,
             usd=round(self.cost_usd(), 6),
             estimate=self.is_estimate,
         )

@@ -27,6 +27,7 @@ import redact
 import signals
 from replies import (
     AgentReply,
+    ArtifactReply,
     CostReply,
     CostSummary,
     ErrorDetail,
@@ -44,6 +45,8 @@ from ui import PlainUI, make_ui
 
 if TYPE_CHECKING:
     import runlog
+    from artifacts import Artifact
+    from attachments import Attached
     from results import AgentRun, PendingAgent, TaskResult
 
 SLASH_COMMANDS = [
@@ -106,6 +109,7 @@ def _run(invocation: cli.Invocation) -> int:
         if invocation.mode != "repl":
             session.task = invocation.task or cli.read_task(sys.stdin)
         config.check_home()  # before anything is spent or started
+        _check_out(invocation.out)
         llm.preload_sdk()
         config.settings()
         if invocation.mode == "repl":
@@ -196,7 +200,7 @@ class Session:
 
     # ---- one task ------------------------------------------------------------------------------
 
-    def run_task(self, task: str) -> int:
+    def run_task(self, task: str, attached: Attached | None = None) -> int:
         """Clarify, run, report, keep, clean up. Returns the exit code for this task."""
         import intake
         import orchestrator
@@ -218,7 +222,7 @@ class Session:
         try:
             self.ui.task_started(task)
             result = orchestrator.handle_task(
-                task, events=self.ui, usage=spent, written=written, space=space
+                task, events=self.ui, usage=spent, written=written, space=space, attached=attached
             )
         except KeyboardInterrupt:
             with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
@@ -233,12 +237,18 @@ class Session:
             space.close(keep_files=keep_files)
         self.ui.task_finished()
         self._history_notices()
+        made = self.deliver(result.artifacts)
         if self.invocation.json:
             answer = _result_json(self.task, result, self._keep(result.pending))
             answer["warnings"] = [*self.warnings, *result.warnings]
+            files = attached.files if attached else ()
+            answer["attachments"] = [item.reply() for item in files]
+            answer["artifacts"] = made
             _print_json(answer)
         else:
             self.ui.answer(result.answer)
+            if made:
+                self.ui.artifacts(made)
             self.ui.cost(result.cost_summary(), result.duration_seconds)
             self.ui.transcript(
                 [_transcript_row(a) for a in result.agents],
@@ -250,6 +260,27 @@ class Session:
             )
             self._keep(result.pending)
         return cli.EXIT_OK
+
+    def deliver(self, made: list[Artifact]) -> list[ArtifactReply]:
+        """The run's artifacts as the person should see them: copied to --out DIR when given.
+
+        The answer is paid for, so a folder that cannot take the copies is a warning, and the
+        files stay where the run put them.
+        """
+        import artifacts
+
+        rows = [item.reply() for item in made]
+        if not made or self.invocation.out is None:
+            return rows
+        try:
+            copies = artifacts.copy_out(made, Path(self.invocation.out).expanduser())
+        except OSError as error:
+            reason = error.strerror or type(error).__name__
+            self.warn(f"the files could not be copied to {self.invocation.out}: {reason}")
+            return rows
+        for row, copy in zip(rows, copies, strict=True):
+            row["path"] = str(copy)
+        return rows
 
     def _keep(self, pending: list[PendingAgent]) -> list[str]:
         """--keep, --discard, or ask; the chosen new agents join the library."""
@@ -333,10 +364,32 @@ class Session:
                 self.fail(error, cli.EXIT_FAILED)
 
     def answer(self, text: str) -> int:
-        """Small talk gets one cheap reply; anything else is a task for a team."""
-        if self._small_talk(text):
+        """Small talk gets one cheap reply; anything else is a task for a team.
+
+        Attachments are found and vetted first: a file that may not be attached is refused
+        before anything is spent, and a task with files is never small talk.
+        """
+        attached = self.attach(text)
+        if not attached.files and self._small_talk(text):
             return cli.EXIT_OK
-        return self.run_task(text)
+        return self.run_task(attached.task, attached)
+
+    def attach(self, text: str) -> Attached:
+        """The task's `@path`s and the --file paths, vetted, listed for the person to see."""
+        import attachments
+
+        settings = config.settings()
+        attached = attachments.gather(
+            text,
+            self.invocation.files,
+            max_bytes=settings.attach_max_bytes,
+            max_files=settings.attach_max_files,
+        )
+        for note in attached.skipped:
+            self.warn(f"not attached: {note}")
+        if attached.files:
+            self.ui.attachments([item.reply() for item in attached.files])
+        return attached
 
     def _small_talk(self, text: str) -> bool:
         """Answer "hi" or "what can you do?" directly, without building a team.
@@ -472,6 +525,17 @@ class Prompt:
             with contextlib.suppress(OSError):
                 readline.read_history_file(history_file)
             readline.set_history_length(1000)
+            readline.set_completer_delims(" \t\n")  # `@data/q1.csv` is one word to complete
+            readline.set_completer(self.complete)
+            libedit = "libedit" in (readline.__doc__ or "")
+            readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
+        self._matches: list[str] = []
+
+    def complete(self, word: str, state: int) -> str | None:
+        """readline's completer: `@` and a partial path offers files to attach, `/` commands."""
+        if state == 0:
+            self._matches = _completions(word)
+        return self._matches[state] if state < len(self._matches) else None
 
     def read(self) -> str:
         """One task: a line, plus every further line that arrived in the same burst (a paste)."""
@@ -494,6 +558,18 @@ class Prompt:
         if self.readline is None:
             return True
         return not self.readline.get_line_buffer().strip()
+
+
+def _completions(word: str) -> list[str]:
+    """What Tab offers for the word under the cursor: paths after `@`, or a slash command."""
+    if word.startswith("@"):
+        import attachments
+
+        return ["@" + path for path in attachments.complete(word[1:])]
+    if word.startswith("/"):
+        names = (command.split()[0] for command, _ in SLASH_COMMANDS)
+        return [name for name in names if name.startswith(word)]
+    return []
 
 
 BARE_COMMANDS = ("help", "clear", "library", "history", "stats", "cost", "last")
@@ -606,9 +682,19 @@ def _agent_json(agent: AgentRun) -> AgentReply:
             output_tokens=agent.usage.output_tokens,
             cache_write_tokens=agent.usage.cache_write_tokens,
             cache_read_tokens=agent.usage.cache_read_tokens,
+            web_searches=agent.usage.searches,
         ),
         usd=round(agent.usage.usd, 6),
     )
+
+
+def _check_out(out: str | None) -> None:
+    """--out must be able to become a folder; found out now, not after the run is paid for."""
+    if out is None:
+        return
+    folder = Path(out).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise cli.UsageError(f"--out {out}: it is a file, not a folder")
 
 
 def _transcript_row(agent: AgentRun) -> TranscriptAgent:
@@ -622,6 +708,7 @@ def _cost_json(cost: CostSummary) -> CostReply:
         output_tokens=cost["output_tokens"],
         cache_write_tokens=cost["cache_write_tokens"],
         cache_read_tokens=cost["cache_read_tokens"],
+        web_searches=cost["web_searches"],
         usd=cost["usd"],
     )
 
@@ -647,6 +734,8 @@ def _chat_json(task: str, reply: str, spent: ledger.Usage) -> RunReply:
         budget_usd=None,
         budget_exhausted=False,
         warnings=[],
+        attachments=[],
+        artifacts=[],
     )
 
 
@@ -670,6 +759,8 @@ def _result_json(task: str, result: TaskResult, kept: list[str]) -> RunReply:
         budget_usd=result.budget_usd,
         budget_exhausted=result.budget_exhausted,
         warnings=list(result.warnings),
+        attachments=[],
+        artifacts=[],
     )
 
 

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import artifacts
 import config
 import council
 import executor
@@ -38,6 +39,7 @@ import runlog
 import signals
 import taskgraph
 from agentpool import AgentPool
+from attachments import Attached
 from broker import AgentUsage, Broker, Channel
 from events import NullEvents, SerialisedEvents, TaskEvents
 from kinds import AgentKind, Phase, Spend
@@ -149,11 +151,18 @@ class _Conductor:
         events: TaskEvents | None,
         usage: ledger.Usage | None,
         space: RunSpace,
+        attached: Attached | None = None,
     ) -> None:
         self.task = task
         self.space = space
         """This run's own agent folder and scratch dirs; no other run sees them."""
         self.settings = config.settings()
+        self.attached = attached or Attached(task, (), ())
+        """The files the user attached: every agent may read them, none may write them."""
+        self.artifacts = artifacts.ArtifactStore(
+            self.settings.runs_dir / space.id / "artifacts", self.settings.artifacts_max_bytes
+        )
+        """The files agents hand back; the broker writes them, on an agent's behalf."""
         self.usage = usage or ledger.Usage()
         self.events = SerialisedEvents(events or NullEvents())
         self.started = time.monotonic()
@@ -187,6 +196,9 @@ class _Conductor:
             price=lambda model: models.price_of(model)[0],
             effort_for_model=models.effort_for_model,
             budget_error=ledger.BudgetExhaustedError,
+            web=self.settings.web,
+            known_urls=self.attached.texts(),
+            save_artifact=self.artifacts.save,
         )
         self.pool = AgentPool(
             timeout=self.settings.agent_timeout_seconds,
@@ -194,6 +206,8 @@ class _Conductor:
             preload=generator.RUNTIME_MODULES,
             open_door=self.open_door,
             space=space,
+            inputs=self.attached.inputs(),
+            read_only=self.attached.roots,
         )
 
     # ---- the flow ------------------------------------------------------------------------------
@@ -259,7 +273,10 @@ class _Conductor:
             library_hint=library.describe_for_planner(),
             effort=self.settings.effort,
             settings=self.settings,
+            attachments=self.attached.describe(),
         )
+        if not self.settings.web:  # whatever the planner said: the broker would refuse anyway
+            plan.agents = [a.model_copy(update={"web": False}) for a in plan.agents]
         if plan.trimmed:
             self.warn(
                 f"the plan held more than MAX_AGENTS={self.settings.max_agents} agents; "
@@ -497,6 +514,7 @@ class _Conductor:
                     usage=self.usage.phase(Spend.GENERATE),
                     effort=effort,
                     settings=self.settings,
+                    attachments=self.attached.describe(),
                 )
             except generator.GenerationError as error:
                 if error.cause is not None:
@@ -541,7 +559,7 @@ class _Conductor:
         while True:
             attempt += 1
             self.events.agent_running(spec.name, attempt)
-            result, door = self.execute(spec.name, path, task_text, upstream, effort, warm)
+            result, door = self.execute(spec, path, task_text, upstream, effort, warm)
             warm = None
             seconds += result.seconds
             transient = False
@@ -573,6 +591,7 @@ class _Conductor:
                     usage=self.usage.phase(Spend.GENERATE),
                     effort=effort,
                     settings=self.settings,
+                    attachments=self.attached.describe(),
                 )
             except generator.GenerationError:
                 break
@@ -586,7 +605,7 @@ class _Conductor:
 
     def execute(
         self,
-        name: str,
+        spec: planner.AgentSpec,
         path: Path,
         task_text: str,
         upstream: dict[str, str],
@@ -596,10 +615,15 @@ class _Conductor:
         """One attempt: the warm process if there is one, else a fresh one with its own door."""
         if warm is not None:
             if warm.door is not None:
-                warm.door.name = name
-                warm.door.update_grant(effort=effort, share_tokens=self.share_tokens)
+                warm.door.name = spec.name
+                warm.door.update_grant(
+                    effort=effort,
+                    share_tokens=self.share_tokens,
+                    web_allowed=spec.web,
+                    max_searches=self.searches_for(spec),
+                )
             return warm.run(task_text, upstream, path=path), warm.door
-        door = self.open_door(name, effort)
+        door = self.open_door(spec.name, effort, spec)
         result = executor.execute_agent(
             path,
             task_text,
@@ -608,14 +632,32 @@ class _Conductor:
             model=self.settings.model,
             door=door,
             space=self.space,
+            inputs=self.attached.inputs(),
+            read_only=self.attached.roots,
         )
         return result, door
 
-    def open_door(self, name: str, effort: str | None = None) -> Channel:
-        """A broker channel for one agent process: its only way to the model, metered."""
+    def open_door(
+        self, name: str, effort: str | None = None, spec: planner.AgentSpec | None = None
+    ) -> Channel:
+        """A broker channel for one agent process: its only way to the model, metered.
+
+        A process started ahead of its plan gets no web until it knows which agent it is.
+        """
         return self.broker.open_channel(
-            name, model=self.settings.model, effort=effort, share_tokens=self.share_tokens
+            name,
+            model=self.settings.model,
+            effort=effort,
+            share_tokens=self.share_tokens,
+            web_allowed=spec is not None and spec.web,
+            max_searches=self.searches_for(spec),
+            files=self.attached.inputs(),
         )
+
+    def searches_for(self, spec: planner.AgentSpec | None) -> int:
+        """The web searches this agent may make: MAX_SEARCHES_PER_AGENT if it is marked web."""
+        web = spec is not None and spec.web and self.settings.web
+        return self.settings.max_searches_per_agent if web else 0
 
     def absorb(
         self, record: AgentRun, ran: _Ran, outputs: dict[str, str], this_round: _Round
@@ -690,6 +732,7 @@ class _Conductor:
                 usage=self.usage.phase(Spend.MERGE),
                 effort=effort,
                 settings=self.settings,
+                artifacts={item.name: item.agent for item in self.artifacts.list()},
             )
         except ledger.BudgetExhaustedError as error:
             self.note_budget(error.needed_usd)
@@ -796,6 +839,7 @@ class _Conductor:
             budget_usd=self.usage.budget_usd,
             budget_exhausted=self.budget_hit.is_set(),
             warnings=list(self.warnings),
+            artifacts=self.artifacts.list(),
         )
 
     # ---- archive -------------------------------------------------------------------------------
@@ -837,6 +881,8 @@ class _Conductor:
             warnings=list(self.warnings),
             phases=self.usage.phases(),
             outputs=last.outputs if last and result is None else {},
+            attachments=[item.reply() for item in self.attached.files],
+            artifacts=[item.reply() for item in self.artifacts.list()],
         )
         path = runlog.archive(record, warn=self.warn)
         self.events.archived(str(path) if path else None)
@@ -857,8 +903,11 @@ def handle_task(
     usage: ledger.Usage | None = None,
     written: list[Path] | None = None,
     space: RunSpace | None = None,
+    attached: Attached | None = None,
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.
+
+    `attached` are the files the user attached (attachments.gather): read-only for every agent.
 
     Raises on planner or code-generation failures (bad key, network, an invalid plan) and when
     every agent failed; a failed run is still archived so `history` and `stats` see it. So is an
@@ -871,7 +920,7 @@ def handle_task(
     """
     own = space is None
     space = space or RunSpace()
-    conductor = _Conductor(task, events, usage, space)
+    conductor = _Conductor(task, events, usage, space, attached)
     try:
         return conductor.run()
     except BaseException as error:

@@ -18,19 +18,22 @@ class CostSummary(TypedDict):
     output_tokens: int
     cache_write_tokens: int
     cache_read_tokens: int
+    web_searches: int
+    """Server-side web searches, priced per search on top of the tokens."""
     usd: float
     estimate: bool
     """Some model's price was not in the table, so `usd` is a guess."""
 
 
 class TokenUsage(TypedDict):
-    """Calls and the four token kinds, as the API's replies counted them."""
+    """Calls, the four token kinds and web searches, as the API's replies counted them."""
 
     llm_calls: int
     input_tokens: int
     output_tokens: int
     cache_write_tokens: int
     cache_read_tokens: int
+    web_searches: int
 
 
 class CostReply(TokenUsage):
@@ -77,6 +80,30 @@ class FailureReply(TypedDict):
     reason: str
 
 
+class FileReply(TypedDict):
+    """A file a run read or made, as `--json` lists it and the display shows it."""
+
+    name: str
+    """The name agents use for it (an attachment) or gave it (an artifact)."""
+    path: str
+    """Where it is on disk: the user's own file, or the artifact in the run's folder."""
+    bytes: int
+
+
+class AttachmentReply(FileReply):
+    """A file the user attached (`@path`, `--file`), readable by every agent."""
+
+    kind: str
+    """text, csv, pdf, image or binary: what the agents were told it is."""
+
+
+class ArtifactReply(FileReply):
+    """A file an agent handed back with `save_artifact`."""
+
+    agent: str
+    """The agent that saved it (the broker knows; the agent's word is not needed)."""
+
+
 class RunReply(TypedDict):
     """The one object `agentgod --json` prints for a run that produced an answer."""
 
@@ -102,6 +129,9 @@ class RunReply(TypedDict):
     budget_exhausted: bool
     warnings: list[str]
     """What went wrong that the run survived (a judge that could not rule, SANDBOX=off, ...)."""
+    attachments: list[AttachmentReply]
+    artifacts: list[ArtifactReply]
+    """Files the agents made, in the order they were saved; `--out DIR` copies them."""
 
 
 class ErrorDetail(TypedDict):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ledger
+from artifacts import Artifact
 from broker import AgentUsage
 from kinds import AgentKind
 from replies import CostSummary
@@ -80,6 +81,8 @@ class TaskResult:
     budget_exhausted: bool = False
     """The budget stopped model work early; the answer is built from what was done by then."""
     warnings: list[str] = field(default_factory=list)
+    artifacts: list[Artifact] = field(default_factory=list)
+    """Files the agents handed back, in the order they were saved."""
     """What went wrong that the run survived; shown as it happened, and in `--json`."""
 
     def cost_summary(self) -> CostSummary:

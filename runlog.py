@@ -25,7 +25,8 @@ from typing import TypeVar
 
 import config
 from redact import redact
-from replies import CostSummary
+from replies import ArtifactReply, AttachmentReply, CostSummary
+from ui import human_size
 
 DB_NAME = "history.db"
 SCHEMA_VERSION = 1
@@ -149,6 +150,10 @@ class RunRecord:
     """The cost by where it went (kinds.Spend)."""
     outputs: dict[str, str] = field(default_factory=dict)
     """Agent outputs that were paid for but reached no answer (the merge failed), by agent."""
+    attachments: list[AttachmentReply] = field(default_factory=list)
+    """The user's files the agents could read (named, never copied into the archive)."""
+    artifacts: list[ArtifactReply] = field(default_factory=list)
+    """The files the agents made, kept beside the run file under runs/<run id>/artifacts/."""
 
 
 # ---- what the verbs read back ----------------------------------------------------------------
@@ -252,11 +257,11 @@ def _reason(error: BaseException) -> str:
 
 def _render(record: RunRecord) -> str:
     """The run as a Markdown document, written for a person (pass a redacted record)."""
-    cost = _Cost.of(record.cost)
+    cost = record.cost
     outcome = "Answered" if record.ok else "Failed"
     summary = (
         f"**{outcome}** · {_utc(record.started_at):%Y-%m-%d %H:%M:%S} UTC · "
-        f"{_duration(record.duration_seconds)} · {len(record.agents)} agents · {cost.dollars}"
+        f"{_duration(record.duration_seconds)} · {len(record.agents)} agents · {_dollars(cost)}"
     )
     parts = [
         f"# {_title(record.task)}",
@@ -274,6 +279,8 @@ def _render(record: RunRecord) -> str:
         parts += ["## Warnings", "\n".join(f"- {warning}" for warning in record.warnings)]
     if not record.ok:
         parts += ["## Error", record.error or "The run failed without a stated reason."]
+    if record.attachments or record.artifacts:
+        parts += ["## Files", _files(record)]
     if record.outputs:
         parts.append("## Agent outputs (not merged)")
         for name, text in record.outputs.items():
@@ -282,7 +289,7 @@ def _render(record: RunRecord) -> str:
         "## Answer",
         record.answer.strip() if record.ok and record.answer.strip() else "_No answer._",
         "## Cost",
-        cost.table() + _phase_table(record.phases),
+        _cost_table(cost) + _phase_table(record.phases),
         "## Run",
         _run_facts(record),
     ]
@@ -367,44 +374,22 @@ def _write_new_file(folder: Path, stem: str, text: str) -> Path:
 # ---- Markdown pieces -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Cost:
-    """A run's cost summary, with the ways the archive writes it."""
+def _dollars(cost: CostSummary) -> str:
+    return f"${cost['usd']:.4f}" + (" (estimated)" if cost["estimate"] else "")
 
-    llm_calls: int
-    input_tokens: int
-    output_tokens: int
-    cache_write_tokens: int
-    cache_read_tokens: int
-    usd: float
-    estimate: bool
 
-    @classmethod
-    def of(cls, cost: CostSummary) -> _Cost:
-        return cls(
-            llm_calls=cost["llm_calls"],
-            input_tokens=cost["input_tokens"],
-            output_tokens=cost["output_tokens"],
-            cache_write_tokens=cost["cache_write_tokens"],
-            cache_read_tokens=cost["cache_read_tokens"],
-            usd=cost["usd"],
-            estimate=cost["estimate"],
-        )
-
-    @property
-    def dollars(self) -> str:
-        return f"${self.usd:.4f}" + (" (estimated)" if self.estimate else "")
-
-    def table(self) -> str:
-        rows = [
-            ("Input", self.input_tokens),
-            ("Output", self.output_tokens),
-            ("Cache write", self.cache_write_tokens),
-            ("Cache read", self.cache_read_tokens),
-        ]
-        lines = ["| Tokens | Count |", "|---|---:|"]
-        lines += [f"| {label} | {value:,} |" for label, value in rows]
-        return "\n".join(lines) + f"\n\n{self.llm_calls} model calls · {self.dollars}"
+def _cost_table(cost: CostSummary) -> str:
+    rows = [
+        ("Input", cost["input_tokens"]),
+        ("Output", cost["output_tokens"]),
+        ("Cache write", cost["cache_write_tokens"]),
+        ("Cache read", cost["cache_read_tokens"]),
+    ]
+    lines = ["| Tokens | Count |", "|---|---:|"]
+    lines += [f"| {label} | {value:,} |" for label, value in rows]
+    searches = cost["web_searches"]
+    searched = f" · {searches} web searches" if searches else ""
+    return "\n".join(lines) + f"\n\n{cost['llm_calls']} model calls{searched} · {_dollars(cost)}"
 
 
 def _plan(record: RunRecord) -> str:
@@ -455,6 +440,24 @@ def _failures(failures: list[tuple[str, str]]) -> str:
     if not failures:
         return "None."
     return "\n\n".join(f"### `{name}`\n\n{_fenced(reason)}" for name, reason in failures)
+
+
+def _files(record: RunRecord) -> str:
+    """The attachments by name and path, the artifacts as links relative to the run file."""
+    lines = [
+        f"- Attached: `{item['name']}` ({human_size(item['bytes'])}, {item['kind']}) "
+        f"from `{item['path']}`"
+        for item in record.attachments
+    ]
+    for item in record.artifacts:
+        link = Path(item["path"])
+        with contextlib.suppress(ValueError):  # not under runs/: a plain path will do
+            link = link.relative_to(config.settings().runs_dir)
+        lines.append(
+            f"- Made by `{item['agent']}`: [{item['name']}]({link.as_posix()}) "
+            f"({human_size(item['bytes'])})"
+        )
+    return "\n".join(lines)
 
 
 def _run_facts(record: RunRecord) -> str:
@@ -519,7 +522,7 @@ def _insert(path: Path, record: RunRecord, run_file: Path | None) -> None:
 
 
 def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
-    cost = _Cost.of(record.cost)
+    cost = record.cost
     with contextlib.closing(_open_for_writing(path)) as db, db:
         cursor = db.execute(
             "INSERT INTO runs (started_at, task, ok, complexity, answer, error, revisions,"
@@ -535,12 +538,12 @@ def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
                 record.error,
                 record.revisions,
                 record.council_improved,
-                cost.llm_calls,
-                cost.input_tokens,
-                cost.output_tokens,
-                cost.cache_write_tokens,
-                cost.cache_read_tokens,
-                cost.usd,
+                cost["llm_calls"],
+                cost["input_tokens"],
+                cost["output_tokens"],
+                cost["cache_write_tokens"],
+                cost["cache_read_tokens"],
+                cost["usd"],
                 record.duration_seconds,
                 str(run_file) if run_file else None,
                 record.budget_exhausted,
@@ -712,7 +715,9 @@ def _record_from_file(run_file: Path) -> RunRecord | None:
     ok = summary.group(1) == "Answered"
     answer = text.partition("\n\n## Answer\n\n")[2].rpartition("\n\n## Cost\n\n")[0]
     cost_text = text.rpartition("\n\n## Cost\n\n")[2]
-    calls = re.search(r"^(\d+) model calls · \$([0-9.]+)", cost_text, re.MULTILINE)
+    calls = re.search(
+        r"^(\d+) model calls(?: · (\d+) web searches)? · \$([0-9.]+)", cost_text, re.MULTILINE
+    )
     complexity = re.search(r"^- Complexity: (\S+)$", text, re.MULTILINE)
     revisions = re.search(r"^- Revisions asked for by the judge: (\d+)$", text, re.MULTILINE)
 
@@ -739,7 +744,8 @@ def _record_from_file(run_file: Path) -> RunRecord | None:
             output_tokens=tokens("Output"),
             cache_write_tokens=tokens("Cache write"),
             cache_read_tokens=tokens("Cache read"),
-            usd=float(calls.group(2)) if calls else 0.0,
+            web_searches=int(calls.group(2) or 0) if calls else 0,
+            usd=float(calls.group(3)) if calls else 0.0,
             estimate="(estimated)" in (calls.group(0) if calls else ""),
         ),
         duration_seconds=_seconds(summary.group(3)),

@@ -147,22 +147,29 @@ def door(fake_api: FakeMessagesAPI) -> Iterator[OpenDoor]:
 
 
 def scripted_env(home: Path, api: FakeMessagesAPI | None, **extra: str) -> dict[str, str]:
-    """agentgod's environment for a test: SANDBOX off, and the fake API with a key if given."""
-    env = agentgod_env(home, SANDBOX="off", **extra)
+    """agentgod's environment for a test: SANDBOX off (unless `extra` says otherwise), and the
+    fake API with a key if given."""
+    env = agentgod_env(home, **{"SANDBOX": "off", **extra})
     if api is not None:
         env |= {"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": TEST_KEY}
     return env
 
 
 def agentgod(
-    home: Path, api: FakeMessagesAPI | None, *args: str, stdin: str = "", **env: str
+    home: Path,
+    api: FakeMessagesAPI | None,
+    *args: str,
+    stdin: str = "",
+    cwd: Path | None = None,
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
-    """Run this checkout's agentgod once, to completion, against `api`."""
+    """Run this checkout's agentgod once, to completion, against `api` (in `cwd`, if given)."""
     return subprocess.run(
         [*agentgod_command(), *args],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=cwd,
         env=scripted_env(home, api, **env),
     )

@@ -33,12 +33,15 @@ def run(task, previous_outputs):
 """
 
 
-def agent_spec(name: str, depends_on: list[str] | None = None, role: str = "") -> dict[str, Any]:
+def agent_spec(
+    name: str, depends_on: list[str] | None = None, role: str = "", *, web: bool = False
+) -> dict[str, Any]:
     return {
         "name": name,
         "role": role or f"Does the {name.replace('_', ' ')} part of any task",
         "instructions": f"Do the {name} work on the task.",
         "depends_on": depends_on or [],
+        "web": web,
         "dependencies": [],
     }
 

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agent_runtime
+import artifacts
 from artifacts import Artifact, ArtifactError, ArtifactStore
 
 
@@ -148,23 +149,23 @@ def test_agents_saving_at_once_each_get_their_own_name(tmp_path: Path) -> None:
         assert artifact.path.read_bytes() == f"from {number}".encode() * 1000
 
 
-def test_copy_to_creates_the_folder_and_never_overwrites_a_users_file(tmp_path: Path) -> None:
+def test_copy_out_creates_the_folder_and_never_overwrites_a_users_file(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path / "a", max_bytes=1024)
     store.save("one", "report.md", b"report")
     store.save("two", "chart.svg", b"<svg/>")
     out = tmp_path / "out" / "nested"
-    assert store.copy_to(out) == [out / "report.md", out / "chart.svg"]
+    assert artifacts.copy_out(store.list(), out) == [out / "report.md", out / "chart.svg"]
     assert (out / "report.md").read_bytes() == b"report"
     (out / "report.md").write_text("the user edited this")
-    again = store.copy_to(out)
+    again = artifacts.copy_out(store.list(), out)
     assert again == [out / "report-2.md", out / "chart-2.svg"]
     assert (out / "report.md").read_text() == "the user edited this"
     assert (out / "report-2.md").read_bytes() == b"report"
     assert (tmp_path / "a" / "report.md").read_bytes() == b"report", "the run keeps its own"
 
 
-def test_copy_to_with_no_artifacts_copies_nothing(tmp_path: Path) -> None:
+def test_copy_out_with_no_artifacts_copies_nothing(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path / "a", max_bytes=1024)
-    assert store.copy_to(tmp_path / "out") == []
+    assert artifacts.copy_out(store.list(), tmp_path / "out") == []
     assert list((tmp_path / "out").iterdir()) == []
     assert not (tmp_path / "a").exists()

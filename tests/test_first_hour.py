@@ -201,6 +201,7 @@ def _record(task: str, **overrides: Any) -> runlog.RunRecord:
             "output_tokens": 300,
             "cache_write_tokens": 0,
             "cache_read_tokens": 50,
+            "web_searches": 0,
             "usd": 0.0042,
             "estimate": False,
         },

@@ -269,6 +269,7 @@ def test_a_locked_database_is_a_warning_after_the_busy_wait(isolated_home: Path)
                 "output_tokens": 0,
                 "cache_write_tokens": 0,
                 "cache_read_tokens": 0,
+                "web_searches": 0,
                 "usd": 0.0,
                 "estimate": False,
             },

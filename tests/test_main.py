@@ -86,7 +86,7 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
     assert set(data) == {
         "ok", "task", "answer", "complexity", "agents", "failures", "revisions",
         "council_improved", "kept", "cost", "phases", "duration_seconds", "run_file", "sandbox",
-        "budget_usd", "budget_exhausted", "warnings",
+        "budget_usd", "budget_exhausted", "warnings", "attachments", "artifacts",
     }  # fmt: skip
     assert data["ok"] is True and data["task"] == "a json task"
     assert data["answer"] == "MERGED: fact_finder"
@@ -103,7 +103,7 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
     assert data["kept"] == ["fact_finder"]
     assert set(data["cost"]) == {
         "llm_calls", "input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens",
-        "usd",
+        "web_searches", "usd",
     }  # fmt: skip
     assert data["cost"]["llm_calls"] == 5
     assert isinstance(data["cost"]["usd"], float)
@@ -120,6 +120,7 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
         "SANDBOX=off: agents run without OS confinement, only with limits"
     ], "the tests' agentgod runs with SANDBOX=off, and says so"
     assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
+    assert (data["attachments"], data["artifacts"], data["cost"]["web_searches"]) == ([], [], 0)
 
 
 def test_json_failure_and_exit_1(fake_api: FakeMessagesAPI, isolated_home: Path) -> None:

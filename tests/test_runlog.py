@@ -30,6 +30,7 @@ def cost(**overrides: Any) -> dict[str, Any]:
         "output_tokens": 678,
         "cache_write_tokens": 90,
         "cache_read_tokens": 4000,
+        "web_searches": 0,
         "usd": 0.0123,
         "estimate": False,
     }

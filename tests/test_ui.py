@@ -33,6 +33,7 @@ SUMMARY: CostSummary = {
     "output_tokens": 567,
     "cache_write_tokens": 100,
     "cache_read_tokens": 890,
+    "web_searches": 0,
     "usd": 0.0123,
     "estimate": True,
 }
@@ -54,6 +55,7 @@ TRANSCRIPT_AGENTS: list[TranscriptAgent] = [
             "output_tokens": 120,
             "cache_write_tokens": 0,
             "cache_read_tokens": 0,
+            "web_searches": 0,
         },
         "usd": 0.0030,
         "kind": AgentKind.OK,
@@ -71,6 +73,7 @@ TRANSCRIPT_AGENTS: list[TranscriptAgent] = [
             "output_tokens": 0,
             "cache_write_tokens": 0,
             "cache_read_tokens": 0,
+            "web_searches": 0,
         },
         "usd": 0.0,
         "kind": AgentKind.CRASH,
