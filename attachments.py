@@ -3,7 +3,7 @@
 A task names files with `@path` (or `--file PATH`). `gather` finds them, refuses what must never
 reach an agent or the model (secrets, keys, devices, files over the size cap, more files than the
 count cap), and returns what the rest needs: a unique name per file for the planner and the agents,
-the resolved path to read, the roots to mount read-only, and a bounded description for prompts.
+the resolved path to read, the files to mount read-only, and a bounded description for prompts.
 It runs before any model call, so a refusal costs nothing; and it never copies a file anywhere.
 
 Nothing is opened before its type is known from `stat`: a FIFO or `/dev/zero` named by a task must
@@ -158,8 +158,9 @@ class Attached:
     sales.csv"), so no prompt carries the user's paths."""
     files: tuple[Attachment, ...] = ()
     """Every attached file, a folder's one by one, in the order they were named."""
-    roots: tuple[Path, ...] = ()
-    """The distinct paths to mount read-only; none lies inside another."""
+    mounts: tuple[Path, ...] = ()
+    """What the sandbox lets agents read: every attached file by itself, never a whole folder,
+    so a file of a folder that was left out (a key beside a report) stays out of reach."""
     skipped: tuple[str, ...] = ()
     """Files of an attached folder that were left out, each as "name: why", for a warning."""
 
@@ -696,16 +697,8 @@ class _Collector:
         self.files[attachment.path] = attachment
 
     def result(self, task: str) -> Attached:
-        # An attached folder is mounted even when each of its files was attached before by name.
-        every = [attachment.root for attachment in self.files.values()]
-        every += [root for _, root in self.folders.values()]
-        roots = list(dict.fromkeys(every))
-        outermost = tuple(
-            root
-            for root in roots
-            if not any(other != root and root.is_relative_to(other) for other in roots)
-        )
-        return Attached(task, tuple(self.files.values()), outermost, tuple(self.skipped))
+        files = tuple(self.files.values())
+        return Attached(task, files, tuple(a.path for a in files), tuple(self.skipped))
 
 
 def complete(prefix: str, cwd: Path | None = None) -> list[str]:

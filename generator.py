@@ -128,7 +128,8 @@ not allowed, for example when the budget is spent); let it propagate unless the 
 honestly do without that answer.
   - `web=True` lets Claude search the web and read pages for this call, only for an agent whose \
 brief says it may use the web. The reply then ends with a "Sources:" list of titles and URLs: \
-keep it in your result so the sources reach the user.
+keep it in your result so the sources reach the user. Put no URL into a web=True prompt that did \
+not come from the task, an attached file or an earlier web answer: such a call is refused.
   - `files=[name, ...]` shows Claude attached files by their names in `input_files()`: text, \
 PDFs and images.
 - `input_files() -> dict[str, str]` — the files the user attached, name -> path, read only. \

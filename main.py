@@ -207,7 +207,6 @@ class Session:
         import scratch
 
         self.task = task
-        self.warnings = []
         if self.interactive:
             question = intake.clarifying_question(task, usage=self.usage)
             reply = self.ui.ask(question) if question else None
@@ -369,6 +368,7 @@ class Session:
         Attachments are found and vetted first: a file that may not be attached is refused
         before anything is spent, and a task with files is never small talk.
         """
+        self.warnings = []
         attached = self.attach(text)
         if not attached.files and self._small_talk(text):
             return cli.EXIT_OK

@@ -52,6 +52,8 @@ from scratch import RunSpace
 _NOT_REPAIRABLE = frozenset({AgentKind.TIMEOUT, AgentKind.UNSTARTABLE, AgentKind.BUDGET})
 AGENT_SHARE_TOKENS = 16_384
 """Under a budget, the most tokens one agent run may use (all its calls together)."""
+WEB_SHARE_FACTOR = 4
+"""A web agent's share is this many times larger: search results and pages it reads are input."""
 TRANSIENT_FAILURES = frozenset({"rate_limit", "overloaded", "timeout", "connection", "api_error"})
 """How the API failed an agent's call when running the same code again may well work."""
 TRANSIENT_RERUNS = 2
@@ -207,7 +209,7 @@ class _Conductor:
             open_door=self.open_door,
             space=space,
             inputs=self.attached.inputs(),
-            read_only=self.attached.roots,
+            read_only=self.attached.mounts,
         )
 
     # ---- the flow ------------------------------------------------------------------------------
@@ -618,7 +620,7 @@ class _Conductor:
                 warm.door.name = spec.name
                 warm.door.update_grant(
                     effort=effort,
-                    share_tokens=self.share_tokens,
+                    share_tokens=self.share_for(spec),
                     web_allowed=spec.web,
                     max_searches=self.searches_for(spec),
                 )
@@ -633,7 +635,7 @@ class _Conductor:
             door=door,
             space=self.space,
             inputs=self.attached.inputs(),
-            read_only=self.attached.roots,
+            read_only=self.attached.mounts,
         )
         return result, door
 
@@ -648,11 +650,17 @@ class _Conductor:
             name,
             model=self.settings.model,
             effort=effort,
-            share_tokens=self.share_tokens,
+            share_tokens=self.share_for(spec),
             web_allowed=spec is not None and spec.web,
             max_searches=self.searches_for(spec),
             files=self.attached.inputs(),
         )
+
+    def share_for(self, spec: planner.AgentSpec | None) -> int | None:
+        """The tokens this agent's calls may use together under a budget (None: no share)."""
+        if self.share_tokens is None or not self.searches_for(spec):
+            return self.share_tokens
+        return self.share_tokens * WEB_SHARE_FACTOR
 
     def searches_for(self, spec: planner.AgentSpec | None) -> int:
         """The web searches this agent may make: MAX_SEARCHES_PER_AGENT if it is marked web."""

@@ -134,7 +134,7 @@ def test_a_file_is_named_in_the_task_and_described(attach: Attach, work: Path) -
     assert (file.kind, file.media_type) == ("csv", "text/csv")
     assert file.preview.splitlines()[0] == "date,amount"
     assert "(2 rows under the header)" in file.preview
-    assert got.roots == (sales.resolve(),)
+    assert got.mounts == (sales.resolve(),)
     assert got.inputs() == {"sales.csv": sales.resolve()}
     assert got.skipped == ()
 
@@ -242,7 +242,7 @@ def test_file_paths_are_attached_and_must_exist(attach: Attach, work: Path) -> N
 def test_a_task_without_an_at_sign_comes_back_unchanged(task: str) -> None:
     got = gather(task, cwd=Path(tempfile.gettempdir()), max_bytes=MB, max_files=5)
     assert got.task == task
-    assert got.files == () and got.roots == () and got.skipped == ()
+    assert got.files == () and got.mounts == () and got.skipped == ()
 
 
 @given(
@@ -291,15 +291,15 @@ def test_a_folder_lists_and_names_its_files(attach: Attach, work: Path) -> None:
     assert got.task == "summarise data/"
     assert list(got.inputs()) == ["data/.notes", "data/a.csv", "data/b.txt", "data/sub/deep/c.md"]
     assert {file.root for file in got.files} == {data.resolve()}
-    assert got.roots == (data.resolve(),)
+    assert got.mounts == tuple(got.inputs().values()), "each file, never the folder"
     assert got.skipped == ()
 
 
-def test_a_file_inside_an_attached_folder_adds_no_root(attach: Attach, work: Path) -> None:
+def test_a_file_inside_an_attached_folder_is_mounted_once(attach: Attach, work: Path) -> None:
     inner = write(work / "data" / "x.txt")
     got = attach("@data/x.txt then @data")
     assert got.task == "x.txt then data/"
-    assert got.roots == ((work / "data").resolve(),)
+    assert got.mounts == (inner.resolve(),)
     assert got.inputs()["x.txt"] == inner.resolve()
     assert len(got.files) == 1
 
@@ -312,7 +312,7 @@ def test_a_folder_named_inside_an_attached_one_keeps_the_outer_name(
     got = attach("@data and @data/sub and @data/sub/.hidden")
     assert got.task == "data/ and data/sub/ and data/sub/.hidden/"
     assert list(got.inputs()) == ["data/sub/x.txt", "data/sub/.hidden/y.txt"]
-    assert got.roots == ((work / "data").resolve(),)
+    assert got.mounts == tuple(got.inputs().values())
 
 
 def test_links_inside_a_folder(attach: Attach, work: Path, tmp_path: Path) -> None:

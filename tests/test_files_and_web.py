@@ -53,18 +53,10 @@ def one_agent(factory: Factory, body: str, *, web: bool = False, name: str = "wo
 def run(
     home: Path, api: FakeMessagesAPI, work: Path, *args: str, **env: str
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    """One --json run in `work`, agents confined as far as this machine allows."""
-    done = agentgod(
-        home,
-        api,
-        "--json",
-        "--no-input",
-        *args,
-        cwd=work,
-        SANDBOX="auto",
-        TASK_REVISIONS="0",
-        **env,
-    )
+    """One --json run in `work`, agents confined as far as this machine allows (unless `env`
+    sets SANDBOX)."""
+    settings = {"SANDBOX": "auto", "TASK_REVISIONS": "0", **env}
+    done = agentgod(home, api, "--json", "--no-input", *args, cwd=work, **settings)
     try:
         reply = json.loads(done.stdout)
     except json.JSONDecodeError:
@@ -80,14 +72,18 @@ def merged_verbatim(factory: Factory) -> None:
 # ---- the user's files ----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("mode", ["auto", "off"])
 def test_an_agent_totals_an_attached_csv_itself_and_the_total_reaches_the_answer(
-    fake_api: FakeMessagesAPI, isolated_home: Path, work: Path
+    fake_api: FakeMessagesAPI, isolated_home: Path, work: Path, mode: str
 ) -> None:
+    """Through the walls, and with SANDBOX=off (the path, no walls) alike."""
     (work / "sales.csv").write_text(SALES, encoding="utf-8")
     factory = Factory(fake_api)
     one_agent(factory, CSV_BODY, name="csv_totaller")
     merged_verbatim(factory)
-    done, reply = run(isolated_home, fake_api, work, "total the amounts in @sales.csv")
+    done, reply = run(
+        isolated_home, fake_api, work, "total the amounts in @sales.csv", SANDBOX=mode
+    )
     assert done.returncode == 0, done.stderr
     assert "TOTAL=499.75" in reply["answer"], "computed by the agent's own code, exactly"
     assert reply["attachments"] == [
@@ -99,7 +95,7 @@ def test_an_agent_totals_an_attached_csv_itself_and_the_total_reaches_the_answer
     assert str(work) not in planned.prompt
     [written] = factory.of("generate")
     assert "sales.csv" in written.prompt and "input_files()" in written.system
-    if "landlock" in sandbox.probe().why_not:
+    if mode == "off" or "landlock" in sandbox.probe().why_not:
         return
     assert "landlock" in reply["sandbox"], "the file was read through the walls, not around them"
 
@@ -132,6 +128,7 @@ def test_a_folder_attachment_lists_and_reads_its_files(
     (notes / "old").mkdir(parents=True)
     (notes / "a.txt").write_text("alpha", encoding="utf-8")
     (notes / "old" / "b.txt").write_text("beta", encoding="utf-8")
+    (notes / ".env").write_text("TOKEN=abc123def456ghi789\n", encoding="utf-8")
     (work / "private.txt").write_text("not attached", encoding="utf-8")
     factory = Factory(fake_api)
     body = """
@@ -140,19 +137,22 @@ def run(task, previous_outputs):
     for name, path in sorted(input_files().items()):
         with open(path, encoding="utf-8") as handle:
             parts.append(f"{name}={handle.read()}")
-    try:
-        with open(os.path.join(os.path.dirname(path), "..", "..", "private.txt")) as handle:
-            parts.append("LEAKED " + handle.read())
-    except OSError as error:
-        parts.append(f"sibling refused ({type(error).__name__})")
+    folder = os.path.dirname(input_files()["notes/a.txt"])
+    for beside in (os.path.join(folder, ".env"), os.path.join(folder, "..", "private.txt")):
+        try:
+            with open(beside, encoding="utf-8") as handle:
+                parts.append("LEAKED " + handle.read())
+        except OSError as error:
+            parts.append(f"refused ({type(error).__name__})")
     return "; ".join(parts)
 """
     one_agent(factory, body, name="folder_reader")
     merged_verbatim(factory)
     done, reply = run(isolated_home, fake_api, work, "read everything in @notes/")
     assert done.returncode == 0, done.stderr
-    assert "notes/a.txt=alpha; notes/old/b.txt=beta" in reply["answer"]
-    assert "LEAKED" not in reply["answer"]
+    assert "notes/a.txt=alpha; notes/old/b.txt=beta; refused" in reply["answer"]
+    assert "LEAKED" not in reply["answer"], "neither the secret left out nor a sibling is readable"
+    assert any("not attached: notes/.env" in warning for warning in reply["warnings"])
     [planned] = factory.of("plan")
     assert "notes/a.txt" in planned.prompt and "notes/old/b.txt" in planned.prompt
 
