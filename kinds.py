@@ -53,6 +53,17 @@ class CouncilMode(StrEnum):
     OFF = "off"
 
 
+class RunStatus(StrEnum):
+    """How a run ended, as its record keeps it and `history` shows it."""
+
+    OK = "ok"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    """Ctrl-C, SIGTERM or SIGHUP stopped it; what it had done and spent is kept."""
+    BUDGET = "budget"
+    """BUDGET_USD stopped it before it could answer."""
+
+
 class Switch(StrEnum):
     """A setting that is simply on or off (WEB)."""
 
