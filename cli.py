@@ -197,7 +197,7 @@ def _verb(words: list[str]) -> tuple[str, str | None] | None:
     if verb == "forget":
         return verb, rest[0]
     if verb == "history":
-        if rest[0].isdigit() and int(rest[0]) > 0:
+        if is_positive_number(rest[0]):
             return verb, rest[0]
         raise UsageError(
             f"history takes a positive whole number of runs, got {rest[0]!r}",
@@ -277,6 +277,17 @@ def apply(invocation: Invocation) -> None:
     for name, value in overrides.items():
         if value is not None:
             os.environ[name] = value.strip()
+
+
+def is_positive_number(text: str) -> bool:
+    """A count of runs: digits only, above zero (so "-3", "0" and "abc" are not)."""
+    return text.isascii() and text.isdigit() and int(text) > 0
+
+
+def print_json(data: object) -> None:
+    """The JSON contract: stdout carries exactly one object and a newline."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
 
 
 def usage_error(error: UsageError, stream: TextIO | None = None) -> int:

@@ -10,7 +10,6 @@ The heavy modules (the SDK, pydantic, the pipeline) are imported only when a run
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import sys
@@ -26,28 +25,18 @@ import problems
 import redact
 import signals
 from replies import (
-    AgentReply,
     ArtifactReply,
-    CostReply,
-    CostSummary,
     ErrorDetail,
     FailureReply,
-    HistoryRow,
     KeepChoice,
-    LibraryRow,
-    RunReply,
-    StatsReply,
-    TokenTotals,
-    TokenUsage,
-    TranscriptAgent,
+    chat_reply,
 )
 from ui import PlainUI, make_ui
 
 if TYPE_CHECKING:
-    import runlog
     from artifacts import Artifact
     from attachments import Attached
-    from results import AgentRun, PendingAgent, TaskResult
+    from results import PendingAgent
 
 SLASH_COMMANDS = [
     ("/help", "this list"),
@@ -118,7 +107,7 @@ def _run(invocation: cli.Invocation) -> int:
         return session.answer(session.task)
     except cli.UsageError as error:
         if invocation.json:
-            _print_json({"ok": False, "task": session.task, "error": _usage_json(error)})
+            cli.print_json({"ok": False, "task": session.task, "error": _usage_json(error)})
         return cli.usage_error(error)
     except KeyboardInterrupt as stop:
         code = _exit_code(stop)
@@ -152,7 +141,7 @@ class Session:
         problem = problems.explain(error)
         if self.invocation.json:
             task = redact.redact(self.task)
-            _print_json({"ok": False, "task": task, "error": _error_json(problem)})
+            cli.print_json({"ok": False, "task": task, "error": _error_json(problem)})
         self.ui.problem(problem.headline, problem.advice, problem.technical)
         return code
 
@@ -238,19 +227,20 @@ class Session:
         self._history_notices()
         made = self.deliver(result.artifacts)
         if self.invocation.json:
-            answer = _result_json(self.task, result, self._keep(result.pending))
+            answer = result.reply(self._keep(result.pending))
+            answer["task"] = self.task  # as the person wrote it, before clarification
             answer["warnings"] = [*self.warnings, *result.warnings]
             files = attached.files if attached else ()
             answer["attachments"] = [item.reply() for item in files]
             answer["artifacts"] = made
-            _print_json(answer)
+            cli.print_json(answer)
         else:
             self.ui.answer(result.answer)
             if made:
                 self.ui.artifacts(made)
             self.ui.cost(result.cost_summary(), result.duration_seconds)
             self.ui.transcript(
-                [_transcript_row(a) for a in result.agents],
+                [agent.transcript_row() for agent in result.agents],
                 [FailureReply(name=f.name, reason=f.reason) for f in result.failures],
                 result.revisions,
                 result.council_improved,
@@ -310,10 +300,9 @@ class Session:
 
     def _history_notices(self) -> None:
         """Tell the person when the run history had to be repaired (a damaged history.db)."""
-        import runlog
+        import verbs
 
-        for notice in runlog.notices():
-            self.warn(notice)
+        verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn).notices()
 
     def _may_remove(self, written: list[Path]) -> bool:
         """Whether the agent files a failed run wrote may go (yes unless the person says no)."""
@@ -411,7 +400,7 @@ class Session:
         if reply is None:
             return False
         if self.invocation.json:
-            _print_json(_chat_json(text, reply, spent))
+            cli.print_json(chat_reply(text, reply, spent.cost_summary()))
         else:
             self.ui.answer(reply)
         return True
@@ -426,7 +415,7 @@ class Session:
             "/last": "last",
             "/forget": "forget",
         }
-        if command == "/history" and argument and not _positive_number(argument):
+        if command == "/history" and argument and not cli.is_positive_number(argument):
             self.ui.problem(
                 f"/history takes a positive whole number of runs, not {argument!r}.",
                 "For example /history 5; /history alone shows the last 10.",
@@ -446,70 +435,11 @@ class Session:
     # ---- verbs (no key needed) -----------------------------------------------------------------
 
     def verb(self, verb: str, argument: str | None) -> int:
-        import library
-        import runlog
+        import verbs
 
-        if verb == "library":
-            rows = [
-                LibraryRow(
-                    name=e.name,
-                    role=e.role,
-                    generation=e.generation,
-                    wins=e.wins,
-                    losses=e.losses,
-                    uses=e.uses,
-                    reliable=library.reliable(e.name),
-                    evolved=e.evolved,
-                )
-                for e in library.entries()
-            ]
-            return self._show(rows, self.ui.library, "The library is empty.")
-        if verb == "history":
-            if argument is not None and not _positive_number(argument):
-                raise cli.UsageError(f"history takes a positive whole number, got {argument!r}")
-            limit = int(argument) if argument else 10
-            runs = [_history_json(row) for row in runlog.history(limit)]
-            return self._show(runs, self.ui.history, "No runs yet.")
-        if verb == "stats":
-            return self._show(_stats_json(runlog.stats()), self.ui.stats, "")
-        if verb == "last":
-            last = runlog.last()
-            self._history_notices()
-            if last is None:
-                return self._missing("There is no answer yet.", "Run a task first.")
-            if self.invocation.json:
-                _print_json({"task": last.task, "answer": last.answer, "run_file": _path(last)})
-            else:
-                self.ui.answer(last.answer)
-            return cli.EXIT_OK
-        if verb == "forget":
-            if not argument:
-                return self._missing("Which agent?", "Use /forget NAME; /library lists them.")
-            if not library.forget(argument):
-                return self._missing(f"No agent named {argument}.", "`agentgod library` lists them")
-            if self.invocation.json:
-                _print_json({"forgotten": argument})
-            else:
-                self.ui.info(f"Forgot {argument}.")
-            return cli.EXIT_OK
-        raise cli.UsageError(f"unknown verb {verb}")
-
-    def _show(self, data: Any, render: Any, empty: str) -> int:
-        self._history_notices()
-        if self.invocation.json:
-            _print_json(data)
-        elif not data and empty:
-            self.ui.info(empty)
-        else:
-            render(data)
-        return cli.EXIT_OK
-
-    def _missing(self, headline: str, advice: str) -> int:
-        if self.invocation.json:
-            error = {"type": "not_found", "headline": headline, "advice": advice, "detail": ""}
-            _print_json({"ok": False, "error": error})
-        self.ui.problem(headline, advice, "")
-        return cli.EXIT_FAILED
+        return verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn).run(
+            verb, argument
+        )
 
 
 class Prompt:
@@ -591,10 +521,6 @@ def _as_command(text: str) -> str | None:
     return None
 
 
-def _positive_number(text: str) -> bool:
-    return text.isdigit() and int(text) > 0
-
-
 def _warm_up() -> threading.Thread:
     """While the person types, load what the first run needs, so its first request leaves at once.
 
@@ -649,12 +575,6 @@ def _stdin_is_tty() -> bool:
 # ---- the JSON contract -------------------------------------------------------------------------
 
 
-def _print_json(data: object) -> None:
-    """stdout carries exactly one JSON object and a newline."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
-    sys.stdout.flush()
-
-
 def _error_json(problem: problems.Problem) -> ErrorDetail:
     return ErrorDetail(
         type=problem.kind,
@@ -668,26 +588,6 @@ def _usage_json(error: cli.UsageError) -> ErrorDetail:
     return ErrorDetail(type="usage", headline=str(error), advice=error.hint, detail="")
 
 
-def _agent_json(agent: AgentRun) -> AgentReply:
-    return AgentReply(
-        name=agent.name,
-        role=agent.role,
-        reused=agent.reused,
-        ok=agent.ok,
-        attempts=agent.attempts,
-        seconds=round(agent.seconds, 3),
-        usage=TokenUsage(
-            llm_calls=agent.usage.calls,
-            input_tokens=agent.usage.input_tokens,
-            output_tokens=agent.usage.output_tokens,
-            cache_write_tokens=agent.usage.cache_write_tokens,
-            cache_read_tokens=agent.usage.cache_read_tokens,
-            web_searches=agent.usage.searches,
-        ),
-        usd=round(agent.usage.usd, 6),
-    )
-
-
 def _check_out(out: str | None) -> None:
     """--out must be able to become a folder; found out now, not after the run is paid for."""
     if out is None:
@@ -695,111 +595,3 @@ def _check_out(out: str | None) -> None:
     folder = Path(out).expanduser()
     if folder.exists() and not folder.is_dir():
         raise cli.UsageError(f"--out {out}: it is a file, not a folder")
-
-
-def _transcript_row(agent: AgentRun) -> TranscriptAgent:
-    return TranscriptAgent(**_agent_json(agent), kind=agent.kind)
-
-
-def _cost_json(cost: CostSummary) -> CostReply:
-    return CostReply(
-        llm_calls=cost["llm_calls"],
-        input_tokens=cost["input_tokens"],
-        output_tokens=cost["output_tokens"],
-        cache_write_tokens=cost["cache_write_tokens"],
-        cache_read_tokens=cost["cache_read_tokens"],
-        web_searches=cost["web_searches"],
-        usd=cost["usd"],
-    )
-
-
-def _chat_json(task: str, reply: str, spent: ledger.Usage) -> RunReply:
-    """Small talk in the run's own shape, so a script reads every answer the same way."""
-    cost = _cost_json(spent.cost_summary())
-    return RunReply(
-        ok=True,
-        task=task,
-        answer=reply,
-        complexity="chat",
-        agents=[],
-        failures=[],
-        revisions=0,
-        council_improved=False,
-        kept=[],
-        cost=cost,
-        phases={"intake": cost},
-        duration_seconds=0.0,
-        run_file=None,
-        sandbox=[],
-        budget_usd=None,
-        budget_exhausted=False,
-        warnings=[],
-        attachments=[],
-        artifacts=[],
-    )
-
-
-def _result_json(task: str, result: TaskResult, kept: list[str]) -> RunReply:
-    cost = result.cost_summary()
-    return RunReply(
-        ok=True,
-        task=task,
-        answer=result.answer,
-        complexity=result.complexity,
-        agents=[_agent_json(a) for a in result.agents],
-        failures=[FailureReply(name=f.name, reason=f.reason) for f in result.failures],
-        revisions=result.revisions,
-        council_improved=result.council_improved,
-        kept=kept,
-        cost=_cost_json(cost),
-        phases={name: _cost_json(spent) for name, spent in result.usage.phases().items()},
-        duration_seconds=round(result.duration_seconds, 3),
-        run_file=str(result.run_file) if result.run_file else None,
-        sandbox=result.sandbox,
-        budget_usd=result.budget_usd,
-        budget_exhausted=result.budget_exhausted,
-        warnings=list(result.warnings),
-        attachments=[],
-        artifacts=[],
-    )
-
-
-def _path(row: runlog.HistoryRow | runlog.LastAnswer) -> str | None:
-    return str(row.run_file) if row.run_file else None
-
-
-def _history_json(row: runlog.HistoryRow) -> HistoryRow:
-    return HistoryRow(
-        id=row.id,
-        started_at=row.started_at.isoformat(),
-        task=row.task,
-        ok=row.ok,
-        complexity=row.complexity,
-        usd=row.usd,
-        duration_seconds=row.duration_seconds,
-        agents=row.agents,
-        run_file=_path(row),
-    )
-
-
-def _stats_json(stats: runlog.Stats) -> StatsReply:
-    return StatsReply(
-        runs=stats.runs,
-        succeeded=stats.succeeded,
-        success_rate=stats.success_rate,
-        llm_calls=stats.llm_calls,
-        tokens=TokenTotals(
-            input=stats.input_tokens,
-            output=stats.output_tokens,
-            cache_write=stats.cache_write_tokens,
-            cache_read=stats.cache_read_tokens,
-        ),
-        usd=stats.usd,
-        mean_duration=stats.mean_duration_seconds if stats.runs else None,
-        most_used=list(stats.most_used_agents),
-        most_reliable=list(stats.most_reliable_agents),
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(cli_main())

@@ -134,6 +134,45 @@ class RunReply(TypedDict):
     """Files the agents made, in the order they were saved; `--out DIR` copies them."""
 
 
+def cost_reply(cost: CostSummary) -> CostReply:
+    """A ledger's summary as `--json` shows it: without the estimate flag."""
+    return CostReply(
+        llm_calls=cost["llm_calls"],
+        input_tokens=cost["input_tokens"],
+        output_tokens=cost["output_tokens"],
+        cache_write_tokens=cost["cache_write_tokens"],
+        cache_read_tokens=cost["cache_read_tokens"],
+        web_searches=cost["web_searches"],
+        usd=cost["usd"],
+    )
+
+
+def chat_reply(task: str, answer: str, cost: CostSummary) -> RunReply:
+    """Small talk in the run's own shape, so a script reads every answer the same way."""
+    spent = cost_reply(cost)
+    return RunReply(
+        ok=True,
+        task=task,
+        answer=answer,
+        complexity="chat",
+        agents=[],
+        failures=[],
+        revisions=0,
+        council_improved=False,
+        kept=[],
+        cost=spent,
+        phases={"intake": spent},
+        duration_seconds=0.0,
+        run_file=None,
+        sandbox=[],
+        budget_usd=None,
+        budget_exhausted=False,
+        warnings=[],
+        attachments=[],
+        artifacts=[],
+    )
+
+
 class ErrorDetail(TypedDict):
     """What went wrong, as a `problems.Problem` tells it."""
 

@@ -14,7 +14,15 @@ import ledger
 from artifacts import Artifact
 from broker import AgentUsage
 from kinds import AgentKind
-from replies import CostSummary
+from replies import (
+    AgentReply,
+    CostSummary,
+    FailureReply,
+    RunReply,
+    TokenUsage,
+    TranscriptAgent,
+    cost_reply,
+)
 
 
 @dataclass
@@ -35,6 +43,30 @@ class AgentRun:
     error: str = ""
     usage: AgentUsage = field(default_factory=AgentUsage)
     """What its model calls cost, all attempts together, as the broker billed them."""
+
+    def reply(self) -> AgentReply:
+        """As `--json` lists it."""
+        return AgentReply(
+            name=self.name,
+            role=self.role,
+            reused=self.reused,
+            ok=self.ok,
+            attempts=self.attempts,
+            seconds=round(self.seconds, 3),
+            usage=TokenUsage(
+                llm_calls=self.usage.calls,
+                input_tokens=self.usage.input_tokens,
+                output_tokens=self.usage.output_tokens,
+                cache_write_tokens=self.usage.cache_write_tokens,
+                cache_read_tokens=self.usage.cache_read_tokens,
+                web_searches=self.usage.searches,
+            ),
+            usd=round(self.usage.usd, 6),
+        )
+
+    def transcript_row(self) -> TranscriptAgent:
+        """As the transcript after the answer draws it."""
+        return TranscriptAgent(**self.reply(), kind=self.kind)
 
 
 @dataclass(frozen=True)
@@ -81,12 +113,36 @@ class TaskResult:
     budget_exhausted: bool = False
     """The budget stopped model work early; the answer is built from what was done by then."""
     warnings: list[str] = field(default_factory=list)
+    """What went wrong that the run survived; shown as it happened, and in `--json`."""
     artifacts: list[Artifact] = field(default_factory=list)
     """Files the agents handed back, in the order they were saved."""
-    """What went wrong that the run survived; shown as it happened, and in `--json`."""
 
     def cost_summary(self) -> CostSummary:
         return self.usage.cost_summary()
+
+    def reply(self, kept: list[str]) -> RunReply:
+        """The `--json` reply (`kept`: the new agents that joined the library)."""
+        return RunReply(
+            ok=True,
+            task=self.task,
+            answer=self.answer,
+            complexity=self.complexity,
+            agents=[agent.reply() for agent in self.agents],
+            failures=[FailureReply(name=f.name, reason=f.reason) for f in self.failures],
+            revisions=self.revisions,
+            council_improved=self.council_improved,
+            kept=kept,
+            cost=cost_reply(self.cost_summary()),
+            phases={name: cost_reply(spent) for name, spent in self.usage.phases().items()},
+            duration_seconds=round(self.duration_seconds, 3),
+            run_file=str(self.run_file) if self.run_file else None,
+            sandbox=self.sandbox,
+            budget_usd=self.budget_usd,
+            budget_exhausted=self.budget_exhausted,
+            warnings=list(self.warnings),
+            attachments=[],
+            artifacts=[item.reply() for item in self.artifacts],
+        )
 
 
 class AllAgentsFailedError(RuntimeError):

@@ -1,0 +1,143 @@
+"""verbs.py — the commands that read what earlier runs left: library, history, stats, last, forget.
+
+They need no key and spend nothing, so a bad setting or a missing key never stops them; each
+prints one JSON object with `--json`, else draws through the UI. Kept apart from the session so
+`main` stays the conversation, and so these read-only views can grow (showing one run, replaying
+it) without growing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import cli
+import library
+import runlog
+from replies import HistoryRow, LibraryRow, StatsReply, TokenTotals
+from ui import PlainUI
+
+
+class Reader:
+    """One read-only command, drawn by `ui` or printed as JSON."""
+
+    def __init__(self, ui: PlainUI, *, json_mode: bool, warn: Callable[[str], None]) -> None:
+        self.ui = ui
+        self.json_mode = json_mode
+        self.warn = warn
+        """Where a notice about a repaired history goes (the session lists it in --json too)."""
+
+    def run(self, verb: str, argument: str | None) -> int:
+        """Carry out `verb`; the exit code of the CLI contract."""
+        if verb == "library":
+            return self.show(library_rows(), self.ui.library, "The library is empty.")
+        if verb == "history":
+            if argument is not None and not cli.is_positive_number(argument):
+                raise cli.UsageError(f"history takes a positive whole number, got {argument!r}")
+            limit = int(argument) if argument else 10
+            runs = [history_row(row) for row in runlog.history(limit)]
+            return self.show(runs, self.ui.history, "No runs yet.")
+        if verb == "stats":
+            return self.show(stats_reply(runlog.stats()), self.ui.stats, "")
+        if verb == "last":
+            return self.last()
+        if verb == "forget":
+            return self.forget(argument)
+        raise cli.UsageError(f"unknown verb {verb}")
+
+    def notices(self) -> None:
+        """Tell the person when the run history had to be repaired (a damaged history.db)."""
+        for notice in runlog.notices():
+            self.warn(notice)
+
+    def last(self) -> int:
+        found = runlog.last()
+        self.notices()
+        if found is None:
+            return self.missing("There is no answer yet.", "Run a task first.")
+        if self.json_mode:
+            cli.print_json({"task": found.task, "answer": found.answer, "run_file": _path(found)})
+        else:
+            self.ui.answer(found.answer)
+        return cli.EXIT_OK
+
+    def forget(self, name: str | None) -> int:
+        if not name:
+            return self.missing("Which agent?", "Use /forget NAME; /library lists them.")
+        if not library.forget(name):
+            return self.missing(f"No agent named {name}.", "`agentgod library` lists them")
+        if self.json_mode:
+            cli.print_json({"forgotten": name})
+        else:
+            self.ui.info(f"Forgot {name}.")
+        return cli.EXIT_OK
+
+    def show(self, data: Any, render: Callable[[Any], None], empty: str) -> int:
+        self.notices()
+        if self.json_mode:
+            cli.print_json(data)
+        elif not data and empty:
+            self.ui.info(empty)
+        else:
+            render(data)
+        return cli.EXIT_OK
+
+    def missing(self, headline: str, advice: str) -> int:
+        if self.json_mode:
+            error = {"type": "not_found", "headline": headline, "advice": advice, "detail": ""}
+            cli.print_json({"ok": False, "error": error})
+        self.ui.problem(headline, advice, "")
+        return cli.EXIT_FAILED
+
+
+def library_rows() -> list[LibraryRow]:
+    return [
+        LibraryRow(
+            name=entry.name,
+            role=entry.role,
+            generation=entry.generation,
+            wins=entry.wins,
+            losses=entry.losses,
+            uses=entry.uses,
+            reliable=library.reliable(entry.name),
+            evolved=entry.evolved,
+        )
+        for entry in library.entries()
+    ]
+
+
+def _path(row: runlog.HistoryRow | runlog.LastAnswer) -> str | None:
+    return str(row.run_file) if row.run_file else None
+
+
+def history_row(row: runlog.HistoryRow) -> HistoryRow:
+    return HistoryRow(
+        id=row.id,
+        started_at=row.started_at.isoformat(),
+        task=row.task,
+        ok=row.ok,
+        complexity=row.complexity,
+        usd=row.usd,
+        duration_seconds=row.duration_seconds,
+        agents=row.agents,
+        run_file=_path(row),
+    )
+
+
+def stats_reply(stats: runlog.Stats) -> StatsReply:
+    return StatsReply(
+        runs=stats.runs,
+        succeeded=stats.succeeded,
+        success_rate=stats.success_rate,
+        llm_calls=stats.llm_calls,
+        tokens=TokenTotals(
+            input=stats.input_tokens,
+            output=stats.output_tokens,
+            cache_write=stats.cache_write_tokens,
+            cache_read=stats.cache_read_tokens,
+        ),
+        usd=stats.usd,
+        mean_duration=stats.mean_duration_seconds if stats.runs else None,
+        most_used=list(stats.most_used_agents),
+        most_reliable=list(stats.most_reliable_agents),
+    )
