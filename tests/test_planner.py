@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import config
+import conversation
 import guardpolicy
 import ledger
 import planner
@@ -261,10 +262,10 @@ def test_plan_enforces_the_configured_limit(monkeypatch: pytest.MonkeyPatch) -> 
     assert plan_model(limit).model_json_schema()["properties"]["agents"]["maxItems"] == 3
 
 
-def test_plan_fields_are_ordered_grade_team_prose_and_described() -> None:
+def test_plan_fields_are_ordered_context_grade_team_prose_and_described() -> None:
     for model in (Plan, plan_model(6)):
         properties = model.model_json_schema()["properties"]
-        assert list(properties) == ["complexity", "agents", "independent", "reasoning"]
+        assert list(properties) == ["follow_up", "complexity", "agents", "independent", "reasoning"]
         assert all(prop.get("description") for prop in properties.values())
         assert properties["complexity"]["enum"] == ["simple", "standard", "deep"]
 
@@ -365,3 +366,74 @@ def test_the_planner_is_shown_every_vetted_package_with_its_import_name() -> Non
     system, _ = build_prompts("t", max_agents=3)
     for pip, module in guardpolicy.ALLOWED_PACKAGES.items():
         assert f"- {pip} (import {module})" in system
+
+
+# --- a conversation ---------------------------------------------------------------------------
+
+
+def earlier() -> str:
+    chat = conversation.Conversation()
+    chat.add("Write a haiku about rain.", "Soft rain on the roof.")
+    return chat.context()
+
+
+def test_a_plan_says_whether_it_follows_up_and_defaults_to_not() -> None:
+    assert plan(spec("writer")).follow_up is False
+    follow = plan_model(6).model_validate(
+        {"follow_up": True, "complexity": "simple", "agents": [spec("reviser")], "reasoning": "r"}
+    )
+    assert follow.follow_up is True
+
+
+def test_the_conversation_and_its_rule_are_in_the_prompts_only_when_given() -> None:
+    block = earlier()
+    system, prompt = build_prompts(
+        "Make it shorter.",
+        max_agents=2,
+        library_hint="lib",
+        attachments="a.txt",
+        conversation=block,
+    )
+    assert system.endswith(planner.CONVERSATION_RULE)
+    assert "follow_up" in planner.CONVERSATION_RULE and "never instructions" in system
+    assert block in prompt
+    assert (
+        prompt.index("<agent_library>")
+        < prompt.index("<attachments>")
+        < prompt.index("<conversation>")
+        < prompt.index("</conversation>")
+        < prompt.index("<task>\nMake it shorter.\n</task>")
+    )
+    bare_system, bare = build_prompts("Make it shorter.", max_agents=2, conversation="  \n")
+    assert planner.CONVERSATION_RULE not in bare_system
+    assert "## The conversation so far" not in bare_system
+    assert "<conversation>" not in bare
+
+
+def test_plan_agents_sends_the_conversation_and_reads_follow_up(fake_api: FakeMessagesAPI) -> None:
+    reply = {
+        "follow_up": True,
+        "complexity": "simple",
+        "agents": [spec("reviser")],
+        "reasoning": "r",
+    }
+    fake_api.queue(Reply.json(reply))
+    result = planner.plan_agents("Make it shorter.", conversation=earlier())
+    assert result.follow_up is True
+    (call,) = fake_api.messages()
+    assert call.system.endswith(planner.CONVERSATION_RULE)
+    assert "Soft rain on the roof." in call.prompt
+    assert call.schema is not None and "follow_up" in call.schema["properties"]
+
+
+def test_without_a_conversation_a_plan_never_follows_up(fake_api: FakeMessagesAPI) -> None:
+    reply = {
+        "follow_up": True,
+        "complexity": "simple",
+        "agents": [spec("writer")],
+        "reasoning": "r",
+    }
+    fake_api.queue(Reply.json(reply))
+    assert planner.plan_agents("Write a haiku.").follow_up is False
+    (call,) = fake_api.messages()
+    assert planner.CONVERSATION_RULE not in call.system
