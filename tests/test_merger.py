@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from fakeapi import FakeMessagesAPI, Reply
 
+import conversation
 import ledger
 import merger
 
@@ -101,3 +102,35 @@ def test_the_prompt_forbids_invention_and_mentioning_the_factory() -> None:
     assert "Add no facts" in prompt
     assert "No mention of agents" in prompt
     assert "language the task is written in" in prompt
+
+
+def test_a_follow_up_sees_the_conversation_before_the_outputs_and_the_task_last(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    chat = conversation.Conversation()
+    chat.add("Write a pitch for a bakery.", "Frisches Brot, jeden Morgen, seit 1920.")
+    block = chat.context()
+    merger.merge_outputs("Make it shorter.", {"reviser": "Frisches Brot."}, conversation=block)
+    prompt = fake_api.messages()[0].prompt
+    assert block in prompt
+    assert (
+        prompt.index("<conversation>")
+        < prompt.index("</conversation>")
+        < prompt.index('<output agent="reviser">')
+        < prompt.index("<task>\nMake it shorter.\n</task>")
+    )
+    assert prompt.endswith("</task>\n\nWrite the final answer to this task.")
+
+
+def test_without_a_conversation_there_is_no_block() -> None:
+    prompt = merger.build_prompt(TASK, {"writer": "Draft."}, conversation=" \n")
+    assert "<conversation>" not in prompt
+    assert prompt.startswith('<output agent="writer">')
+
+
+def test_the_prompt_says_a_follow_up_revises_the_earlier_answer() -> None:
+    prompt = merger.MERGER_PROMPT
+    assert "<conversation>" in prompt
+    assert "replaces or revises the earlier answer" in prompt
+    assert "without repeating" in prompt
+    assert "language of the answer it revises" in prompt
