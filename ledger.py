@@ -1,15 +1,18 @@
 """ledger.py — what a run has spent, and the hard budget it spends against.
 
 `Usage` totals calls, the four token kinds and server-side web searches per model, thread-safely,
-and prices them from `models.PRICES` and `models.WEB_SEARCH_USD_PER_1000`. Under a budget every
-call first takes a `hold` for its worst case, so holds and spending together never exceed the cap:
-a run can stop short but never overspend.
+and prices them from `models.PRICES` and `models.WEB_SEARCH_USD_PER_1000`; it also keeps every
+call it counted, in order (`call_log`), so a run's record can say what each call was for. Under a
+budget every call first takes a `hold` for its worst case, so holds and spending together never
+exceed the cap: a run can stop short but never overspend.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from models import WEB_SEARCH_USD_PER_1000, Price, price_of
@@ -36,6 +39,29 @@ class ModelUsage:
             + self.cache_read_tokens * price.cache_read
         ) / 1_000_000
         return tokens + search_usd(self.searches)
+
+
+OTHER_PHASE = "other"
+"""The phase of a call recorded on a ledger itself rather than on a phase view (small talk, the
+clarifying question, the key test: the calls made before a run has phases)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One model call counted against a run, as the run's record keeps it."""
+
+    phase: str
+    """The phase view it was recorded under (kinds.Spend), or OTHER_PHASE."""
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    web_searches: int
+    usd: float
+    """Its tokens and searches at the price table's rates when it was counted."""
+    at: datetime
+    """When its reply was counted (UTC)."""
 
 
 def search_usd(searches: int) -> float:
@@ -81,6 +107,7 @@ class Usage:
     spending together never exceed the budget, so a run can stop short but never overspend.
     `phase(name)` gives a view that counts one phase's calls on its own and in this ledger alike,
     and holds against this ledger's budget: a run's cost per phase is read, never reconstructed.
+    Each reply `record`ed is also kept as a `Call`, tagged with its phase, in time order.
     """
 
     by_model: dict[str, ModelUsage] = field(default_factory=dict)
@@ -88,6 +115,9 @@ class Usage:
     """Hard cap in dollars; None means no cap."""
     parent: Usage | None = field(default=None, repr=False, compare=False)
     """For a phase's view: the run's ledger, which also counts everything and holds the budget."""
+    phase_name: str = OTHER_PHASE
+    """What the calls recorded here are tagged with: a phase view's name, else OTHER_PHASE."""
+    _calls: list[Call] = field(default_factory=list, repr=False, compare=False)
     _phases: dict[str, Usage] = field(default_factory=dict, repr=False, compare=False)
     _held_usd: float = field(default=0.0, repr=False, compare=False)
     _lock: threading.Condition = field(
@@ -129,7 +159,7 @@ class Usage:
         with self._lock:
             view = self._phases.get(name)
             if view is None:
-                view = self._phases[name] = Usage(parent=self)
+                view = self._phases[name] = Usage(parent=self, phase_name=name)
             return view
 
     def phases(self) -> dict[str, CostSummary]:
@@ -140,18 +170,56 @@ class Usage:
 
     def record(self, model: str, usage: Any) -> None:
         """Count one API reply's `usage` (an SDK object or the raw dict an agent reports),
-        its web searches included (`server_tool_use.web_search_requests`)."""
-        self.add(
-            model,
+        its web searches included (`server_tool_use.web_search_requests`), and log the call."""
+        row = ModelUsage(
+            calls=1,
             input_tokens=usage_count(usage, "input_tokens"),
             output_tokens=usage_count(usage, "output_tokens"),
             cache_write_tokens=usage_count(usage, "cache_creation_input_tokens"),
             cache_read_tokens=usage_count(usage, "cache_read_input_tokens"),
             searches=usage_searches(usage),
         )
+        self.add(
+            model,
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            cache_write_tokens=row.cache_write_tokens,
+            cache_read_tokens=row.cache_read_tokens,
+            searches=row.searches,
+        )
+        self._log(
+            [
+                Call(
+                    phase=self.phase_name,
+                    model=model,
+                    input_tokens=row.input_tokens,
+                    output_tokens=row.output_tokens,
+                    cache_write_tokens=row.cache_write_tokens,
+                    cache_read_tokens=row.cache_read_tokens,
+                    web_searches=row.searches,
+                    usd=row.cost_usd(price_of(model)[0]),
+                    at=datetime.now(UTC),
+                )
+            ]
+        )
+
+    def _log(self, calls: list[Call]) -> None:
+        """Keep `calls` here and in the ledgers above, each log in time order."""
+        with self._lock:
+            for call in calls:
+                bisect.insort(self._calls, call, key=_when)
+        if self.parent is not None:
+            self.parent._log(calls)
+
+    def call_log(self) -> list[Call]:
+        """Every call recorded here or merged in, oldest first (a phase view: its own only)."""
+        with self._lock:
+            return list(self._calls)
 
     def merge(self, other: Usage) -> None:
-        """Fold another ledger (a finished run's) into this one (the session's)."""
+        """Fold another ledger (a finished run's, or the calls made before a run) into this one:
+        its totals and its calls, which keep their phases and times."""
+        self._log(other.call_log())
         for model, row in other.snapshot().items():
             self.add(
                 model,
@@ -248,6 +316,10 @@ class Usage:
             usd=round(self.cost_usd(), 6),
             estimate=self.is_estimate,
         )
+
+
+def _when(call: Call) -> datetime:
+    return call.at
 
 
 def usage_count(usage: Any, name: str) -> int:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import ledger
 import models
+from kinds import Spend
 
 
 def test_usage_cost_includes_cache_prices() -> None:
@@ -111,3 +114,120 @@ def test_a_hold_includes_every_search_the_call_may_make() -> None:
     )
     assert 1900 < phase_hold.tokens <= 2000, "eight searches leave $0.02, 2,000 tokens of output"
     budget.phase("agents").release(phase_hold)
+
+
+# ---- the call log ------------------------------------------------------------------------------
+
+
+def test_every_recorded_call_is_logged_with_its_phase_model_counts_and_price() -> None:
+    run = ledger.Usage()
+    run.record("claude-haiku-4-5", {"input_tokens": 10, "output_tokens": 2})
+    run.phase(Spend.PLAN).record(
+        "claude-sonnet-5-5",
+        {
+            "input_tokens": 1_000_000,
+            "output_tokens": 100,
+            "cache_creation_input_tokens": 3,
+            "cache_read_input_tokens": 4,
+            "server_tool_use": {"web_search_requests": 2},
+        },
+    )
+    run.phase(Spend.MERGE).record("claude-sonnet-5-5", {"output_tokens": 1_000_000})
+    small_talk, plan, merge = run.call_log()
+    assert (small_talk.phase, small_talk.model) == (ledger.OTHER_PHASE, "claude-haiku-4-5")
+    assert (plan.phase, merge.phase) == ("plan", "merge")
+    assert (
+        plan.input_tokens,
+        plan.output_tokens,
+        plan.cache_write_tokens,
+        plan.cache_read_tokens,
+        plan.web_searches,
+    ) == (1_000_000, 100, 3, 4, 2)
+    assert merge.usd == pytest.approx(10.0)
+    assert small_talk.at <= plan.at <= merge.at
+    assert plan.at.tzinfo is not None
+    assert sum(call.usd for call in run.call_log()) == pytest.approx(run.cost_usd())
+    assert run.phase(Spend.PLAN).call_log() == [plan], "a phase view logs its own calls"
+
+
+def test_a_merge_carries_the_calls_made_before_the_run_in_time_order() -> None:
+    before = ledger.Usage()
+    before.record("claude-haiku-4-5", {"input_tokens": 5})  # the small-talk check
+    before.record("claude-haiku-4-5", {"input_tokens": 6})  # the clarifying question
+    run = ledger.Usage()
+    run.phase(Spend.PLAN).record("claude-sonnet-5-5", {"input_tokens": 7})
+    run.merge(before)
+    assert [call.input_tokens for call in run.call_log()] == [5, 6, 7]
+    assert [call.phase for call in run.call_log()] == ["other", "other", "plan"]
+    assert run.totals().calls == len(run.call_log()) == 3
+    session = ledger.Usage()
+    session.merge(run)
+    assert session.call_log() == run.call_log(), "phases and times are kept"
+
+
+def test_a_plain_add_counts_without_logging_a_call() -> None:
+    usage = ledger.Usage()
+    usage.add("claude-sonnet-5-5", input_tokens=3)
+    assert usage.totals().calls == 1
+    assert usage.call_log() == []
+
+
+def test_the_call_log_is_whole_and_ordered_under_many_threads() -> None:
+    run = ledger.Usage()
+    phases = [run.phase(name) for name in (Spend.GENERATE, Spend.AGENTS, Spend.JUDGE)]
+    start = threading.Barrier(6)
+
+    def work(view: ledger.Usage) -> None:
+        start.wait()
+        for count in range(300):
+            view.record("claude-haiku-4-5", {"input_tokens": count, "output_tokens": 1})
+
+    threads = [threading.Thread(target=work, args=(view,)) for view in (*phases, *phases)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    log = run.call_log()
+    assert len(log) == run.totals().calls == 1800
+    assert [call.at for call in log] == sorted(call.at for call in log)
+    for view in phases:
+        assert len(view.call_log()) == 600
+        assert {call.phase for call in view.call_log()} == {view.phase_name}
+    assert sum(call.input_tokens for call in log) == run.totals().input_tokens
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([None, *Spend]),
+            st.sampled_from(["claude-haiku-4-5", "claude-sonnet-5-5", "claude-mystery-1"]),
+            st.integers(0, 10**7),
+            st.integers(0, 10**6),
+            st.integers(0, 10),
+        ),
+        max_size=20,
+    )
+)
+def test_the_calls_always_add_up_to_the_totals(
+    calls: list[tuple[Spend | None, str, int, int, int]],
+) -> None:
+    run = ledger.Usage()
+    for phase, model, tokens, output, searches in calls:
+        target = run if phase is None else run.phase(phase)
+        target.record(
+            model,
+            {
+                "input_tokens": tokens,
+                "output_tokens": output,
+                "server_tool_use": {"web_search_requests": searches},
+            },
+        )
+    log = run.call_log()
+    totals = run.totals()
+    assert len(log) == totals.calls
+    assert sum(call.input_tokens for call in log) == totals.input_tokens
+    assert sum(call.web_searches for call in log) == totals.searches
+    assert sum(call.usd for call in log) == pytest.approx(run.cost_usd())
+    assert [call.phase for call in log] == [
+        ledger.OTHER_PHASE if phase is None else phase for phase, *_ in calls
+    ]
