@@ -25,6 +25,7 @@ from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
 import cli
+import history
 import intake
 import ledger
 import problems
@@ -224,7 +225,7 @@ def test_run_files_and_the_history_are_readable_by_their_owner_only(isolated_hom
     assert run_file is not None
     assert _mode(runs) == 0o700
     assert _mode(run_file) == 0o600
-    for made in runs.glob(f"{runlog.DB_NAME}*"):
+    for made in runs.glob(f"{history.DB_NAME}*"):
         assert _mode(made) == 0o600, made.name
 
 
@@ -236,9 +237,9 @@ def test_control_bytes_from_a_task_never_reach_the_records(isolated_home: Path) 
     text = run_file.read_text(encoding="utf-8")
     assert "paint [31mred[0m and ring" in text
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", text)
-    [row] = runlog.history()
+    [row] = history.history()
     assert row.task == "paint [31mred[0m and ring"
-    last = runlog.last()
+    last = history.last()
     assert last is not None and last.answer == "a]0;titleb\nc"
 
 
@@ -255,12 +256,12 @@ def test_a_damaged_history_is_moved_aside_and_rebuilt_from_the_run_files(
     for task in tasks:
         runlog.archive(_record(task))
     runlog.archive(_record("it broke", ok=False, answer="", error="3 agents timed out"))
-    history = isolated_home / "runs" / runlog.DB_NAME
-    before = runlog.history()
-    _damage(history)
-    after = runlog.history()
-    [notice] = runlog.notices()
-    [aside] = history.parent.glob(f"{runlog.DB_NAME}.corrupt-*")
+    database = isolated_home / "runs" / history.DB_NAME
+    before = history.history()
+    _damage(database)
+    after = history.history()
+    [notice] = history.notices()
+    [aside] = database.parent.glob(f"{history.DB_NAME}.corrupt-*")
     assert str(aside) in notice and "rebuilt from 4 run files" in notice
     assert aside.read_bytes().startswith(b"this is no database")
     assert [(r.task, r.ok, r.agents, r.usd, r.run_file) for r in after] == [
@@ -268,23 +269,23 @@ def test_a_damaged_history_is_moved_aside_and_rebuilt_from_the_run_files(
     ]
     assert after[0].duration_seconds == 83.0
     assert after[0].started_at == before[0].started_at
-    last = runlog.last()
+    last = history.last()
     assert last is not None and last.answer == "answer to weigh the whale"
-    stats = runlog.stats()
+    stats = history.stats()
     assert (stats.runs, stats.succeeded, stats.llm_calls, stats.input_tokens) == (4, 3, 16, 4800)
-    assert _mode(history) == 0o600
+    assert _mode(database) == 0o600
     assert runlog.archive(_record("and one more")) is not None
-    assert len(runlog.history()) == 5, "the next run is recorded"
-    assert runlog.notices() == []
+    assert len(history.history()) == 5, "the next run is recorded"
+    assert history.notices() == []
 
 
 def test_a_run_archived_onto_a_damaged_history_is_recorded_once(isolated_home: Path) -> None:
     runlog.archive(_record("count the otters"))
-    history = isolated_home / "runs" / runlog.DB_NAME
-    _damage(history)
+    database = isolated_home / "runs" / history.DB_NAME
+    _damage(database)
     runlog.archive(_record("name the seals", complexity="deep"))
-    assert "rebuilt from 1 run file" in runlog.notices()[0]
-    rows = runlog.history()
+    assert "rebuilt from 1 run file" in history.notices()[0]
+    rows = history.history()
     assert [(r.task, r.complexity) for r in rows] == [
         ("name the seals", "deep"),
         ("count the otters", "simple"),
@@ -296,7 +297,7 @@ def test_the_product_warns_about_a_damaged_history_and_lists_the_runs(
 ) -> None:
     for task in ("count the otters", "name the seals"):
         assert agentgod(isolated_home, factory.api, task).returncode == 0
-    _damage(isolated_home / "runs" / runlog.DB_NAME)
+    _damage(isolated_home / "runs" / history.DB_NAME)
     listed = agentgod(isolated_home, None, "history")
     assert listed.returncode == 0, listed.stderr
     assert "the run history was damaged: moved aside to" in listed.stderr
