@@ -10,6 +10,7 @@ runlog before it got here.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
@@ -17,16 +18,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import config
+from kinds import RunStatus
+from ledger import Call
+from replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
 
 if TYPE_CHECKING:
     from runlog import RunRecord
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 1
-"""Stored in PRAGMA user_version; a later schema migrates from it."""
+SCHEMA_VERSION = 2
+"""Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
+MIN_PREFIX = 4
+"""The fewest characters of a run id that may name a run."""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
 PRIVATE_FILE = 0o600
@@ -36,7 +42,7 @@ _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 _T = TypeVar("_T")
 
-_SCHEMA = """
+_SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     started_at TEXT NOT NULL,
@@ -72,6 +78,64 @@ CREATE TABLE IF NOT EXISTS run_agents (
 CREATE INDEX IF NOT EXISTS run_agents_by_run ON run_agents (run_id);
 CREATE INDEX IF NOT EXISTS run_agents_by_name ON run_agents (name);
 """
+"""The first schema, as databases written before issue 12 have it; every database starts here
+and is migrated up, so a new one and an old one end up alike. (run_agents.run_id is the integer
+runs.id; the short id people type is runs.run_id, from version 2 on.)"""
+
+_V2_COLUMNS = (
+    ("runs", "run_id TEXT"),
+    ("runs", "status TEXT NOT NULL DEFAULT 'failed'"),
+    ("runs", "conversation_id TEXT"),
+    ("runs", "retry_of TEXT"),
+    ("runs", "model TEXT NOT NULL DEFAULT ''"),
+    ("runs", "effort TEXT"),
+    ("runs", "reasoning TEXT NOT NULL DEFAULT ''"),
+    ("runs", "plan TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "waves TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "failures TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "web_searches INTEGER NOT NULL DEFAULT 0"),
+    ("runs", "estimate INTEGER NOT NULL DEFAULT 0"),
+    ("runs", "phases TEXT NOT NULL DEFAULT '{}'"),
+    ("runs", "warnings TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "sandbox TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "outputs TEXT NOT NULL DEFAULT '{}'"),
+    ("runs", "attachments TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "artifacts TEXT NOT NULL DEFAULT '[]'"),
+    ("run_agents", "usd REAL NOT NULL DEFAULT 0"),
+    ("run_agents", "source TEXT NOT NULL DEFAULT ''"),
+    ("run_agents", "inputs TEXT NOT NULL DEFAULT '[]'"),
+    ("run_agents", "output TEXT NOT NULL DEFAULT ''"),
+    ("run_agents", "calls INTEGER NOT NULL DEFAULT 0"),
+    ("run_agents", "input_tokens INTEGER NOT NULL DEFAULT 0"),
+    ("run_agents", "output_tokens INTEGER NOT NULL DEFAULT 0"),
+    ("run_agents", "cache_write_tokens INTEGER NOT NULL DEFAULT 0"),
+    ("run_agents", "cache_read_tokens INTEGER NOT NULL DEFAULT 0"),
+    ("run_agents", "web_searches INTEGER NOT NULL DEFAULT 0"),
+)
+"""Version 2 (issue 12): the whole run. JSON text where a value is a list or a mapping."""
+
+_V2_STATEMENTS = (
+    "UPDATE runs SET status = CASE WHEN ok THEN 'ok' WHEN budget_exhausted THEN 'budget'"
+    " ELSE 'failed' END",
+    """CREATE TABLE IF NOT EXISTS run_calls (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    web_searches INTEGER NOT NULL,
+    usd REAL NOT NULL,
+    at TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+)""",
+)
+_V2_INDEXES = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS runs_by_run_id ON runs (run_id)",
+    "CREATE INDEX IF NOT EXISTS runs_by_conversation ON runs (conversation_id, started_at)",
+)
 
 
 # ---- what the verbs read back ----------------------------------------------------------------
@@ -82,9 +146,12 @@ class HistoryRow:
     """One archived run, as `agentgod history` lists it."""
 
     id: int
+    run_id: str
+    """The short id `agentgod show` takes."""
     started_at: datetime
     task: str
     ok: bool
+    status: RunStatus
     complexity: str | None
     usd: float
     duration_seconds: float
@@ -99,6 +166,7 @@ class LastAnswer:
     """The most recent successful run's answer, for `agentgod last`."""
 
     id: int
+    run_id: str
     started_at: datetime
     task: str
     answer: str
@@ -129,6 +197,143 @@ class Stats:
         return self.succeeded / self.runs if self.runs else 0.0
 
 
+@dataclass(frozen=True)
+class StoredAgent:
+    """One agent of a stored run: how it fared, what it was given, what it said, its code."""
+
+    name: str
+    role: str
+    reused: bool
+    """Its code came from the library."""
+    ok: bool
+    attempts: int
+    seconds: float
+    kind: str
+    """ok, or how its final attempt failed (kinds.AgentKind)."""
+    error: str
+    usd: float
+    usage: TokenUsage
+    source: str
+    """The exact code that ran; "" when none was recorded (runs before issue 12, a rebuild)."""
+    inputs: tuple[str, ...]
+    """The upstream agents whose outputs it received."""
+    output: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "reused": self.reused,
+            "ok": self.ok,
+            "kind": self.kind,
+            "attempts": self.attempts,
+            "seconds": self.seconds,
+            "error": self.error,
+            "usd": self.usd,
+            "usage": dict(self.usage),
+            "inputs": list(self.inputs),
+            "output": self.output,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """Everything the history keeps about one run, for `agentgod show`, `--continue` and retry.
+
+    A run recorded before issue 12 (or rebuilt from its run file) has what its record had:
+    no plan, sources, outputs or calls.
+    """
+
+    id: int
+    """The row's number in the database."""
+    run_id: str
+    task: str
+    status: RunStatus
+    ok: bool
+    answer: str
+    error: str
+    complexity: str | None
+    started_at: datetime
+    duration_seconds: float
+    cost: CostSummary
+    phases: dict[str, CostSummary]
+    agents: tuple[StoredAgent, ...]
+    calls: tuple[Call, ...]
+    """Every model call counted against the run, oldest first."""
+    plan: tuple[dict[str, Any], ...]
+    """The planned agents (planner.AgentSpec fields), as the planner gave them."""
+    reasoning: str
+    model: str
+    effort: str | None
+    conversation_id: str | None
+    retry_of: str | None
+    waves: tuple[tuple[str, ...], ...]
+    failures: tuple[tuple[str, str], ...]
+    revisions: int
+    council_improved: bool
+    budget_exhausted: bool
+    warnings: tuple[str, ...]
+    sandbox: tuple[str, ...]
+    outputs: dict[str, str]
+    """Outputs that reached no answer (the merge failed), by agent."""
+    attachments: tuple[AttachmentReply, ...]
+    artifacts: tuple[ArtifactReply, ...]
+    run_file: Path | None
+
+    def agent(self, name: str) -> StoredAgent | None:
+        """The last record of agent `name` (a later round's, when it ran again), or None."""
+        return next((agent for agent in reversed(self.agents) if agent.name == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The run as plain JSON values, for `agentgod show --json`."""
+        return {
+            "run_id": self.run_id,
+            "task": self.task,
+            "status": self.status.value,
+            "ok": self.ok,
+            "answer": self.answer,
+            "error": self.error,
+            "complexity": self.complexity,
+            "model": self.model,
+            "effort": self.effort,
+            "conversation_id": self.conversation_id,
+            "retry_of": self.retry_of,
+            "started_at": self.started_at.isoformat(),
+            "duration_seconds": self.duration_seconds,
+            "reasoning": self.reasoning,
+            "plan": [dict(spec) for spec in self.plan],
+            "waves": [list(wave) for wave in self.waves],
+            "agents": [agent.to_json() for agent in self.agents],
+            "failures": [{"name": name, "reason": reason} for name, reason in self.failures],
+            "revisions": self.revisions,
+            "council_improved": self.council_improved,
+            "budget_exhausted": self.budget_exhausted,
+            "cost": dict(self.cost),
+            "phases": {name: dict(spent) for name, spent in self.phases.items()},
+            "calls": [
+                {
+                    "phase": call.phase,
+                    "model": call.model,
+                    "input_tokens": call.input_tokens,
+                    "output_tokens": call.output_tokens,
+                    "cache_write_tokens": call.cache_write_tokens,
+                    "cache_read_tokens": call.cache_read_tokens,
+                    "web_searches": call.web_searches,
+                    "usd": call.usd,
+                    "at": call.at.isoformat(),
+                }
+                for call in self.calls
+            ],
+            "warnings": list(self.warnings),
+            "sandbox": list(self.sandbox),
+            "outputs": dict(self.outputs),
+            "attachments": [dict(item) for item in self.attachments],
+            "artifacts": [dict(item) for item in self.artifacts],
+            "run_file": str(self.run_file) if self.run_file else None,
+        }
+
+
 # ---- writing ---------------------------------------------------------------------------------
 
 
@@ -154,54 +359,108 @@ def insert(record: RunRecord, run_file: Path | None) -> None:
 def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
     cost = record.cost
     with contextlib.closing(_open_for_writing(path)) as db, db:
-        cursor = db.execute(
-            "INSERT INTO runs (started_at, task, ok, complexity, answer, error, revisions,"
-            " council_improved, llm_calls, input_tokens, output_tokens, cache_write_tokens,"
-            " cache_read_tokens, usd, duration_seconds, run_file, budget_exhausted)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                utc(record.started_at).isoformat(timespec="microseconds"),
-                record.task,
-                record.ok,
-                record.complexity,
-                record.answer,
-                record.error,
-                record.revisions,
-                record.council_improved,
-                cost["llm_calls"],
-                cost["input_tokens"],
-                cost["output_tokens"],
-                cost["cache_write_tokens"],
-                cost["cache_read_tokens"],
-                cost["usd"],
-                record.duration_seconds,
-                str(run_file) if run_file else None,
-                record.budget_exhausted,
-            ),
+        run = _insert_row(
+            db,
+            "runs",
+            {
+                "run_id": record.run_id,
+                "started_at": utc(record.started_at).isoformat(timespec="microseconds"),
+                "task": record.task,
+                "ok": record.ok,
+                "status": record.status.value,
+                "complexity": record.complexity,
+                "answer": record.answer,
+                "error": record.error,
+                "revisions": record.revisions,
+                "council_improved": record.council_improved,
+                "llm_calls": cost["llm_calls"],
+                "input_tokens": cost["input_tokens"],
+                "output_tokens": cost["output_tokens"],
+                "cache_write_tokens": cost["cache_write_tokens"],
+                "cache_read_tokens": cost["cache_read_tokens"],
+                "web_searches": cost["web_searches"],
+                "usd": cost["usd"],
+                "estimate": cost["estimate"],
+                "duration_seconds": record.duration_seconds,
+                "run_file": str(run_file) if run_file else None,
+                "budget_exhausted": record.budget_exhausted,
+                "conversation_id": record.conversation_id,
+                "retry_of": record.retry_of,
+                "model": record.model,
+                "effort": record.effort,
+                "reasoning": record.reasoning,
+                "plan": _json(record.plan),
+                "waves": _json(record.waves),
+                "failures": _json(record.failures),
+                "phases": _json(record.phases),
+                "warnings": _json(record.warnings),
+                "sandbox": _json(record.sandbox),
+                "outputs": _json(record.outputs),
+                "attachments": _json(record.attachments),
+                "artifacts": _json(record.artifacts),
+            },
         )
-        db.executemany(
-            "INSERT INTO run_agents"
-            " (run_id, name, role, reused, ok, attempts, seconds, kind, error)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    cursor.lastrowid,
-                    agent.name,
-                    agent.role,
-                    agent.reused,
-                    agent.ok,
-                    agent.attempts,
-                    agent.seconds,
-                    agent.kind,
-                    agent.error,
-                )
-                for agent in record.agents
-            ],
-        )
+        for agent in record.agents:
+            _insert_row(
+                db,
+                "run_agents",
+                {
+                    "run_id": run,
+                    "name": agent.name,
+                    "role": agent.role,
+                    "reused": agent.reused,
+                    "ok": agent.ok,
+                    "attempts": agent.attempts,
+                    "seconds": agent.seconds,
+                    "kind": agent.kind,
+                    "error": agent.error,
+                    "usd": agent.usd,
+                    "source": agent.source,
+                    "inputs": _json(agent.inputs),
+                    "output": agent.output,
+                    "calls": agent.usage["llm_calls"],
+                    "input_tokens": agent.usage["input_tokens"],
+                    "output_tokens": agent.usage["output_tokens"],
+                    "cache_write_tokens": agent.usage["cache_write_tokens"],
+                    "cache_read_tokens": agent.usage["cache_read_tokens"],
+                    "web_searches": agent.usage["web_searches"],
+                },
+            )
+        for seq, call in enumerate(record.calls):
+            _insert_row(
+                db,
+                "run_calls",
+                {
+                    "run_id": run,
+                    "seq": seq,
+                    "phase": call.phase,
+                    "model": call.model,
+                    "input_tokens": call.input_tokens,
+                    "output_tokens": call.output_tokens,
+                    "cache_write_tokens": call.cache_write_tokens,
+                    "cache_read_tokens": call.cache_read_tokens,
+                    "web_searches": call.web_searches,
+                    "usd": call.usd,
+                    "at": utc(call.at).isoformat(timespec="microseconds"),
+                },
+            )
+
+
+def _insert_row(db: sqlite3.Connection, table: str, values: dict[str, object]) -> int:
+    """INSERT one row from column names (ours, never the user's) to values; its rowid."""
+    columns = ", ".join(values)
+    marks = ", ".join(f":{name}" for name in values)
+    cursor = db.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", values)
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _open_for_writing(path: Path) -> sqlite3.Connection:
-    """A connection to the history, creating the schema on first use; the file is private.
+    """A connection to the history, its schema created or migrated first; the file is private.
 
     SQLite gives the -wal and -shm files the database's own permissions.
     """
@@ -212,14 +471,58 @@ def _open_for_writing(path: Path) -> sqlite3.Connection:
     try:
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         db.execute("PRAGMA journal_mode = WAL")
-        if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-            db.executescript(
-                f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-            )
+        if _version(db) < SCHEMA_VERSION:
+            _migrate(db)
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring the schema up to SCHEMA_VERSION in place, in one transaction: every row is kept.
+
+    The version is read again under the write lock, so two agentgod processes opening an old
+    history at once migrate it once.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = _version(db)
+        if version < 1:
+            for statement in _SCHEMA_V1.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+        if version < 2:
+            for table, column in _V2_COLUMNS:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+            for statement in _V2_STATEMENTS:
+                db.execute(statement)
+            _give_run_ids(db)
+            for statement in _V2_INDEXES:
+                db.execute(statement)
+        if version < SCHEMA_VERSION:
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+
+
+def _give_run_ids(db: sqlite3.Connection) -> None:
+    """Runs recorded before run ids existed get one now, so `agentgod show` can name them."""
+    from scratch import new_run_id  # scratch asks this module which ids are taken
+
+    taken = {row[0] for row in db.execute("SELECT run_id FROM runs WHERE run_id IS NOT NULL")}
+    for (row,) in db.execute("SELECT id FROM runs WHERE run_id IS NULL").fetchall():
+        fresh = new_run_id()
+        while fresh in taken:
+            fresh = new_run_id()
+        taken.add(fresh)
+        db.execute("UPDATE runs SET run_id = ? WHERE id = ?", (fresh, row))
 
 
 def _query(read: Callable[[sqlite3.Connection], _T], empty: _T) -> _T:
@@ -230,9 +533,10 @@ def _query(read: Callable[[sqlite3.Connection], _T], empty: _T) -> _T:
     write (no -shm file can be made) refuses a plain read-only open, so the second try reads it
     as immutable.
     """
-    path = config.settings().runs_dir / DB_NAME
+    path = database()
     recovered = False
     while path.is_file():
+        _upgrade(path)
         for options in ("mode=ro", "immutable=1"):
             uri = f"{path.as_uri()}?{options}"
             try:
@@ -249,6 +553,21 @@ def _query(read: Callable[[sqlite3.Connection], _T], empty: _T) -> _T:
             return empty
         recovered = True
     return empty
+
+
+def _upgrade(path: Path) -> None:
+    """Migrate a history written by an older agentgod before reading it.
+
+    One that cannot be written is left as it is (what it holds is then read as far as the
+    queries find their columns), and a damaged one is _query's to repair.
+    """
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+            if _version(db) >= SCHEMA_VERSION:
+                return
+        _open_for_writing(path).close()
+    except (OSError, sqlite3.Error):
+        return
 
 
 # ---- a damaged history ------------------------------------------------------------------------
@@ -302,13 +621,18 @@ def _recover(path: Path, without: Path | None = None) -> bool:
             if companion.exists():
                 companion.rename(aside.with_name(aside.name + suffix))
         import runlog  # the run files are runlog's format (and runlog imports this module)
+        from scratch import new_run_id  # scratch asks this module which ids are taken
 
         records = [
             (record, run_file)
             for run_file in sorted(path.parent.glob("*.md"))
             if run_file != without and (record := runlog.read_run_file(run_file)) is not None
         ]
+        seen: set[str] = set()
         for record, run_file in records:
+            while record.run_id in seen:  # a copied run file: the copy gets an id of its own
+                record.run_id = new_run_id()
+            seen.add(record.run_id)
             _insert_rows(building, record, run_file)
         if records:
             building.replace(path)
@@ -334,16 +658,18 @@ def history(limit: int = 10) -> list[HistoryRow]:
     def read(db: sqlite3.Connection) -> list[HistoryRow]:
         rows = db.execute(
             "SELECT id, started_at, task, ok, complexity, usd, duration_seconds, run_file,"
-            " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id)"
+            " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id), run_id, status"
             " FROM runs ORDER BY started_at DESC, id DESC LIMIT ?",
             (limit,),
         ).fetchall()
         return [
             HistoryRow(
                 id=row[0],
+                run_id=row[9],
                 started_at=datetime.fromisoformat(row[1]),
                 task=row[2],
                 ok=bool(row[3]),
+                status=_status(row[10], bool(row[3])),
                 complexity=row[4],
                 usd=row[5],
                 duration_seconds=row[6],
@@ -361,13 +687,14 @@ def last() -> LastAnswer | None:
 
     def read(db: sqlite3.Connection) -> LastAnswer | None:
         row = db.execute(
-            "SELECT id, started_at, task, answer, run_file FROM runs WHERE ok"
+            "SELECT id, started_at, task, answer, run_file, run_id FROM runs WHERE ok"
             " ORDER BY started_at DESC, id DESC LIMIT 1"
         ).fetchone()
         if row is None:
             return None
         return LastAnswer(
             id=row[0],
+            run_id=row[5],
             started_at=datetime.fromisoformat(row[1]),
             task=row[2],
             answer=row[3],
@@ -415,6 +742,187 @@ def stats() -> Stats:
         )
 
     return _query(read, Stats())
+
+
+def load(ref: str | None = None) -> StoredRun | None:
+    """The run `ref` names (its id, or a unique prefix of at least MIN_PREFIX characters; None:
+    the newest run), or None when no run has that id or there is no history.
+
+    Raises ValueError when `ref` is too short, or when it is the start of several runs' ids
+    (the message names them, so the person can type more of the one they mean).
+    """
+    wanted = None if ref is None else ref.strip().lower()
+    if wanted is not None and len(wanted) < MIN_PREFIX:
+        raise ValueError(
+            f"{ref!r} is too short to name a run: give at least {MIN_PREFIX} characters of its id"
+        )
+
+    def read(db: sqlite3.Connection) -> StoredRun | None:
+        row = _resolve(db, wanted)
+        return None if row is None else _stored(db, row)
+
+    return _query(read, None)
+
+
+def _resolve(db: sqlite3.Connection, wanted: str | None) -> int | None:
+    """The database row of the run `wanted` names (see load)."""
+    if wanted is None:
+        newest = db.execute("SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1")
+        found = newest.fetchone()
+        return None if found is None else int(found[0])
+    rows = db.execute(
+        "SELECT id, run_id, task FROM runs WHERE substr(run_id, 1, ?) = ?"
+        " ORDER BY started_at DESC, id DESC",
+        (len(wanted), wanted),
+    ).fetchall()
+    exact = [row for row in rows if row[1] == wanted]
+    if len(rows) > 1 and not exact:
+        named = "; ".join(f"{run_id} ({_first_line(task)})" for _, run_id, task in rows[:5])
+        more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+        raise ValueError(
+            f"{wanted!r} is the start of {len(rows)} run ids: {named}{more}; give more of it"
+        )
+    chosen = exact or rows
+    return int(chosen[0][0]) if chosen else None
+
+
+def _first_line(text: str) -> str:
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line if len(line) <= 50 else line[:49].rstrip() + "…"
+
+
+def _stored(db: sqlite3.Connection, row: int) -> StoredRun:
+    """Everything about the run in database row `row`."""
+    db.row_factory = sqlite3.Row
+    run = db.execute("SELECT * FROM runs WHERE id = ?", (row,)).fetchone()
+    agents = db.execute("SELECT * FROM run_agents WHERE run_id = ? ORDER BY rowid", (row,))
+    calls = db.execute("SELECT * FROM run_calls WHERE run_id = ? ORDER BY seq", (row,))
+    return StoredRun(
+        id=run["id"],
+        run_id=run["run_id"],
+        task=run["task"],
+        status=_status(run["status"], bool(run["ok"])),
+        ok=bool(run["ok"]),
+        answer=run["answer"],
+        error=run["error"],
+        complexity=run["complexity"],
+        started_at=datetime.fromisoformat(run["started_at"]),
+        duration_seconds=run["duration_seconds"],
+        cost=CostSummary(
+            llm_calls=run["llm_calls"],
+            input_tokens=run["input_tokens"],
+            output_tokens=run["output_tokens"],
+            cache_write_tokens=run["cache_write_tokens"],
+            cache_read_tokens=run["cache_read_tokens"],
+            web_searches=run["web_searches"],
+            usd=run["usd"],
+            estimate=bool(run["estimate"]),
+        ),
+        phases=json.loads(run["phases"]),
+        agents=tuple(
+            StoredAgent(
+                name=agent["name"],
+                role=agent["role"],
+                reused=bool(agent["reused"]),
+                ok=bool(agent["ok"]),
+                attempts=agent["attempts"],
+                seconds=agent["seconds"],
+                kind=agent["kind"],
+                error=agent["error"],
+                usd=agent["usd"],
+                usage=TokenUsage(
+                    llm_calls=agent["calls"],
+                    input_tokens=agent["input_tokens"],
+                    output_tokens=agent["output_tokens"],
+                    cache_write_tokens=agent["cache_write_tokens"],
+                    cache_read_tokens=agent["cache_read_tokens"],
+                    web_searches=agent["web_searches"],
+                ),
+                source=agent["source"],
+                inputs=tuple(json.loads(agent["inputs"])),
+                output=agent["output"],
+            )
+            for agent in agents
+        ),
+        calls=tuple(
+            Call(
+                phase=call["phase"],
+                model=call["model"],
+                input_tokens=call["input_tokens"],
+                output_tokens=call["output_tokens"],
+                cache_write_tokens=call["cache_write_tokens"],
+                cache_read_tokens=call["cache_read_tokens"],
+                web_searches=call["web_searches"],
+                usd=call["usd"],
+                at=datetime.fromisoformat(call["at"]),
+            )
+            for call in calls
+        ),
+        plan=tuple(json.loads(run["plan"])),
+        reasoning=run["reasoning"],
+        model=run["model"],
+        effort=run["effort"],
+        conversation_id=run["conversation_id"],
+        retry_of=run["retry_of"],
+        waves=tuple(tuple(wave) for wave in json.loads(run["waves"])),
+        failures=tuple((name, reason) for name, reason in json.loads(run["failures"])),
+        revisions=run["revisions"],
+        council_improved=bool(run["council_improved"]),
+        budget_exhausted=bool(run["budget_exhausted"]),
+        warnings=tuple(json.loads(run["warnings"])),
+        sandbox=tuple(json.loads(run["sandbox"])),
+        outputs=json.loads(run["outputs"]),
+        attachments=tuple(json.loads(run["attachments"])),
+        artifacts=tuple(json.loads(run["artifacts"])),
+        run_file=Path(run["run_file"]) if run["run_file"] else None,
+    )
+
+
+def _status(text: str, ok: bool) -> RunStatus:
+    """A stored status; one this version does not know (a newer agentgod's) reads as ok or
+    failed, by whether the run answered."""
+    try:
+        return RunStatus(text)
+    except ValueError:
+        return RunStatus.OK if ok else RunStatus.FAILED
+
+
+def conversation(conversation_id: str, limit: int = 20) -> list[tuple[str, str]]:
+    """(task, answer) of the conversation's latest `limit` answered runs, oldest first: what a
+    follow-up is planned with."""
+
+    def read(db: sqlite3.Connection) -> list[tuple[str, str]]:
+        rows = db.execute(
+            "SELECT task, answer FROM (SELECT id, started_at, task, answer FROM runs"
+            " WHERE conversation_id = ? AND ok AND answer != ''"
+            " ORDER BY started_at DESC, id DESC LIMIT ?) ORDER BY started_at, id",
+            (conversation_id, limit),
+        ).fetchall()
+        return [(task, answer) for task, answer in rows]
+
+    return _query(read, []) if limit > 0 else []
+
+
+def last_conversation_id() -> str | None:
+    """The conversation of the newest run that had one (what `--continue` continues)."""
+
+    def read(db: sqlite3.Connection) -> str | None:
+        row = db.execute(
+            "SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL"
+            " ORDER BY started_at DESC, id DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    return _query(read, None)
+
+
+def known(run_id: str) -> bool:
+    """Whether a recorded run has this id (a new run must not take it)."""
+
+    def read(db: sqlite3.Connection) -> bool:
+        return db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
+
+    return _query(read, False)
 
 
 def utc(moment: datetime) -> datetime:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 import config
 import history as store
@@ -34,9 +35,14 @@ from history import history as history
 from history import last as last
 from history import notices as notices
 from history import stats as stats
+from kinds import RunStatus
+from ledger import Call
 from redact import redact
-from replies import ArtifactReply, AttachmentReply, CostSummary
+from replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
+from scratch import new_run_id
 from ui import human_size
+
+_V = TypeVar("_V")
 
 SLUG_LENGTH = 40
 PRIVATE_FOLDER = 0o700
@@ -46,6 +52,18 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 someone later `cat`s to a terminal."""
 
 # ---- what the orchestrator hands over ---------------------------------------------------------
+
+
+def no_usage() -> TokenUsage:
+    """Usage with every count at zero: an agent that made no model call."""
+    return TokenUsage(
+        llm_calls=0,
+        input_tokens=0,
+        output_tokens=0,
+        cache_write_tokens=0,
+        cache_read_tokens=0,
+        web_searches=0,
+    )
 
 
 @dataclass
@@ -70,6 +88,14 @@ class AgentRecord:
     """The last failure's reason, if any (redacted again before it is written)."""
     usd: float = 0.0
     """What its own model calls cost, as the broker billed them."""
+    source: str = ""
+    """The exact code that ran (its final attempt), or "" when none did: `agentgod show --code`."""
+    inputs: list[str] = field(default_factory=list)
+    """The upstream agents whose outputs it was given, by name, in order."""
+    output: str = ""
+    """What its final attempt returned; "" when it failed."""
+    usage: TokenUsage = field(default_factory=no_usage)
+    """Its own model calls and what they used, every attempt together, as the broker billed them."""
 
 
 @dataclass
@@ -116,6 +142,32 @@ class RunRecord:
     """The user's files the agents could read (named, never copied into the archive)."""
     artifacts: list[ArtifactReply] = field(default_factory=list)
     """The files the agents made, kept beside the run file under runs/<run id>/artifacts/."""
+    run_id: str = field(default_factory=new_run_id)
+    """The run's short id (scratch.new_run_id: its RunSpace's), by which `agentgod show` finds
+    it; a fresh one when not given."""
+    status: RunStatus = RunStatus.OK
+    """How the run ended. Left at its default, it follows `ok` and `budget_exhausted` (FAILED or
+    BUDGET when not ok), as callers that predate it expect; `ok` stays for the old queries."""
+    conversation_id: str | None = None
+    """The conversation the task belongs to (follow-ups share one); None outside any."""
+    retry_of: str | None = None
+    """The run id of the run this one retried, reusing what it had done."""
+    model: str = ""
+    """The main model: the one that planned, wrote the agents and merged."""
+    effort: str | None = None
+    """The effort the run was planned at (kinds.Effort); None when it was never chosen."""
+    reasoning: str = ""
+    """The planner's reasoning for its plan."""
+    plan: list[dict[str, Any]] = field(default_factory=list)
+    """The agents as planned (planner.AgentSpec as dicts: name, role, instructions, depends_on,
+    web, dependencies), before any ran."""
+    calls: list[Call] = field(default_factory=list)
+    """Every model call counted against the run, in order (ledger.Usage.call_log()), the ones
+    made before the plan included."""
+
+    def __post_init__(self) -> None:
+        if not self.ok and self.status is RunStatus.OK:
+            self.status = RunStatus.BUDGET if self.budget_exhausted else RunStatus.FAILED
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -162,10 +214,29 @@ def _reason(error: BaseException) -> str:
     return redact(text[:300])
 
 
+_OUTCOMES = {
+    RunStatus.OK: "Answered",
+    RunStatus.FAILED: "Failed",
+    RunStatus.INTERRUPTED: "Interrupted",
+    RunStatus.BUDGET: "Out of budget",
+}
+"""The summary line's first words, by status (read_run_file reads them back)."""
+_UNSTATED = {
+    RunStatus.OK: "The run failed without a stated reason.",
+    RunStatus.FAILED: "The run failed without a stated reason.",
+    RunStatus.INTERRUPTED: "The run was stopped before it could answer.",
+    RunStatus.BUDGET: "The budget (BUDGET_USD) ran out before the run could answer.",
+}
+SMALL_OUTPUT_CHARS = 600
+SMALL_OUTPUT_LINES = 12
+"""An agent's output up to this size is shown in the run file; a longer one is only in the
+history (`agentgod show`), so the file stays a page a person reads."""
+
+
 def _render(record: RunRecord) -> str:
     """The run as a Markdown document, written for a person (pass a redacted record)."""
     cost = record.cost
-    outcome = "Answered" if record.ok else "Failed"
+    outcome = _OUTCOMES[record.status]
     summary = (
         f"**{outcome}** · {store.utc(record.started_at):%Y-%m-%d %H:%M:%S} UTC · "
         f"{_duration(record.duration_seconds)} · {len(record.agents)} agents · {_dollars(cost)}"
@@ -178,14 +249,14 @@ def _render(record: RunRecord) -> str:
         "## Plan",
         _plan(record),
         "## Agents",
-        _agent_table(record.agents),
+        _agent_table(record.agents) + _agent_details(record),
         "## Failures",
         _failures(record.failures),
     ]
     if record.warnings:
         parts += ["## Warnings", "\n".join(f"- {warning}" for warning in record.warnings)]
     if not record.ok:
-        parts += ["## Error", record.error or "The run failed without a stated reason."]
+        parts += ["## Error", record.error or _UNSTATED[record.status]]
     if record.attachments or record.artifacts:
         parts += ["## Files", _files(record)]
     if record.outputs:
@@ -228,10 +299,43 @@ def _written(text: str) -> str:
     return _CONTROL.sub("", redact(text.replace("\r\n", "\n")))
 
 
+def _scrubbed(value: _V) -> _V:
+    """A JSON-like value (str, list, dict, numbers) with every string in it _written."""
+    return cast(_V, _scrub(value))
+
+
+def _scrub(value: object) -> object:
+    if isinstance(value, str):
+        return _written(value)
+    if isinstance(value, list | tuple):
+        return [_scrub(item) for item in value]
+    if isinstance(value, dict):
+        return {_scrub(key): _scrub(item) for key, item in value.items()}
+    return value
+
+
+def _optional(text: str | None) -> str | None:
+    return None if text is None else _written(text)
+
+
 def _redacted(record: RunRecord) -> RunRecord:
     """A copy of the record with every piece of text passed through redact (and _CONTROL)."""
     return replace(
         record,
+        run_id=_written(record.run_id),
+        conversation_id=_optional(record.conversation_id),
+        retry_of=_optional(record.retry_of),
+        model=_written(record.model),
+        effort=_optional(record.effort),
+        reasoning=_written(record.reasoning),
+        plan=_scrubbed(record.plan),
+        calls=[
+            replace(call, phase=_written(call.phase), model=_written(call.model))
+            for call in record.calls
+        ],
+        phases=_scrubbed(record.phases),
+        attachments=_scrubbed(record.attachments),
+        artifacts=_scrubbed(record.artifacts),
         task=_written(record.task),
         answer=_written(record.answer),
         error=_written(record.error),
@@ -244,6 +348,9 @@ def _redacted(record: RunRecord) -> RunRecord:
                 role=_written(agent.role),
                 kind=_written(agent.kind),
                 error=_written(agent.error),
+                source=_written(agent.source),
+                inputs=[_written(name) for name in agent.inputs],
+                output=_written(agent.output),
             )
             for agent in record.agents
         ],
@@ -310,8 +417,12 @@ def _plan(record: RunRecord) -> str:
         lines.append("- No agents were planned.")
     lines.append(f"- Revisions asked for by the judge: {record.revisions}")
     lines.append(f"- Council improved the answer: {'yes' if record.council_improved else 'no'}")
-    if record.budget_exhausted:
+    if record.budget_exhausted or record.status is RunStatus.BUDGET:
         lines.append("- The budget (BUDGET_USD) ran out before the run could finish.")
+    if record.model:
+        lines.append(f"- Model: `{record.model}`, effort {record.effort or 'not chosen'}")
+    if record.reasoning.strip():
+        lines.append(f"- Reasoning: {_first_line(record.reasoning, 200)}")
     return "\n".join(lines)
 
 
@@ -332,6 +443,42 @@ def _agent_table(agents: list[AgentRecord]) -> str:
             f"| ${agent.usd:.4f} |"
         )
     return "\n".join(lines)
+
+
+def _agent_details(record: RunRecord) -> str:
+    """Per agent: what it was given, its output when short, and how to see the rest and its code.
+
+    Code never goes into the file (it is in the history): a run file stays readable.
+    """
+    show = f"agentgod show {record.run_id}"
+    blocks: list[str] = []
+    for agent in record.agents:
+        output = agent.output.strip()
+        shown = bool(output) and _small(output)
+        facts: list[str] = []
+        if agent.inputs:
+            facts.append("Inputs: " + ", ".join(f"`{name}`" for name in agent.inputs))
+        if agent.source:
+            facts.append(f"Code: `{show} --code {agent.name}`")
+        if output and not shown:
+            facts.append(f"Output: {len(output):,} characters, `{show}`")
+        if not facts and not shown:
+            continue
+        block = [f"### `{agent.name}`"]
+        block += [" · ".join(facts)] if facts else []
+        block += [_fenced(output)] if shown else []
+        blocks.append("\n\n".join(block))
+    return "".join(f"\n\n{block}" for block in blocks)
+
+
+def _small(text: str) -> bool:
+    """Short enough for the run file, and no line that could pass for one of its headings."""
+    lines = text.splitlines()
+    return (
+        len(text) <= SMALL_OUTPUT_CHARS
+        and len(lines) <= SMALL_OUTPUT_LINES
+        and not any(line.startswith("#") for line in lines)
+    )
 
 
 def _phase_table(phases: dict[str, CostSummary]) -> str:
@@ -374,6 +521,9 @@ def _run_facts(record: RunRecord) -> str:
             f"- Started: {store.utc(record.started_at).isoformat(timespec='seconds')}",
             f"- Duration: {_duration(record.duration_seconds)}",
             f"- Sandbox layers: {layers}",
+            f"- Run id: `{record.run_id}` (`agentgod show {record.run_id}`)",
+            *([f"- Conversation: `{record.conversation_id}`"] if record.conversation_id else []),
+            *([f"- Retry of: `{record.retry_of}`"] if record.retry_of else []),
         ]
     )
 
@@ -414,9 +564,11 @@ def _duration(seconds: float) -> str:
 # ---- reading a run file back (history rebuilds a damaged database from them) -------------------
 
 _SUMMARY = re.compile(
-    r"^\*\*(Answered|Failed)\*\* · (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC · ([^·]+) · ",
+    rf"^\*\*({'|'.join(_OUTCOMES.values())})\*\* · (\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) UTC · "
+    r"([^·]+) · ",
     re.MULTILINE,
 )
+_STATUSES = {words: status for status, words in _OUTCOMES.items()}
 
 
 def read_run_file(run_file: Path) -> RunRecord | None:
@@ -429,7 +581,9 @@ def read_run_file(run_file: Path) -> RunRecord | None:
     task = _section(text, "Task")
     if summary is None or task is None:
         return None
-    ok = summary.group(1) == "Answered"
+    status = _STATUSES[summary.group(1)]
+    ok = status is RunStatus.OK
+    facts = text.rpartition("\n\n## Run\n\n")[2]
     answer = text.partition("\n\n## Answer\n\n")[2].rpartition("\n\n## Cost\n\n")[0]
     cost_text = text.rpartition("\n\n## Cost\n\n")[2]
     calls = re.search(
@@ -437,6 +591,11 @@ def read_run_file(run_file: Path) -> RunRecord | None:
     )
     complexity = re.search(r"^- Complexity: (\S+)$", text, re.MULTILINE)
     revisions = re.search(r"^- Revisions asked for by the judge: (\d+)$", text, re.MULTILINE)
+    model = re.search(r"^- Model: `([^`]+)`, effort (.+)$", text, re.MULTILINE)
+
+    def fact(label: str) -> str | None:
+        found = re.search(rf"^- {label}: `([^`]+)`", facts, re.MULTILINE)
+        return found.group(1) if found else None
 
     def tokens(label: str) -> int:
         found = re.search(rf"^\| {label} \| ([0-9,]+) \|$", cost_text, re.MULTILINE)
@@ -467,6 +626,13 @@ def read_run_file(run_file: Path) -> RunRecord | None:
         ),
         duration_seconds=_seconds(summary.group(3)),
         started_at=datetime.strptime(summary.group(2), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC),
+        budget_exhausted="- The budget (BUDGET_USD) ran out" in text,
+        status=status,
+        conversation_id=fact("Conversation"),
+        retry_of=fact("Retry of"),
+        model=model.group(1) if model else "",
+        effort=model.group(2) if model and model.group(2) != "not chosen" else None,
+        run_id=fact("Run id") or new_run_id(),
     )
 
 
@@ -490,9 +656,10 @@ def _seconds(shown: str) -> float:
 
 
 def _agents_from(table: str) -> list[AgentRecord]:
-    """The agent rows of _agent_table, as far as a table cell keeps them."""
+    """The agent rows of _agent_table, as far as a table cell keeps them (the details that
+    follow the table are not read: an output could hold anything)."""
     agents: list[AgentRecord] = []
-    for line in table.splitlines():
+    for line in table.split("\n\n", 1)[0].splitlines():
         cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
         if len(cells) != 7 or not cells[0].startswith("`"):
             continue

@@ -11,7 +11,6 @@ keep (keeping is library.remember's job, not this module's), the space goes. Cle
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import shutil
 import tempfile
@@ -23,8 +22,8 @@ import config
 
 
 def new_run_id() -> str:
-    """Unique among concurrent runs (the process id) and among one process's runs (the token)."""
-    return f"run-{os.getpid()}-{secrets.token_hex(4)}"
+    """A fresh run id: 8 lowercase hex characters, short enough to type (`agentgod show 3f9a`)."""
+    return secrets.token_hex(4)
 
 
 class RunSpace:

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import re
+import sqlite3
+import threading
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
-from test_runlog import STARTED, cost, make_record, query, runs_dir
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_runlog import (
+    ANTHROPIC_KEY,
+    LONG_OUTPUT,
+    SOURCE,
+    STARTED,
+    cost,
+    full_record,
+    make_record,
+    query,
+    runs_dir,
+)
 
 import history
 import runlog
+import scratch
+from kinds import RunStatus
 
 
 def test_history_row_and_agent_rows_are_written() -> None:
@@ -152,3 +174,531 @@ def test_most_used_and_reliable_stop_at_five() -> None:
     stats = history.stats()
     assert [name for name, _ in stats.most_used_agents] == names[:5]
     assert [name for name, *_ in stats.most_reliable_agents] == names[1:6]
+
+
+# ---- the whole run, read back (issue 12) -----------------------------------------------------
+
+
+def test_a_whole_run_is_stored_and_loaded_back() -> None:
+    record = full_record()
+    path = runlog.archive(record)
+    stored = history.load("3f9a0c1d")
+    assert stored is not None
+    assert (stored.run_id, stored.status, stored.ok) == ("3f9a0c1d", RunStatus.OK, True)
+    assert (stored.task, stored.answer, stored.error) == (record.task, record.answer, "")
+    assert (stored.model, stored.effort) == ("claude-sonnet-5-5", "high")
+    assert (stored.conversation_id, stored.retry_of) == ("c0ffee00", "0badf00d")
+    assert stored.reasoning == record.reasoning
+    assert list(stored.plan) == record.plan
+    assert stored.waves == (("spec_reader",), ("verdict_writer",))
+    assert stored.cost == record.cost
+    assert stored.phases == record.phases
+    assert stored.calls == tuple(record.calls)
+    assert stored.started_at == STARTED
+    assert stored.duration_seconds == record.duration_seconds
+    assert stored.run_file == path
+    assert stored.warnings == ("judge failed",)
+    assert list(stored.attachments) == record.attachments
+    assert stored.sandbox == tuple(record.sandbox)
+    reader, writer = stored.agents
+    expected = record.agents[0]
+    assert (reader.name, reader.role, reader.reused, reader.ok) == (
+        "spec_reader",
+        *[
+            expected.role,
+            expected.reused,
+            expected.ok,
+        ],
+    )
+    assert (reader.attempts, reader.seconds, reader.kind, reader.usd) == (1, 1.5, "ok", 0.002)
+    assert (reader.source, reader.output, reader.inputs) == (SOURCE, expected.output, ())
+    assert reader.usage == expected.usage
+    assert writer.inputs == ("spec_reader",)
+    assert writer.output == LONG_OUTPUT, "the history keeps what the run file leaves out"
+    assert stored.agent("verdict_writer") == writer
+    assert stored.agent("nobody") is None
+
+
+def test_show_json_is_plain_json_with_every_agent_and_call() -> None:
+    runlog.archive(full_record())
+    stored = history.load()
+    assert stored is not None
+    shown = json.loads(json.dumps(stored.to_json()))
+    assert shown["run_id"] == "3f9a0c1d" and shown["status"] == "ok"
+    assert shown["started_at"] == STARTED.isoformat()
+    assert [agent["name"] for agent in shown["agents"]] == ["spec_reader", "verdict_writer"]
+    assert shown["agents"][0]["source"] == SOURCE
+    assert shown["agents"][0]["usage"]["web_searches"] == 1
+    assert shown["agents"][1]["inputs"] == ["spec_reader"]
+    assert [call["phase"] for call in shown["calls"]] == ["other", "plan", "agents"]
+    assert shown["calls"][0]["at"] == STARTED.isoformat()
+    assert shown["plan"][0]["dependencies"] == ["requests"]
+    assert shown["cost"] == cost()
+    assert shown["run_file"].endswith(".md")
+
+
+def test_runs_stopped_early_are_recorded_like_any_other() -> None:
+    runlog.archive(full_record(run_id="aaaa0001", started_at=STARTED))
+    runlog.archive(
+        full_record(
+            run_id="aaaa0002",
+            ok=False,
+            answer="",
+            status=RunStatus.INTERRUPTED,
+            started_at=STARTED + timedelta(minutes=1),
+        )
+    )
+    runlog.archive(
+        full_record(
+            run_id="aaaa0003",
+            ok=False,
+            answer="",
+            budget_exhausted=True,
+            started_at=STARTED + timedelta(minutes=2),
+        )
+    )
+    rows = history.history()
+    assert [(row.run_id, row.status, row.ok) for row in rows] == [
+        ("aaaa0003", RunStatus.BUDGET, False),
+        ("aaaa0002", RunStatus.INTERRUPTED, False),
+        ("aaaa0001", RunStatus.OK, True),
+    ]
+    stopped = history.load("aaaa0002")
+    assert stopped is not None and stopped.status is RunStatus.INTERRUPTED
+    assert stopped.cost == cost(), "what it spent is kept"
+    last = history.last()
+    assert last is not None and last.run_id == "aaaa0001"
+    assert history.stats().runs == 3
+
+
+def test_a_run_is_named_by_its_id_or_a_unique_prefix() -> None:
+    runlog.archive(full_record(run_id="3f9a0c1d", task="count the otters"))
+    runlog.archive(full_record(run_id="3f9a77e2", task="name the seals"))
+    runlog.archive(
+        full_record(run_id="b0b0b0b0", task="weigh the whale", started_at=STARTED - timedelta(1))
+    )
+
+    def task(ref: str | None) -> str | None:
+        found = history.load(ref)
+        return None if found is None else found.task
+
+    assert task("3f9a0c1d") == "count the otters"
+    assert task(" 3F9A77 ") == "name the seals", "case and spaces do not matter"
+    assert task("b0b0") == "weigh the whale"
+    assert task(None) == "name the seals", "no id: the newest run"
+    assert task("ffff") is None
+    assert task("3f9a0c1d0") is None
+    with pytest.raises(ValueError, match="start of 2 run ids") as refused:
+        history.load("3f9a")
+    for named in ("3f9a0c1d (count the otters)", "3f9a77e2 (name the seals)"):
+        assert named in str(refused.value)
+    with pytest.raises(ValueError, match="at least 4 characters"):
+        history.load("3f9")
+
+
+def test_a_prefix_naming_too_many_runs_names_five_and_counts_the_rest() -> None:
+    for number in range(7):
+        runlog.archive(full_record(run_id=f"cafe{number:04x}", task=f"task {number}"))
+    with pytest.raises(ValueError, match=r"start of 7 run ids: .* and 2 more; give more of it"):
+        history.load("cafe")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    ids=st.lists(
+        st.text(alphabet="ab", min_size=8, max_size=8), min_size=1, max_size=6, unique=True
+    ),
+    data=st.data(),
+)
+def test_any_prefix_resolves_to_its_one_run_or_is_refused(
+    tmp_path_factory: pytest.TempPathFactory, ids: list[str], data: st.DataObject
+) -> None:
+    os.environ["AGENTGOD_HOME"] = str(tmp_path_factory.mktemp("home"))  # restored by conftest
+    runs_dir().mkdir()
+    for run_id in ids:
+        history.insert(make_record(run_id=run_id, task=f"task {run_id}"), None)
+    chosen = data.draw(st.sampled_from(ids))
+    prefix = chosen[: data.draw(st.integers(history.MIN_PREFIX, len(chosen)))]
+    matching = [run_id for run_id in ids if run_id.startswith(prefix)]
+    if prefix == chosen or len(matching) == 1:
+        found = history.load(prefix)
+        assert found is not None and found.run_id == chosen
+    else:
+        with pytest.raises(ValueError) as refused:
+            history.load(prefix)
+        assert all(run_id in str(refused.value) for run_id in matching[:5])
+
+
+PLAIN = st.text(alphabet=st.characters(categories=("L", "N", "Zs"), include_characters="\n.,!?"))
+"""Text redaction leaves alone: no control characters, nothing key-shaped."""
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.fixed_dictionaries(
+        dict.fromkeys(
+            ("task", "answer", "reasoning", "source", "output", "role", "instructions"), PLAIN
+        )
+    ),
+    secret_at=st.sampled_from(["task", "answer", "reasoning", "source", "output", "instructions"]),
+    ok=st.booleans(),
+)
+def test_any_record_round_trips_with_its_secrets_redacted(
+    texts: dict[str, str], secret_at: str, ok: bool
+) -> None:
+    assume(ok or secret_at != "answer")  # a failed run keeps no answer
+
+    def record(leak: str) -> runlog.RunRecord:
+        value = {
+            name: f"{text} {leak}" if name == secret_at else text for name, text in texts.items()
+        }
+        made = full_record(
+            run_id=scratch.new_run_id(),
+            task=value["task"],
+            ok=ok,
+            answer=value["answer"] if ok else "",
+            reasoning=value["reasoning"],
+            plan=[{"name": "spec_reader", "instructions": value["instructions"]}],
+        )
+        made.agents[0].source = value["source"]
+        made.agents[0].output = value["output"]
+        made.agents[0].role = value["role"]
+        return made
+
+    clean, leaky = record(""), record(ANTHROPIC_KEY)
+    for sent in (clean, leaky):
+        runlog.archive(sent)
+    stored = history.load(clean.run_id)
+    assert stored is not None
+    assert (stored.task, stored.answer, stored.reasoning) == (
+        clean.task.replace("\r\n", "\n"),
+        clean.answer,
+        clean.reasoning,
+    )
+    assert (stored.agents[0].source, stored.agents[0].output, stored.agents[0].role) == (
+        clean.agents[0].source,
+        clean.agents[0].output,
+        clean.agents[0].role,
+    )
+    assert list(stored.plan) == clean.plan
+    assert stored.status is (RunStatus.OK if ok else RunStatus.FAILED)
+    leaked = history.load(leaky.run_id)
+    assert leaked is not None
+    assert ANTHROPIC_KEY not in json.dumps(leaked.to_json())
+    assert "[redacted]" in json.dumps(leaked.to_json())
+
+
+def test_a_conversation_is_its_answered_runs_oldest_first() -> None:
+    def run(minute: int, conversation: str | None, task: str, **more: Any) -> None:
+        runlog.archive(
+            full_record(
+                run_id=scratch.new_run_id(),
+                conversation_id=conversation,
+                task=task,
+                started_at=STARTED + timedelta(minutes=minute),
+                **{"answer": f"answer to {task}", **more},
+            )
+        )
+
+    assert history.last_conversation_id() is None
+    run(0, "c1", "first")
+    run(1, "c1", "second")
+    run(2, "c2", "elsewhere")
+    run(3, "c1", "broken", ok=False, answer="", error="boom")
+    run(4, "c1", "third")
+    run(5, None, "outside any")
+    assert history.conversation("c1") == [
+        ("first", "answer to first"),
+        ("second", "answer to second"),
+        ("third", "answer to third"),
+    ]
+    assert history.conversation("c1", limit=2) == [
+        ("second", "answer to second"),
+        ("third", "answer to third"),
+    ]
+    assert history.conversation("c1", limit=0) == []
+    assert history.conversation("nope") == []
+    assert history.last_conversation_id() == "c1"
+    run(6, "c2", "back there")
+    assert history.last_conversation_id() == "c2"
+
+
+def test_known_ids_are_the_recorded_ones() -> None:
+    assert not history.known("3f9a0c1d"), "no history yet"
+    runlog.archive(full_record())
+    assert history.known("3f9a0c1d")
+    assert not history.known("3f9a0c1e")
+
+
+def test_a_clashing_run_id_is_refused_not_merged() -> None:
+    runlog.archive(full_record())
+    with pytest.raises(sqlite3.IntegrityError):
+        history.insert(full_record(task="another run"), None)
+    assert [row.task for row in history.history()] == [make_record().task]
+
+
+def test_a_rebuilt_history_keeps_each_runs_id_status_and_conversation() -> None:
+    runlog.archive(full_record(run_id="aaaa0001"))
+    runlog.archive(
+        full_record(
+            run_id="aaaa0002",
+            ok=False,
+            answer="",
+            status=RunStatus.INTERRUPTED,
+            started_at=STARTED + timedelta(minutes=1),
+        )
+    )
+    database = runs_dir() / history.DB_NAME
+    for companion in database.parent.glob(f"{database.name}-*"):
+        companion.unlink()
+    database.write_bytes(b"not a database" * 100)
+    rows = history.history()
+    assert "rebuilt from 2 run files" in history.notices()[0]
+    assert [(row.run_id, row.status) for row in rows] == [
+        ("aaaa0002", RunStatus.INTERRUPTED),
+        ("aaaa0001", RunStatus.OK),
+    ]
+    stored = history.load("aaaa0001")
+    assert stored is not None
+    assert (stored.model, stored.effort, stored.conversation_id, stored.retry_of) == (
+        "claude-sonnet-5-5",
+        "high",
+        "c0ffee00",
+        "0badf00d",
+    )
+    assert [(agent.name, agent.source) for agent in stored.agents] == [
+        ("spec_reader", ""),
+        ("verdict_writer", ""),
+    ], "the agents come back from the file's table; their code was only in the database"
+
+
+def test_a_copied_run_file_gets_an_id_of_its_own_when_the_history_is_rebuilt() -> None:
+    path = runlog.archive(full_record())
+    assert path is not None
+    (path.parent / f"copy_{path.name}").write_bytes(path.read_bytes())
+    database = runs_dir() / history.DB_NAME
+    for companion in database.parent.glob(f"{database.name}-*"):
+        companion.unlink()
+    database.write_bytes(b"not a database" * 100)
+    ids = [row.run_id for row in history.history()]
+    assert len(ids) == len(set(ids)) == 2 and "3f9a0c1d" in ids
+    assert all(re.fullmatch(r"[0-9a-f]{8}", run_id) for run_id in ids)
+
+
+# ---- a history written by the first schema ---------------------------------------------------
+
+SCHEMA_V1 = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started_at TEXT NOT NULL,
+    task TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    complexity TEXT,
+    answer TEXT NOT NULL,
+    error TEXT NOT NULL,
+    revisions INTEGER NOT NULL,
+    council_improved INTEGER NOT NULL,
+    llm_calls INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    usd REAL NOT NULL,
+    duration_seconds REAL NOT NULL,
+    run_file TEXT,
+    budget_exhausted INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_at);
+CREATE TABLE IF NOT EXISTS run_agents (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    role TEXT NOT NULL,
+    reused INTEGER NOT NULL,
+    ok INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    kind TEXT NOT NULL,
+    error TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_agents_by_run ON run_agents (run_id);
+CREATE INDEX IF NOT EXISTS run_agents_by_name ON run_agents (name);
+"""
+"""The schema agentgod wrote before issue 12, copied here as it was, not imported."""
+
+OLD_RUNS = [
+    # started_at, task, ok, complexity, answer, error, revisions, council_improved, llm_calls,
+    # input, output, cache write, cache read, usd, duration, run_file, budget_exhausted
+    (
+        "2026-01-02T10:00:00.000000+00:00",
+        "old one",
+        1,
+        "simple",
+        "first answer",
+        "",
+        0,
+        0,
+        4,
+        1200,
+        300,
+        0,
+        50,
+        0.0042,
+        83.0,
+        "/old/runs/a.md",
+        0,
+    ),
+    (
+        "2026-01-02T11:00:00.000000+00:00",
+        "old two",
+        0,
+        None,
+        "",
+        "3 agents timed out",
+        1,
+        0,
+        9,
+        2000,
+        100,
+        10,
+        0,
+        0.02,
+        12.5,
+        None,
+        0,
+    ),
+    (
+        "2026-01-02T12:00:00.000000+00:00",
+        "old three",
+        0,
+        "deep",
+        "",
+        "budget",
+        0,
+        1,
+        2,
+        50,
+        5,
+        0,
+        0,
+        0.5,
+        3.0,
+        "/old/runs/c.md",
+        1,
+    ),
+]
+OLD_AGENTS = [
+    (1, "fact_finder", "finds facts", 0, 1, 2, 1.5, "ok", ""),
+    (1, "writer", "writes", 1, 1, 1, 0.5, "ok", ""),
+    (2, "fact_finder", "finds facts", 0, 0, 3, 30.0, "timeout", "timed out"),
+]
+
+
+def old_history() -> Path:
+    """runs/history.db as the previous agentgod left it: schema 1, three runs, WAL."""
+    runs_dir().mkdir(parents=True)
+    path = runs_dir() / history.DB_NAME
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.executescript(SCHEMA_V1)
+        db.executemany(f"INSERT INTO runs ({OLD_COLUMNS}) VALUES ({', '.join('?' * 17)})", OLD_RUNS)
+        db.executemany("INSERT INTO run_agents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", OLD_AGENTS)
+        db.execute("PRAGMA user_version = 1")
+        db.commit()
+    return path
+
+
+OLD_COLUMNS = (
+    "started_at, task, ok, complexity, answer, error, revisions, council_improved, llm_calls,"
+    " input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, usd, duration_seconds,"
+    " run_file, budget_exhausted"
+)
+
+
+def test_an_old_history_is_migrated_in_place_and_loses_nothing() -> None:
+    old_history()
+    old_stats = (9 + 4 + 2, 1)
+    rows = history.history()
+    assert query("PRAGMA user_version") == [(history.SCHEMA_VERSION,)]
+    assert query(f"SELECT {OLD_COLUMNS} FROM runs ORDER BY id") == OLD_RUNS
+    assert (
+        query(
+            "SELECT run_id, name, role, reused, ok, attempts, seconds, kind, error"
+            " FROM run_agents ORDER BY rowid"
+        )
+        == OLD_AGENTS
+    )
+    assert [(row.task, row.status, row.agents) for row in rows] == [
+        ("old three", RunStatus.BUDGET, 0),
+        ("old two", RunStatus.FAILED, 1),
+        ("old one", RunStatus.OK, 2),
+    ]
+    ids = [row.run_id for row in rows]
+    assert len(set(ids)) == 3 and all(re.fullmatch(r"[0-9a-f]{8}", run_id) for run_id in ids)
+    stats = history.stats()
+    assert (stats.llm_calls, stats.succeeded, stats.runs) == (*old_stats, 3)
+    assert stats.most_used_agents == [("fact_finder", 2), ("writer", 1)]
+    last = history.last()
+    assert last is not None and (last.task, last.answer) == ("old one", "first answer")
+    old = history.load(ids[2])
+    assert old is not None
+    assert (old.task, old.answer, old.cost["usd"], old.run_file) == (
+        "old one",
+        "first answer",
+        0.0042,
+        Path("/old/runs/a.md"),
+    )
+    assert [(agent.name, agent.source, agent.inputs) for agent in old.agents] == [
+        ("fact_finder", "", ()),
+        ("writer", "", ()),
+    ]
+    assert (old.plan, old.calls, old.model) == ((), (), "")
+    assert history.history() == rows, "the ids given are kept"
+    runlog.archive(full_record())
+    assert history.history()[0].task == make_record().task
+    assert len(history.history()) == 4
+
+
+def test_a_new_history_and_a_migrated_one_have_the_same_schema() -> None:
+    def columns() -> dict[str, list[tuple[Any, ...]]]:
+        tables = [name for (name,) in query("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {
+            table: sorted(
+                query(
+                    f'SELECT name, type, "notnull", dflt_value, pk'
+                    f" FROM pragma_table_info('{table}')"
+                )
+            )
+            for table in tables
+        }
+
+    def indexes() -> set[str]:
+        return {name for (name,) in query("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+    old_history()
+    history.history()
+    migrated = (columns(), indexes())
+    for file in runs_dir().iterdir():
+        file.unlink()
+    runlog.archive(full_record())
+    assert (columns(), indexes()) == migrated
+
+
+def test_an_old_history_is_migrated_once_when_two_runs_archive_onto_it_at_once() -> None:
+    old_history()
+    start = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def archive(number: int) -> None:
+        start.wait()
+        try:
+            history.insert(make_record(run_id=f"0000000{number}", task=f"new {number}"), None)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=archive, args=(number,)) for number in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(history.history(limit=20)) == 3 + 4

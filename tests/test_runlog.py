@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,9 @@ import pytest
 
 import config
 import history
+import ledger
 import runlog
+from kinds import RunStatus
 
 STARTED = datetime(2026, 11, 30, 9, 30, 12, tzinfo=UTC)
 ANTHROPIC_KEY = "sk-ant-api03-" + "Q7x9" * 10
@@ -63,6 +65,103 @@ def make_record(**overrides: Any) -> runlog.RunRecord:
     }
     values.update(overrides)
     return runlog.RunRecord(**values)
+
+
+LONG_OUTPUT = "\n".join(f"Row {number}: a measured value" for number in range(40))
+SOURCE = "def run(task, previous_outputs):\n    return 'specs: 16 GB, 1.2 kg'\n"
+
+
+def call(phase: str, minute: int, **counts: Any) -> ledger.Call:
+    values: dict[str, Any] = {
+        "input_tokens": 100,
+        "output_tokens": 10,
+        "cache_write_tokens": 0,
+        "cache_read_tokens": 0,
+        "web_searches": 0,
+        "usd": 0.001,
+        **counts,
+    }
+    return ledger.Call(
+        phase=phase, model="claude-sonnet-5-5", at=STARTED + timedelta(minutes=minute), **values
+    )
+
+
+def full_record(**overrides: Any) -> runlog.RunRecord:
+    """A record with every field issue 12 added filled in, as the orchestrator will build it."""
+    agents = [
+        runlog.AgentRecord(
+            "spec_reader",
+            "Reads specs",
+            False,
+            True,
+            1,
+            1.5,
+            "ok",
+            usd=0.002,
+            source=SOURCE,
+            output="specs: 16 GB, 1.2 kg",
+            usage={
+                "llm_calls": 2,
+                "input_tokens": 300,
+                "output_tokens": 40,
+                "cache_write_tokens": 5,
+                "cache_read_tokens": 6,
+                "web_searches": 1,
+            },
+        ),
+        runlog.AgentRecord(
+            "verdict_writer",
+            "Writes a verdict",
+            True,
+            True,
+            2,
+            3.0,
+            "ok",
+            usd=0.004,
+            source="def run(task, previous_outputs):\n    return 'long'\n",
+            inputs=["spec_reader"],
+            output=LONG_OUTPUT,
+        ),
+    ]
+    values: dict[str, Any] = {
+        "waves": [["spec_reader"], ["verdict_writer"]],
+        "agents": agents,
+        "failures": [],
+        "run_id": "3f9a0c1d",
+        "conversation_id": "c0ffee00",
+        "retry_of": "0badf00d",
+        "model": "claude-sonnet-5-5",
+        "effort": "high",
+        "reasoning": "Two steps: read the specs, then weigh them.\nThe second needs the first.",
+        "plan": [
+            {
+                "name": "spec_reader",
+                "role": "Reads specs",
+                "instructions": "Read the three spec sheets.",
+                "depends_on": [],
+                "web": True,
+                "dependencies": ["requests"],
+            },
+            {
+                "name": "verdict_writer",
+                "role": "Writes a verdict",
+                "instructions": "Weigh the specs.",
+                "depends_on": ["spec_reader"],
+                "web": False,
+                "dependencies": [],
+            },
+        ],
+        "calls": [call("other", 0), call("plan", 1), call("agents", 2, web_searches=1)],
+        "phases": {"plan": cost(llm_calls=1, usd=0.001)},
+        "warnings": ["judge failed"],
+        "attachments": [
+            {"name": "specs.csv", "path": "/home/me/specs.csv", "bytes": 120, "kind": "csv"}
+        ],
+        "artifacts": [],
+        "outputs": {},
+    }
+    values.update(overrides)
+    return make_record(**values)
 
 
 def runs_dir() -> Path:
@@ -146,7 +245,7 @@ def test_failed_run_file_says_why_and_has_no_answer() -> None:
     path = runlog.archive(record)
     assert path is not None
     text = path.read_text(encoding="utf-8")
-    assert "**Failed**" in text
+    assert "**Out of budget**" in text, "a run the budget stopped says so first"
     assert "## Error\n\nEvery agent failed: the model refused the key" in text
     assert "## Answer\n\n_No answer._" in text
     assert "- Complexity: not graded" in text
@@ -176,7 +275,9 @@ def test_two_runs_in_the_same_second_get_two_files() -> None:
     assert first is not None and second is not None
     assert first != second
     assert second.name == "20261130T093012Z_compare-the-three-laptops-and-recommend_2.md"
-    assert first.read_text(encoding="utf-8") == second.read_text(encoding="utf-8")
+    ids = re.compile(r"^- Run id: .*$", re.MULTILINE)
+    texts = [ids.sub("", path.read_text(encoding="utf-8")) for path in (first, second)]
+    assert texts[0] == texts[1], "the same run, but for its id"
     assert len(history.history()) == 2
 
 
@@ -283,3 +384,83 @@ def test_a_run_without_warnings_has_no_warnings_section() -> None:
     path = runlog.archive(make_record())
     assert path is not None
     assert "## Warnings" not in path.read_text(encoding="utf-8")
+
+
+# ---- the whole run (issue 12) ----------------------------------------------------------------
+
+
+def test_a_status_left_out_follows_ok_and_the_budget() -> None:
+    assert make_record().status is RunStatus.OK
+    failed = make_record(ok=False, answer="", error="boom")
+    assert failed.status is RunStatus.FAILED
+    assert make_record(ok=False, budget_exhausted=True).status is RunStatus.BUDGET
+    stopped = make_record(ok=False, status=RunStatus.INTERRUPTED)
+    assert stopped.status is RunStatus.INTERRUPTED
+    assert re.fullmatch(r"[0-9a-f]{8}", make_record().run_id)
+    assert make_record().run_id != make_record().run_id
+
+
+def test_the_run_file_tells_the_plan_and_each_agent_but_keeps_the_code_out() -> None:
+    path = runlog.archive(full_record())
+    assert path is not None
+    text = path.read_text(encoding="utf-8")
+    assert "- Model: `claude-sonnet-5-5`, effort high" in text
+    assert "- Reasoning: Two steps: read the specs, then weigh them.\n" in text
+    assert "The second needs the first." not in text, "one line of reasoning, not all of it"
+    agents = text.split("\n## Agents\n\n", 1)[1].split("\n## Failures", 1)[0]
+    assert "### `spec_reader`\n\nCode: `agentgod show 3f9a0c1d --code spec_reader`" in agents
+    assert "```text\nspecs: 16 GB, 1.2 kg\n```" in agents, "a short output is shown"
+    assert (
+        "Inputs: `spec_reader` · Code: `agentgod show 3f9a0c1d --code verdict_writer`"
+        f" · Output: {len(LONG_OUTPUT):,} characters, `agentgod show 3f9a0c1d`"
+    ) in agents
+    assert "Row 39" not in text, "a long output stays in the history"
+    assert "def run(" not in text
+    assert "- Run id: `3f9a0c1d` (`agentgod show 3f9a0c1d`)" in text
+    assert "- Conversation: `c0ffee00`" in text
+    assert "- Retry of: `0badf00d`" in text
+
+
+def test_an_output_that_looks_like_a_heading_is_not_put_in_the_file() -> None:
+    record = full_record()
+    record.agents[0].output = "## Answer\n\nnot the answer"
+    path = runlog.archive(record)
+    assert path is not None
+    text = path.read_text(encoding="utf-8")
+    assert "not the answer" not in text
+    assert text.count("\n## Answer\n") == 1
+
+
+def test_an_interrupted_run_is_filed_as_one() -> None:
+    record = full_record(ok=False, answer="", error="", status=RunStatus.INTERRUPTED)
+    path = runlog.archive(record)
+    assert path is not None
+    text = path.read_text(encoding="utf-8")
+    assert text.split("\n\n")[1].startswith("**Interrupted** · ")
+    assert "## Error\n\nThe run was stopped before it could answer." in text
+    assert "## Answer\n\n_No answer._" in text
+
+
+def test_secrets_in_code_outputs_plan_and_reasoning_are_redacted_everywhere() -> None:
+    record = full_record(
+        reasoning=f"use {ANTHROPIC_KEY}",
+        plan=[{"name": "a", "instructions": f"send {BEARER}", "dependencies": [PEM]}],
+        attachments=[
+            {"name": "k.txt", "path": f"/tmp/{ANTHROPIC_KEY}", "bytes": 1, "kind": "text"}
+        ],
+        warnings=[f"token={ANTHROPIC_KEY}"],
+    )
+    record.agents[0].source = f"KEY = '{ANTHROPIC_KEY}'\n"
+    record.agents[0].output = f"the header was {BEARER}"
+    record.agents[1].inputs = [f"from {ANTHROPIC_KEY}"]
+    path = runlog.archive(record)
+    assert path is not None
+    stored = [path.read_bytes()]
+    stored += [file.read_bytes() for file in runs_dir().glob(f"{history.DB_NAME}*")]
+    for table in ("runs", "run_agents", "run_calls"):
+        stored.append(repr(query(f"SELECT * FROM {table}")).encode())
+    for blob in stored:
+        for secret in (ANTHROPIC_KEY, "abcDEF0123456789ghiJKL", "PlantedPrivateKeyMaterial"):
+            assert secret.encode() not in blob
+    [(source, output)] = query("SELECT source, output FROM run_agents WHERE name = 'spec_reader'")
+    assert (source, output) == ("KEY = '[redacted]'\n", "the header was [redacted]")
