@@ -19,10 +19,20 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import config
+import history
+
+RUN_ID_DRAWS = 64
+"""How many ids RunSpace draws before it gives up: a clash is a one-in-four-billion event, so
+running out means the random source is broken, not that the home is full."""
 
 
 def new_run_id() -> str:
-    """A fresh run id: 8 lowercase hex characters, short enough to type (`agentgod show 3f9a`)."""
+    """A fresh run id: 8 lowercase hex characters, short enough to type (`agentgod show 3f9a`).
+
+    Random, not derived from the process: RunSpace makes it unique in the home, by claiming
+    generated_agents/<id>/ (which no concurrent run can then take) and skipping ids an earlier
+    run already has (its runs/<id>/ folder or its history row).
+    """
     return secrets.token_hex(4)
 
 
@@ -34,12 +44,18 @@ class RunSpace:
     """
 
     def __init__(self, run_id: str | None = None) -> None:
-        self.id = run_id or new_run_id()
+        """A new run's space; `run_id` is drawn (new_run_id) unless given, and a given one
+        whose folder exists already raises FileExistsError."""
         root = config.settings().agents_dir
         root.mkdir(parents=True, exist_ok=True)
-        self.folder = root.resolve() / self.id
+        if not run_id:
+            run_id, folder = _claim(root.resolve())
+        else:
+            folder = root.resolve() / run_id
+            folder.mkdir()
+        self.id = run_id
+        self.folder = folder
         """generated_agents/<run id>/: this run's agent files, and where its standby agents wait."""
-        self.folder.mkdir()
         self._lock = threading.Lock()
         self._scratch: set[Path] = set()
         self._closed = False
@@ -77,6 +93,26 @@ class RunSpace:
         # Already gone, or something we did not write is in it: the folder is never rmtree'd.
         with contextlib.suppress(OSError):
             self.folder.rmdir()
+
+
+def _claim(root: Path) -> tuple[str, Path]:
+    """A run id no run in this home has had, and its agent folder, made here and now.
+
+    The folder is created exclusively, so two runs that drew the same id at once cannot both
+    have it: the second draws again.
+    """
+    runs = config.settings().runs_dir
+    for _ in range(RUN_ID_DRAWS):
+        run_id = new_run_id()
+        if (runs / run_id).exists() or history.known(run_id):
+            continue
+        folder = root / run_id
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return run_id, folder
+    raise FileExistsError(f"no free run id after {RUN_ID_DRAWS} draws in {root}")
 
 
 def delete_agents(paths: Iterable[Path]) -> int:

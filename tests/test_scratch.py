@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+import secrets
+import threading
 from pathlib import Path
 
 import pytest
+from test_runlog import make_record
 
 import config
+import runlog
 import scratch
 
 
@@ -138,3 +144,81 @@ def test_a_run_space_removes_only_files_and_never_what_it_did_not_make(tmp_path:
     space.close()
     assert outside.read_text(encoding="utf-8") == "keep me"
     assert space.folder.is_dir() and [p.name for p in space.folder.iterdir()] == ["planted"]
+
+
+# ---- run ids -----------------------------------------------------------------------------------
+
+
+def test_a_run_id_is_eight_lowercase_hex_characters() -> None:
+    ids = {scratch.new_run_id() for _ in range(200)}
+    assert all(re.fullmatch(r"[0-9a-f]{8}", run_id) for run_id in ids)
+    assert len(ids) == 200
+
+
+def drawn(monkeypatch: pytest.MonkeyPatch, *tokens: str) -> None:
+    """The random source hands out `tokens`, in order."""
+    supply = iter(tokens)
+    monkeypatch.setattr(secrets, "token_hex", lambda size: next(supply))
+
+
+def test_a_run_never_takes_an_id_an_earlier_run_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    config.settings().runs_dir.mkdir(parents=True)
+    runlog.archive(make_record(run_id="aaaa0001"))  # in the history
+    (config.settings().runs_dir / "aaaa0002").mkdir()  # an old run's artifacts
+    drawn(monkeypatch, "aaaa0001", "aaaa0002", "aaaa0003")
+    space = scratch.RunSpace()
+    assert space.id == "aaaa0003"
+    assert space.folder == config.settings().agents_dir.resolve() / "aaaa0003"
+    space.close()
+
+
+def test_two_runs_that_draw_the_same_id_at_once_never_share_a_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    draws = threading.local()
+    others = itertools.count(1)
+
+    def token_hex(size: int) -> str:
+        """Every thread's first draw is the same id; any later one is new."""
+        first = not hasattr(draws, "done")
+        draws.done = True
+        return "aaaaaaaa" if first else f"{next(others):08x}"
+
+    monkeypatch.setattr(secrets, "token_hex", token_hex)
+    start = threading.Barrier(8)
+    spaces: list[scratch.RunSpace] = []
+    lock = threading.Lock()
+
+    def open_space() -> None:
+        start.wait()
+        space = scratch.RunSpace()
+        with lock:
+            spaces.append(space)
+
+    threads = [threading.Thread(target=open_space) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({space.folder for space in spaces}) == len(spaces) == 8
+    assert [space.id for space in spaces].count("aaaaaaaa") == 1
+    for space in spaces:
+        space.close()
+
+
+def test_a_broken_random_source_is_an_error_not_a_shared_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = scratch.RunSpace()
+    drawn(monkeypatch, *[first.id] * scratch.RUN_ID_DRAWS)
+    with pytest.raises(FileExistsError, match="no free run id"):
+        scratch.RunSpace()
+    first.close()
+
+
+def test_a_given_run_id_that_is_taken_is_refused() -> None:
+    first = scratch.RunSpace("feedbeef")
+    assert first.id == "feedbeef"
+    with pytest.raises(FileExistsError):
+        scratch.RunSpace("feedbeef")
+    first.close()
