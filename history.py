@@ -1,10 +1,12 @@
 """history.py — the run history: an embedded SQLite database under runs/. No model calls.
 
-`runlog.archive` adds one row per run (and one per agent) to `history.db`; `agentgod history`,
-`stats` and `last` read them back. Writers wait for each other (WAL, a busy timeout); readers never
-create anything. A damaged database is moved aside and rebuilt from the Markdown run files that
-runlog writes beside it, and the person is told (`notices`). What is stored was redacted by
-runlog before it got here.
+`runlog.archive` adds each run whole to `history.db`: a row per run (its id, status, plan,
+answer, cost...), per agent (its code, inputs, output, usage) and per model call. `agentgod
+history`, `stats` and `last` read them back, `show` and `--continue` through `load` and
+`conversation`. Writers wait for each other (WAL, a busy timeout); readers create nothing, but
+migrate a history an older agentgod wrote, in place. A damaged database is moved aside and
+rebuilt from the Markdown run files runlog writes beside it, and the person is told (`notices`).
+What is stored was redacted by runlog before it got here.
 """
 
 from __future__ import annotations

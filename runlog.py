@@ -1,8 +1,9 @@
 """runlog.py — the answer outlives the terminal. No model calls.
 
 Every finished task is archived twice under runs/: as `<UTC timestamp>_<slug>.md`, a Markdown file
-a person can open (task, plan, each agent's result and time, failures, answer, cost), written here,
-and as rows in `history.db`, the SQLite database that history.py keeps and reads back.
+a person can open (task, plan, each agent's result, time and short output, failures, answer,
+cost), written here, and as rows in `history.db`, the SQLite database history.py keeps: there the
+run is whole (every agent's code and output, every model call), for `agentgod show`.
 
 Everything textual is redacted before it is written, so a key that leaked into an agent's output
 never reaches the disk. Archiving is best effort: by the time it runs, the answer has been printed
@@ -166,6 +167,7 @@ class RunRecord:
     made before the plan included."""
 
     def __post_init__(self) -> None:
+        """A caller that predates `status` says how the run ended with ok and budget_exhausted."""
         if not self.ok and self.status is RunStatus.OK:
             self.status = RunStatus.BUDGET if self.budget_exhausted else RunStatus.FAILED
 

@@ -453,7 +453,7 @@ def test_a_rebuilt_history_keeps_each_runs_id_status_and_conversation() -> None:
         companion.unlink()
     database.write_bytes(b"not a database" * 100)
     rows = history.history()
-    assert "rebuilt from 2 run files" in history.notices()[0]
+    assert ["rebuilt from 2 run files" in notice for notice in history.notices()] == [True]
     assert [(row.run_id, row.status) for row in rows] == [
         ("aaaa0002", RunStatus.INTERRUPTED),
         ("aaaa0001", RunStatus.OK),
@@ -481,6 +481,7 @@ def test_a_copied_run_file_gets_an_id_of_its_own_when_the_history_is_rebuilt() -
         companion.unlink()
     database.write_bytes(b"not a database" * 100)
     ids = [row.run_id for row in history.history()]
+    assert ["rebuilt from 2 run files" in notice for notice in history.notices()] == [True]
     assert len(ids) == len(set(ids)) == 2 and "3f9a0c1d" in ids
     assert all(re.fullmatch(r"[0-9a-f]{8}", run_id) for run_id in ids)
 
