@@ -38,8 +38,12 @@ EXITS_BY_SIGNAL: dict[int, int] = {
 }
 """The exit code of a run a stop signal ended, by the signal."""
 
-VERBS = ("library", "history", "stats", "last", "forget")
-PROMPT_ONLY = ("help", "cost", "clear", "quit", "exit")
+VERBS = ("library", "history", "stats", "last", "forget", "show", "retry")
+RUN_VERBS = ("show", "retry")
+"""Verbs whose one optional word names a run (its id, or a unique prefix of it)."""
+RUN_REF = re.compile(r"[0-9a-f]{4,8}")
+"""What a run id, or a prefix of one that names a run, looks like."""
+PROMPT_ONLY = ("help", "cost", "clear", "new", "quit", "exit")
 """Slash commands that mean something only at the interactive prompt."""
 HINT = "try 'agentgod --help'"
 
@@ -88,6 +92,12 @@ class Invocation:
     """A folder to copy the run's artifacts into (--out DIR)."""
     no_web: bool = False
     """No agent may search or read the web this run (--no-web: sets WEB=off)."""
+    resume: str | None = None
+    """Continue this run's conversation (--resume RUN); "last" for -c/--continue."""
+    code: str | None = None
+    """show: print this agent's source, exactly as it ran (--code NAME)."""
+    replay: bool = False
+    """show: replay the run's live display from its event log (--replay)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="An agent factory: plans, writes, guards and runs a team of LLM agents "
         "for your task, then merges and judges their answer.",
         epilog="verbs (only as the whole command): library | history [N] | stats | last | "
-        "forget NAME.  With no task at a terminal, an interactive prompt starts; "
-        "with piped stdin, stdin is the task.",
+        "forget NAME | show [RUN] | retry [RUN].  With no task at a terminal, an interactive "
+        "prompt starts; with piped stdin, stdin is the task.",
     )
     parser.add_argument("words", nargs="*", metavar="TASK", help="the task; '-' reads stdin")
     parser.add_argument(
@@ -140,6 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", metavar="DIR", help="copy the files the agents made into DIR")
     run.add_argument("--no-web", action="store_true", help="agents may not search the web")
+    talk = run.add_mutually_exclusive_group()
+    talk.add_argument(
+        "-c",
+        "--continue",
+        dest="resume",
+        action="store_const",
+        const="last",
+        help="continue the last run's conversation",
+    )
+    talk.add_argument("--resume", metavar="RUN", help="continue the conversation of run RUN")
+    shown = parser.add_argument_group("show RUN")
+    shown.add_argument("--code", metavar="NAME", help="print the source agent NAME ran")
+    shown.add_argument("--replay", action="store_true", help="replay the run's live display")
     keep = run.add_mutually_exclusive_group()
     keep.add_argument("--keep", action="store_true", help="keep new agents without asking")
     keep.add_argument("--discard", action="store_true", help="discard new agents without asking")
@@ -196,6 +219,13 @@ def _verb(words: list[str]) -> tuple[str, str | None] | None:
         return None
     if verb == "forget":
         return verb, rest[0]
+    if verb in RUN_VERBS:
+        if RUN_REF.fullmatch(rest[0]):
+            return verb, rest[0]
+        raise UsageError(
+            f"{verb} takes a run id such as 3f9a2b1c (see 'agentgod history'), got {rest[0]!r}",
+            as_task,
+        )
     if verb == "history":
         if is_positive_number(rest[0]):
             return verb, rest[0]
@@ -223,7 +253,12 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         "files": tuple(args.file),
         "out": args.out,
         "no_web": args.no_web,
+        "resume": args.resume,
+        "code": args.code,
+        "replay": args.replay,
     }
+    if args.resume not in (None, "last") and not RUN_REF.fullmatch(args.resume):
+        raise UsageError(f"--resume takes a run id such as 3f9a2b1c, got {args.resume!r}")
     if any(not path.strip() for path in args.file):
         raise UsageError("--file needs a path")
     if args.out is not None and not args.out.strip():
@@ -242,6 +277,8 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
     if "-" in words:
         raise UsageError("'-' reads the task from stdin and cannot be mixed with other words")
     verb = _verb(words)
+    if (args.code or args.replay) and (verb is None or verb[0] != "show"):
+        raise UsageError("--code and --replay belong to 'agentgod show [RUN]'")
     if verb:
         return Invocation("verb", verb=verb[0], verb_arg=verb[1], **options)
     if words:

@@ -88,6 +88,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def run_log(runs_dir: Path, run_id: str) -> Path:
+    """Where a run's event log lives: runs/<run id>/events.jsonl, beside its artifacts."""
+    return runs_dir / run_id / "events.jsonl"
+
+
 class EventLog(TaskEvents):
     """Appends one JSON line per hook call to `path`; thread safe; never raises into the run.
 

@@ -144,8 +144,10 @@ The footer reads the input, calls `run(task, previous_outputs)` and prints what 
 
 Rules:
 1. `def run(task, previous_outputs):` at top level, exactly those two parameters, not async. \
-`task` is the user's whole request as a string. `previous_outputs` is a dict of upstream agent \
-name -> output text, with exactly the keys you are given below (it may be empty).
+`task` is the user's whole request as a string; for a follow-up it starts with a \
+<conversation> block of the earlier tasks and answers to work from. `previous_outputs` is a \
+dict of upstream agent name -> output text, with exactly the keys you are given below (it may \
+be empty).
 2. Return the agent's result as a non-empty string. Do not print it; do not read stdin.
 3. Standard library only, unless extra packages are listed below. Never import subprocess, \
 socket, ctypes, importlib, pickle, shutil, multiprocessing, signal or inspect. No eval, exec, \

@@ -110,6 +110,8 @@ class AgentKind(StrEnum):
 class Spend(StrEnum):
     """Where a run's money goes: the `phases` of its cost, as `--json` and the run file show it."""
 
+    INTAKE = "intake"
+    """Before the plan: the small-talk check and the clarifying question."""
     PLAN = "plan"
     GENERATE = "generate"
     """Writing agents, repairs included."""

@@ -24,6 +24,8 @@ import llm
 import problems
 import redact
 import signals
+from conversation import Conversation, Turn
+from kinds import RunStatus, Spend
 from replies import (
     ArtifactReply,
     ErrorDetail,
@@ -36,6 +38,7 @@ from ui import PlainUI, make_ui
 if TYPE_CHECKING:
     from artifacts import Artifact
     from attachments import Attached
+    from orchestrator import Retry
     from results import PendingAgent
 
 SLASH_COMMANDS = [
@@ -46,6 +49,7 @@ SLASH_COMMANDS = [
     ("/last", "the last answer again"),
     ("/stats", "runs, success rate, tokens, dollars, best agents"),
     ("/cost", "this session's tokens and dollars"),
+    ("/new", "start a new conversation: the next task is planned without the earlier ones"),
     ("/clear", "clear the screen"),
     ("/quit", "leave (also quit, exit, Ctrl-D)"),
 ]
@@ -92,18 +96,22 @@ def _run(invocation: cli.Invocation) -> int:
     )
     session = Session(ui, invocation, interactive)
     try:
-        if invocation.mode == "verb":
+        if invocation.mode == "verb" and invocation.verb != "retry":
             session.settle_settings()
             return session.verb(invocation.verb or "", invocation.verb_arg)
-        if invocation.mode != "repl":
+        if invocation.mode not in ("repl", "verb"):
             session.task = invocation.task or cli.read_task(sys.stdin)
         config.check_home()  # before anything is spent or started
         _check_out(invocation.out)
         llm.preload_sdk()
         config.settings()
+        if invocation.resume:
+            session.resume(invocation.resume)
         if invocation.mode == "repl":
             return session.repl()
         session.ensure_key()
+        if invocation.mode == "verb":
+            return session.retry(invocation.verb_arg)
         return session.answer(session.task)
     except cli.UsageError as error:
         if invocation.json:
@@ -126,6 +134,8 @@ class Session:
         self.invocation = invocation
         self.interactive = interactive
         self.usage = ledger.Usage()
+        self.conversation = Conversation()
+        """This session's tasks and answers so far: a follow-up is planned with them."""
         self.task = ""
         self.warnings: list[str] = []
         """The current run's warnings from before it started (the pipeline keeps its own)."""
@@ -189,28 +199,45 @@ class Session:
 
     # ---- one task ------------------------------------------------------------------------------
 
-    def run_task(self, task: str, attached: Attached | None = None) -> int:
-        """Clarify, run, report, keep, clean up. Returns the exit code for this task."""
+    def run_task(
+        self,
+        task: str,
+        attached: Attached | None = None,
+        spent: ledger.Usage | None = None,
+        retry: Retry | None = None,
+    ) -> int:
+        """Clarify, run, report, keep, clean up. Returns the exit code for this task.
+
+        `spent` is the run's ledger if calls were already made for it (the small-talk check);
+        `retry` is the earlier run this one retries (no clarifying question then either).
+        """
         import intake
         import orchestrator
         import scratch
 
         self.task = task
-        if self.interactive:
-            question = intake.clarifying_question(task, usage=self.usage)
+        spent = spent or ledger.Usage()
+        if self.interactive and not self.conversation.turns and retry is None:
+            question = intake.clarifying_question(task, usage=spent.phase(Spend.INTAKE))
             reply = self.ui.ask(question) if question else None
             if question and reply:
                 task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
         if config.settings().sandbox == "off":
             self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
         written: list[Path] = []
-        spent = ledger.Usage()
         keep_files = False
         space = scratch.RunSpace()
         try:
             self.ui.task_started(task)
             result = orchestrator.handle_task(
-                task, events=self.ui, usage=spent, written=written, space=space, attached=attached
+                task,
+                events=self.ui,
+                usage=spent,
+                written=written,
+                space=space,
+                attached=attached,
+                conversation=self.conversation,
+                retry=retry,
             )
         except KeyboardInterrupt:
             with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
@@ -224,6 +251,7 @@ class Session:
             self.usage.merge(spent)
             space.close(keep_files=keep_files)
         self.ui.task_finished()
+        self.conversation.add(self.task, result.answer, run_id=result.run_id)
         self._history_notices()
         made = self.deliver(result.artifacts)
         if self.invocation.json:
@@ -359,9 +387,11 @@ class Session:
         """
         self.warnings = []
         attached = self.attach(text)
-        if not attached.files and self._small_talk(text):
+        # The run's ledger from its first call: the small-talk check is counted against it.
+        spent = ledger.Usage(budget_usd=config.settings().budget_usd)
+        if not attached.files and self._small_talk(text, spent):
             return cli.EXIT_OK
-        return self.run_task(attached.task, attached)
+        return self.run_task(attached.task, attached, spent)
 
     def attach(self, text: str) -> Attached:
         """The task's `@path`s and the --file paths, vetted, listed for the person to see."""
@@ -380,25 +410,24 @@ class Session:
             self.ui.attachments([item.reply() for item in attached.files])
         return attached
 
-    def _small_talk(self, text: str) -> bool:
+    def _small_talk(self, text: str, spent: ledger.Usage) -> bool:
         """Answer "hi" or "what can you do?" directly, without building a team.
 
         The same in every mode: a one-shot `agentgod "hi"` or a piped "hi" must not pay for a
-        plan, agents and a merge to say hello back.
+        plan, agents and a merge to say hello back. The check's call goes into `spent`, which
+        becomes the run's ledger when the input is a task after all.
         """
         import intake
 
         if len(text.split()) > CHAT_MAX_WORDS or "\n" in text:
             return False
-        spent = ledger.Usage(budget_usd=config.settings().budget_usd)
         try:
-            reply = intake.triage(text, usage=spent)
+            reply = intake.triage(text, usage=spent.phase(Spend.INTAKE))
         except Exception:  # the check is a courtesy: if it fails, the task still gets its team
             reply = None
-        finally:
-            self.usage.merge(spent)
         if reply is None:
             return False
+        self.usage.merge(spent)
         if self.invocation.json:
             cli.print_json(chat_reply(text, reply, spent.cost_summary()))
         else:
@@ -423,6 +452,9 @@ class Session:
             )
         elif command in verbs:
             self.verb(verbs[command], argument or None)
+        elif command == "/new":
+            self.conversation = Conversation()
+            self.ui.info("A new conversation: earlier tasks and answers are set aside.")
         elif command == "/cost":
             self.ui.session_cost(self.usage.cost_summary())
         elif command == "/clear":
@@ -437,9 +469,76 @@ class Session:
     def verb(self, verb: str, argument: str | None) -> int:
         import verbs
 
-        return verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn).run(
-            verb, argument
+        reader = verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn)
+        return reader.run(verb, argument, code=self.invocation.code, replay=self.invocation.replay)
+
+    # ---- earlier runs: continued, retried --------------------------------------------------
+
+    def resume(self, ref: str) -> None:
+        """Continue a recorded conversation: the last run's ("last") or run `ref`'s."""
+        import history
+        import verbs
+
+        if ref == "last":
+            found_id = history.last_conversation_id()
+        else:
+            found = verbs.find_run(ref)
+            if found is None:
+                raise cli.UsageError(f"there is no run {ref}", "see 'agentgod history'")
+            found_id = found.conversation_id
+        if found_id is None:
+            self.warn("there is no earlier conversation to continue; this one starts afresh")
+            return
+        turns = [Turn(task, answer) for task, answer in history.conversation(found_id)]
+        self.conversation = Conversation(found_id, turns)
+
+    def retry(self, ref: str | None) -> int:
+        """Run a failed, interrupted or budget-stopped run (or one whose agents partly failed)
+        again, keeping what it delivered: its plan stands, and its agents that produced output
+        are neither built nor run again."""
+        import attachments
+        import orchestrator
+        import planner
+        import verbs
+
+        found = verbs.find_run(ref)
+        reader = verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn)
+        if found is None:
+            return reader.missing(f"There is no run {ref or 'yet'}.", "See `agentgod history`.")
+        if found.status is RunStatus.OK and all(agent.ok for agent in found.agents):
+            return reader.missing(
+                f"Run {found.run_id} answered with every agent; there is nothing to retry.",
+                f"`agentgod show {found.run_id}` shows it; run the task again for a new answer.",
+            )
+        if not found.plan:
+            return reader.missing(
+                f"Run {found.run_id} stopped before it had a plan; there is nothing to reuse.",
+                "Run the task again.",
+            )
+        independent = not any(spec.get("depends_on") for spec in found.plan)
+        plan = planner.plan_model(len(found.plan)).model_validate(
+            {
+                "complexity": found.complexity or "standard",
+                "agents": list(found.plan),
+                "independent": independent,
+                "reasoning": found.reasoning,
+            }
         )
+        planned = {spec.name for spec in plan.agents}
+        outputs = {a.name: a.output for a in found.agents if a.ok and a.name in planned}
+        self.task = found.task
+        self.warnings = []
+        if found.conversation_id:
+            self.resume(found.run_id)
+        settings = config.settings()
+        attached = attachments.gather(
+            found.task,
+            [item["path"] for item in found.attachments],
+            max_bytes=settings.attach_max_bytes,
+            max_files=settings.attach_max_files,
+        )
+        seed = orchestrator.Retry(found.run_id, plan, outputs)
+        return self.run_task(found.task, attached, retry=seed)
 
 
 class Prompt:

@@ -25,6 +25,7 @@ from typing import Any
 import artifacts
 import config
 import council
+import eventlog
 import executor
 import generator
 import judgment
@@ -41,8 +42,9 @@ import taskgraph
 from agentpool import AgentPool
 from attachments import Attached
 from broker import AgentUsage, Broker, Channel
+from conversation import Conversation
 from events import NullEvents, SerialisedEvents, TaskEvents
-from kinds import AgentKind, Phase, Spend
+from kinds import AgentKind, Phase, RunStatus, Spend
 from results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskResult
 from scratch import RunSpace
 
@@ -62,6 +64,17 @@ RERUN_BACKOFF_SECONDS = 1.0
 """The wait before the first rerun; it doubles for the next."""
 DOOR_SETTLE_SECONDS = 2.0
 """After an agent ends, how long its broker channel may take to bill a reply still arriving."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What a retried run hands the new one: its plan, and the outputs already paid for."""
+
+    run_id: str
+    """The run retried; the new run's record links to it."""
+    plan: planner.Plan
+    outputs: dict[str, str]
+    """By agent name: these agents are neither written nor run again."""
 
 
 @dataclass
@@ -106,6 +119,10 @@ class _Round:
     outputs: dict[str, str] = field(default_factory=dict)
     """What the agents delivered, kept so a merge that fails cannot lose it (and for revision)."""
     effort: str = ""
+    follow_up: bool = False
+    """The planner judged the task a follow-up: agents and the merge see the conversation."""
+    reasoning: str = ""
+    """The planner's reasons for this team."""
 
 
 class _Schedule:
@@ -154,8 +171,15 @@ class _Conductor:
         usage: ledger.Usage | None,
         space: RunSpace,
         attached: Attached | None = None,
+        conversation: Conversation | None = None,
+        retry: Retry | None = None,
     ) -> None:
         self.task = task
+        self.retry = retry
+        """The earlier run this one retries: its plan, and the outputs its agents delivered."""
+        self.conversation = conversation
+        """The session's earlier tasks and answers, when this task may follow up on them."""
+        self.context = conversation.context() if conversation else ""
         self.space = space
         """This run's own agent folder and scratch dirs; no other run sees them."""
         self.settings = config.settings()
@@ -166,7 +190,10 @@ class _Conductor:
         )
         """The files agents hand back; the broker writes them, on an agent's behalf."""
         self.usage = usage or ledger.Usage()
-        self.events = SerialisedEvents(events or NullEvents())
+        self.log = eventlog.EventLog(eventlog.run_log(self.settings.runs_dir, space.id))
+        """Every moment of the run as a JSON line, for `agentgod show RUN --replay`."""
+        # The log first: a moment is on disk before the display draws it.
+        self.events = SerialisedEvents(eventlog.Tee(self.log, events or NullEvents()))
         self.started = time.monotonic()
         self.started_at = datetime.now(UTC)
         self.stopped = threading.Event()
@@ -242,6 +269,9 @@ class _Conductor:
                 self.warn(f"the revision failed ({headline}); the answer is the one before it")
                 break
         self.bookkeep_library()
+        self.log.note("answer", answer)
+        if self.log.failed:
+            self.warn(f"the run's event log stopped: {self.log.failed}")
         result = self.result(answer)
         result.run_file = self.archive(result)
         result.warnings = list(self.warnings)  # the archive's own, when it could not write
@@ -269,14 +299,20 @@ class _Conductor:
             self.pool.start_standby(self.settings.max_agents)
         self.events.phase_started(Phase.PLAN)
         phase = time.monotonic()
-        plan = planner.plan_agents(
-            task_text,
-            usage=self.usage.phase(Spend.PLAN),
-            library_hint=library.describe_for_planner(),
-            effort=self.settings.effort,
-            settings=self.settings,
-            attachments=self.attached.describe(),
-        )
+        if self.retry is not None and not self.rounds:
+            # A retry's plan is the one it retries, and what that run's agents delivered stands.
+            plan = self.retry.plan
+            carried = {**self.retry.outputs, **(carried or {})}
+        else:
+            plan = planner.plan_agents(
+                task_text,
+                usage=self.usage.phase(Spend.PLAN),
+                library_hint=library.describe_for_planner(),
+                effort=self.settings.effort,
+                settings=self.settings,
+                attachments=self.attached.describe(),
+                conversation=self.context,
+            )
         if not self.settings.web:  # whatever the planner said: the broker would refuse anyway
             plan.agents = [a.model_copy(update={"web": False}) for a in plan.agents]
         if plan.trimmed:
@@ -302,9 +338,22 @@ class _Conductor:
             waves,
         )
         self.events.phase_finished(Phase.PLAN, time.monotonic() - phase)
-        this_round = _Round(plan.complexity, "", [], [], waves, ordered, {}, effort)
+        this_round = _Round(
+            plan.complexity,
+            "",
+            [],
+            [],
+            waves,
+            ordered,
+            {},
+            effort,
+            follow_up=plan.follow_up,
+            reasoning=plan.reasoning,
+        )
         self.rounds.append(this_round)
-        outputs = self.build_and_run(ordered, kept, task_text, effort, this_round, carried or {})
+        # A follow-up's agents work from the earlier answers too: they see only the task text.
+        agent_task = f"{self.context}\n\n{task_text}" if plan.follow_up else task_text
+        outputs = self.build_and_run(ordered, kept, agent_task, effort, this_round, carried or {})
         this_round.outputs = outputs
         if not outputs and self.budget_hit.is_set():
             raise ledger.BudgetExhaustedError(
@@ -370,7 +419,10 @@ class _Conductor:
         for name in outputs:
             schedule.finish(name)
         fresh = [a for a in agents if a.name not in carried]
-        records = {a.name: AgentRun(a.name, a.role, reused=False) for a in fresh}
+        records = {
+            a.name: AgentRun(a.name, a.role, reused=False, inputs=list(closures[a.name]))
+            for a in fresh
+        }
         this_round.agents = list(records.values())
         self.events.phase_started(Phase.BUILD)
         self.events.phase_started(Phase.RUN)
@@ -541,6 +593,7 @@ class _Conductor:
         """The run is over: no process started ahead of need may outlive it, nor any door."""
         self.pool.close()
         self.broker.close(timeout=0)
+        self.log.close()
 
     def run_with_repair(
         self,
@@ -680,7 +733,9 @@ class _Conductor:
             ran.seconds,
         )
         record.usage.merge(ran.usage)
+        record.source = ran.source
         if result.ok:
+            record.output = result.output
             outputs[record.name] = result.output
         else:
             record.error = result.error
@@ -741,6 +796,7 @@ class _Conductor:
                 effort=effort,
                 settings=self.settings,
                 artifacts={item.name: item.agent for item in self.artifacts.list()},
+                conversation=self.context if this_round.follow_up else "",
             )
         except ledger.BudgetExhaustedError as error:
             self.note_budget(error.needed_usd)
@@ -848,6 +904,10 @@ class _Conductor:
             budget_exhausted=self.budget_hit.is_set(),
             warnings=list(self.warnings),
             artifacts=self.artifacts.list(),
+            run_id=self.space.id,
+            conversation=self.conversation.id if self.conversation else None,
+            retry_of=self.retry.run_id if self.retry else None,
+            carried=sorted(self.retry.outputs) if self.retry else [],
         )
 
     # ---- archive -------------------------------------------------------------------------------
@@ -875,6 +935,10 @@ class _Conductor:
                     a.kind,
                     a.error,
                     a.usage.usd,
+                    source=a.source,
+                    inputs=list(a.inputs),
+                    output=a.output,
+                    usage=a.reply()["usage"],
                 )
                 for a in agents
             ],
@@ -888,6 +952,15 @@ class _Conductor:
             budget_exhausted=self.budget_hit.is_set(),
             warnings=list(self.warnings),
             phases=self.usage.phases(),
+            run_id=self.space.id,
+            status=_status(result, error),
+            conversation_id=self.conversation.id if self.conversation else None,
+            retry_of=self.retry.run_id if self.retry else None,
+            model=self.settings.model,
+            effort=last.effort if last else None,
+            reasoning=last.reasoning if last else "",
+            plan=[spec.model_dump() for spec in last.specs] if last else [],
+            calls=self.usage.call_log(),
             outputs=last.outputs if last and result is None else {},
             attachments=[item.reply() for item in self.attached.files],
             artifacts=[item.reply() for item in self.artifacts.list()],
@@ -896,6 +969,17 @@ class _Conductor:
         self.events.archived(str(path) if path else None)
         self.events.phase_finished(Phase.ARCHIVE, 0.0)
         return path
+
+
+def _status(result: TaskResult | None, error: BaseException | None) -> RunStatus:
+    """How the run ended, for its record."""
+    if result is not None:
+        return RunStatus.OK
+    if isinstance(error, KeyboardInterrupt):
+        return RunStatus.INTERRUPTED
+    if isinstance(error, ledger.BudgetExhaustedError):
+        return RunStatus.BUDGET
+    return RunStatus.FAILED
 
 
 def _one_line(error: str) -> str:
@@ -912,10 +996,15 @@ def handle_task(
     written: list[Path] | None = None,
     space: RunSpace | None = None,
     attached: Attached | None = None,
+    conversation: Conversation | None = None,
+    retry: Retry | None = None,
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.
 
     `attached` are the files the user attached (attachments.gather): read-only for every agent.
+    `conversation` holds the session's earlier turns: the planner decides whether the task
+    follows up on them, and then the agents and the merge see them too. `retry` reruns an
+    earlier run: no plan call, and only its agents that delivered nothing are built and run.
 
     Raises on planner or code-generation failures (bad key, network, an invalid plan) and when
     every agent failed; a failed run is still archived so `history` and `stats` see it. So is an
@@ -928,7 +1017,7 @@ def handle_task(
     """
     own = space is None
     space = space or RunSpace()
-    conductor = _Conductor(task, events, usage, space, attached)
+    conductor = _Conductor(task, events, usage, space, attached, conversation, retry)
     try:
         return conductor.run()
     except BaseException as error:
@@ -955,9 +1044,10 @@ def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> Non
     fails here (the terminal that sent SIGHUP is gone) must not cost the record.
     """
     shown = conductor.events
+    conductor.log.note("interrupted", signals.signal_name(error))
     with contextlib.suppress(Exception):
         conductor.warn(f"interrupted by {signals.signal_name(error)} before the run finished")
-    conductor.events = SerialisedEvents(NullEvents())
+    conductor.events = SerialisedEvents(conductor.log)  # the log still hears; the display not
     path = conductor.archive(None, error)
     conductor.events = shown
     with contextlib.suppress(Exception):

@@ -108,6 +108,10 @@ class RunReply(TypedDict):
     """The one object `agentgod --json` prints for a run that produced an answer."""
 
     ok: Literal[True]
+    run_id: str | None
+    """The run's short id (`agentgod show ID`, `retry ID`); None for small talk, which is no run."""
+    conversation: str | None
+    """The conversation this answer belongs to (`agentgod --resume RUN` continues it)."""
     task: str
     answer: str
     complexity: str
@@ -118,6 +122,10 @@ class RunReply(TypedDict):
     council_improved: bool
     kept: list[str]
     """New agents that joined the library after this run."""
+    retry_of: str | None
+    """The run this one retried (`agentgod retry`), if any."""
+    carried: list[str]
+    """Agents whose outputs came from the retried run: neither written nor run again."""
     cost: CostReply
     phases: dict[str, CostReply]
     """The cost by where it went (`kinds.Spend`): plan, generate, agents, merge, council, judge."""
@@ -152,6 +160,8 @@ def chat_reply(task: str, answer: str, cost: CostSummary) -> RunReply:
     spent = cost_reply(cost)
     return RunReply(
         ok=True,
+        run_id=None,
+        conversation=None,
         task=task,
         answer=answer,
         complexity="chat",
@@ -160,6 +170,8 @@ def chat_reply(task: str, answer: str, cost: CostSummary) -> RunReply:
         revisions=0,
         council_improved=False,
         kept=[],
+        retry_of=None,
+        carried=[],
         cost=spent,
         phases={"intake": spent},
         duration_seconds=0.0,
@@ -208,6 +220,10 @@ class HistoryRow(TypedDict):
     """One archived run, newest first in `history`."""
 
     id: int
+    run_id: str
+    """The short id `agentgod show` and `retry` take."""
+    status: str
+    """ok, failed, interrupted or budget (`kinds.RunStatus`)."""
     started_at: str
     """ISO 8601, UTC."""
     task: str

@@ -43,6 +43,12 @@ class AgentRun:
     error: str = ""
     usage: AgentUsage = field(default_factory=AgentUsage)
     """What its model calls cost, all attempts together, as the broker billed them."""
+    source: str = ""
+    """The exact code its last attempt ran ("" when it never ran)."""
+    inputs: list[str] = field(default_factory=list)
+    """The upstream agents whose outputs it was given, in order."""
+    output: str = ""
+    """What it returned ("" when it failed)."""
 
     def reply(self) -> AgentReply:
         """As `--json` lists it."""
@@ -116,6 +122,14 @@ class TaskResult:
     """What went wrong that the run survived; shown as it happened, and in `--json`."""
     artifacts: list[Artifact] = field(default_factory=list)
     """Files the agents handed back, in the order they were saved."""
+    run_id: str | None = None
+    """The run's short id, as history and `agentgod show` know it."""
+    conversation: str | None = None
+    """The id of the conversation the task belonged to, if any."""
+    retry_of: str | None = None
+    """The run this one retried, if any."""
+    carried: list[str] = field(default_factory=list)
+    """Agents whose outputs came from the retried run."""
 
     def cost_summary(self) -> CostSummary:
         return self.usage.cost_summary()
@@ -124,6 +138,8 @@ class TaskResult:
         """The `--json` reply (`kept`: the new agents that joined the library)."""
         return RunReply(
             ok=True,
+            run_id=self.run_id,
+            conversation=self.conversation,
             task=self.task,
             answer=self.answer,
             complexity=self.complexity,
@@ -132,6 +148,8 @@ class TaskResult:
             revisions=self.revisions,
             council_improved=self.council_improved,
             kept=kept,
+            retry_of=self.retry_of,
+            carried=list(self.carried),
             cost=cost_reply(self.cost_summary()),
             phases={name: cost_reply(spent) for name, spent in self.usage.phases().items()},
             duration_seconds=round(self.duration_seconds, 3),

@@ -345,17 +345,17 @@ class RichUI(PlainUI):
             super().history(rows)
             return
         table = Table(title="recent runs", title_justify="left", box=box.SIMPLE_HEAD)
-        for heading in ("#", "when", "result", "complexity", "cost", "time", "agents", "task"):
+        for heading in ("run", "when", "result", "complexity", "cost", "time", "agents", "task"):
             table.add_column(
-                heading, justify="right" if heading in ("#", "cost", "time", "agents") else "left"
+                heading, justify="right" if heading in ("cost", "time", "agents") else "left"
             )
         for row in rows:
             usd = row.get("usd")
             agents = row.get("agents")
             table.add_row(
-                str(row["id"]),
+                row["run_id"],
                 str(row.get("started_at", ""))[:16].replace("T", " "),
-                Text("ok", "green") if row.get("ok") else Text("failed", "red"),
+                Text(row["status"], "green" if row.get("ok") else "red"),
                 str(row.get("complexity") or "-"),
                 dollars(float(usd)) if usd is not None else "-",
                 duration(float(row.get("duration_seconds") or 0.0)),

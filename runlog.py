@@ -24,18 +24,7 @@ from typing import Any, TypeVar, cast
 
 import config
 import history as store
-
-# PRIVATE_FILE is this module's too; DB_NAME and the read-back names are here because main.py
-# (and tests/test_late_failures.py) still reach them through runlog, until they call history.
-from history import DB_NAME as DB_NAME
 from history import PRIVATE_FILE
-from history import HistoryRow as HistoryRow
-from history import LastAnswer as LastAnswer
-from history import Stats as Stats
-from history import history as history
-from history import last as last
-from history import notices as notices
-from history import stats as stats
 from kinds import RunStatus
 from ledger import Call
 from redact import redact
@@ -203,7 +192,8 @@ def archive(record: RunRecord, warn: Callable[[str], None] | None = None) -> Pat
         store.insert(clean, run_file)
     except Exception as error:
         say(
-            f"the run was not added to the history in {folder / DB_NAME} ({_reason(error)}), so "
+            f"the run was not added to the history in {folder / store.DB_NAME} "
+            f"({_reason(error)}), so "
             "`agentgod history` and `stats` will not show it; check that the file is writable "
             "and that no other program holds it locked"
         )

@@ -442,12 +442,49 @@ class PlainUI:
         for row in rows:
             usd = row.get("usd")
             self._result(
-                f"#{row['id']:<5} {str(row.get('started_at', ''))[:16].replace('T', ' '):<16}  "
-                f"{'ok' if row.get('ok') else 'failed':<6}  {row.get('complexity') or '-':<8}  "
+                f"{row['run_id']:<8}  {str(row.get('started_at', ''))[:16].replace('T', ' '):<16}  "
+                f"{row['status']:<11}  {row.get('complexity') or '-':<8}  "
                 f"{dollars(float(usd)) if usd is not None else '-':>9}  "
                 f"{duration(float(row.get('duration_seconds') or 0.0)):>7}  "
                 f"{_count(row.get('agents')):>2} agents  {one_line(row.get('task', ''), 60)}"
             )
+
+    def stored_run(self, run: dict[str, Any]) -> None:
+        """`agentgod show`: what a recorded run planned, what each agent did, cost and said."""
+        cost = run.get("cost") or {}
+        self._result(
+            f"run {run['run_id']}  {run['status']}  {str(run['started_at'])[:19].replace('T', ' ')}"
+            f"  {dollars(float(cost.get('usd', 0.0)))}  {duration(float(run['duration_seconds']))}"
+        )
+        self._result(f"task      {one_line(str(run['task']).splitlines()[0], 200)}")
+        effort = f" at {run['effort']} effort" if run.get("effort") else ""
+        self._result(f"model     {run.get('model') or '-'}{effort}")
+        if run.get("retry_of"):
+            self._result(f"retry of  {run['retry_of']}")
+        if run.get("reasoning"):
+            self._result(f"plan      {one_line(str(run['reasoning']), 400)}")
+        agents = run.get("agents") or []
+        width = max([_MIN_NAME_WIDTH, *(len(a["name"]) for a in agents)])
+        for agent in agents:
+            status = "ok" if agent["ok"] else f"failed ({agent['kind']})"
+            inputs = ", ".join(agent.get("inputs") or []) or "the task only"
+            self._result(
+                f"\n{agent['name']:<{width}}  {status}  {agent['attempts']} attempt(s)  "
+                f"{duration(float(agent['seconds']))}  {dollars(float(agent['usd']))}"
+            )
+            self._result(f"  role    {one_line(agent['role'], 200)}")
+            self._result(f"  inputs  {inputs}")
+            shown = agent["output"] if agent["ok"] else agent.get("error", "")
+            for line in (str(shown).strip() or "(nothing)").splitlines():
+                self._result(f"  | {line}")
+        self._result("")
+        if run.get("ok"):
+            self._result("answer")
+            self._result(str(run["answer"]).rstrip())
+        else:
+            self._result(f"no answer: {run.get('error') or run['status']}")
+        if agents:
+            self._result(f"\ncode: agentgod show {run['run_id']} --code NAME")
 
     def stats(self, stats: StatsReply) -> None:
         """`success_rate` is a fraction (0..1); `mean_duration` seconds or None with no runs."""

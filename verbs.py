@@ -1,4 +1,5 @@
-"""verbs.py — the commands that read what earlier runs left: library, history, stats, last, forget.
+"""verbs.py — the commands that read what earlier runs left: library, history, stats, last,
+forget, and show (one run whole: its plan, every agent's inputs, output and code, its replay).
 
 They need no key and spend nothing, so a bad setting or a missing key never stops them; each
 prints one JSON object with `--json`, else draws through the UI. Kept apart from the session so
@@ -8,12 +9,15 @@ it) without growing it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import cli
+import config
+import eventlog
+import history
 import library
-import runlog
 from replies import HistoryRow, LibraryRow, StatsReply, TokenTotals
 from ui import PlainUI
 
@@ -27,18 +31,22 @@ class Reader:
         self.warn = warn
         """Where a notice about a repaired history goes (the session lists it in --json too)."""
 
-    def run(self, verb: str, argument: str | None) -> int:
+    def run(
+        self, verb: str, argument: str | None, *, code: str | None = None, replay: bool = False
+    ) -> int:
         """Carry out `verb`; the exit code of the CLI contract."""
+        if verb == "show":
+            return self.show_run(argument, code=code, replay=replay)
         if verb == "library":
             return self.show(library_rows(), self.ui.library, "The library is empty.")
         if verb == "history":
             if argument is not None and not cli.is_positive_number(argument):
                 raise cli.UsageError(f"history takes a positive whole number, got {argument!r}")
             limit = int(argument) if argument else 10
-            runs = [history_row(row) for row in runlog.history(limit)]
+            runs = [history_row(row) for row in history.history(limit)]
             return self.show(runs, self.ui.history, "No runs yet.")
         if verb == "stats":
-            return self.show(stats_reply(runlog.stats()), self.ui.stats, "")
+            return self.show(stats_reply(history.stats()), self.ui.stats, "")
         if verb == "last":
             return self.last()
         if verb == "forget":
@@ -47,11 +55,66 @@ class Reader:
 
     def notices(self) -> None:
         """Tell the person when the run history had to be repaired (a damaged history.db)."""
-        for notice in runlog.notices():
+        for notice in history.notices():
             self.warn(notice)
 
+    def show_run(self, ref: str | None, *, code: str | None, replay: bool) -> int:
+        """One recorded run: drawn, as one JSON object, one agent's code, or replayed."""
+        found = find_run(ref)
+        self.notices()
+        if found is None:
+            return self.missing(
+                f"There is no run {ref}." if ref else "There are no runs yet.",
+                "`agentgod history` lists the runs and their ids.",
+            )
+        if code is not None:
+            return self.code(found, code)
+        if replay:
+            return self.replay(found)
+        if self.json_mode:
+            cli.print_json(found.to_json())
+        else:
+            self.ui.stored_run(found.to_json())
+        return cli.EXIT_OK
+
+    def code(self, found: history.StoredRun, name: str) -> int:
+        agent = found.agent(name)
+        if agent is None or not agent.source:
+            names = ", ".join(a.name for a in found.agents if a.source) or "none"
+            return self.missing(
+                f"Run {found.run_id} has no code for an agent named {name}.",
+                f"Agents of that run with code: {names}.",
+            )
+        if self.json_mode:
+            cli.print_json({"run_id": found.run_id, "agent": name, "source": agent.source})
+        else:
+            sys.stdout.write(agent.source if agent.source.endswith("\n") else agent.source + "\n")
+            sys.stdout.flush()
+        return cli.EXIT_OK
+
+    def replay(self, found: history.StoredRun) -> int:
+        """The run's live display again, from its event log, at its own pace."""
+        log = eventlog.run_log(config.settings().runs_dir, found.run_id)
+        if self.json_mode:
+            raise cli.UsageError("--replay draws the display; it has no JSON form")
+        self.ui.task_started(found.task)
+        try:
+            eventlog.replay(log, self.ui, on_note=self.replayed_note)
+        except FileNotFoundError:
+            self.ui.task_finished()
+            return self.missing(
+                f"Run {found.run_id} has no event log.",
+                "Runs recorded before event logs existed can be shown, not replayed.",
+            )
+        self.ui.task_finished()
+        return cli.EXIT_OK
+
+    def replayed_note(self, note: eventlog.Event) -> None:
+        if note.args.get("kind") == "answer":
+            self.ui.answer(str(note.args.get("text", "")))
+
     def last(self) -> int:
-        found = runlog.last()
+        found = history.last()
         self.notices()
         if found is None:
             return self.missing("There is no answer yet.", "Run a task first.")
@@ -106,13 +169,25 @@ def library_rows() -> list[LibraryRow]:
     ]
 
 
-def _path(row: runlog.HistoryRow | runlog.LastAnswer) -> str | None:
+def find_run(ref: str | None) -> history.StoredRun | None:
+    """The run `ref` names (an id or a unique prefix; None: the last), or None if none does."""
+    try:
+        return history.load(ref)
+    except ValueError as error:  # too short, or the start of several ids
+        raise cli.UsageError(
+            str(error), "`agentgod history` lists the runs and their ids"
+        ) from None
+
+
+def _path(row: history.HistoryRow | history.LastAnswer) -> str | None:
     return str(row.run_file) if row.run_file else None
 
 
-def history_row(row: runlog.HistoryRow) -> HistoryRow:
+def history_row(row: history.HistoryRow) -> HistoryRow:
     return HistoryRow(
         id=row.id,
+        run_id=row.run_id,
+        status=row.status,
         started_at=row.started_at.isoformat(),
         task=row.task,
         ok=row.ok,
@@ -124,7 +199,7 @@ def history_row(row: runlog.HistoryRow) -> HistoryRow:
     )
 
 
-def stats_reply(stats: runlog.Stats) -> StatsReply:
+def stats_reply(stats: history.Stats) -> StatsReply:
     return StatsReply(
         runs=stats.runs,
         succeeded=stats.succeeded,

@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fakeapi import FakeMessagesAPI  # noqa: E402
+from terminal import Terminal  # noqa: E402
 
 import config  # noqa: E402
 
@@ -173,3 +174,17 @@ def agentgod(
         cwd=cwd,
         env=scripted_env(home, api, **env),
     )
+
+
+@pytest.fixture
+def open_terminal() -> Iterator[Callable[..., Terminal]]:
+    """Start agentgod on a pseudo-terminal; whatever a failed test leaves running is killed."""
+    started: list[Terminal] = []
+
+    def start(env: dict[str, str], *args: str) -> Terminal:
+        started.append(Terminal([*agentgod_command(), *args], env))
+        return started[-1]
+
+    yield start
+    for each in started:
+        each.stop()

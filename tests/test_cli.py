@@ -34,6 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent
         (["t", "--json"], "json", True),
         (["-V"], "mode", "version"),
         (["--version"], "mode", "version"),
+        (["--file", "a.csv", "--file", "b", "t"], "files", ("a.csv", "b")),
+        (["--out", "dir", "t"], "out", "dir"),
+        (["--no-web", "t"], "no_web", True),
+        (["-c", "t"], "resume", "last"),
+        (["--continue", "t"], "resume", "last"),
+        (["--resume", "3f9a2b1c", "t"], "resume", "3f9a2b1c"),
+        (["show", "--code", "writer"], "code", "writer"),
+        (["show", "3f9a", "--replay"], "replay", True),
     ],
 )
 def test_every_flag(argv: list[str], field: str, expected: object) -> None:
@@ -70,6 +78,10 @@ def test_everything_after_task_is_task_text(argv: list[str], task: str, json: bo
         (["stats"], "stats", None),
         (["last"], "last", None),
         (["forget", "csv_parser"], "forget", "csv_parser"),
+        (["show"], "show", None),
+        (["show", "3f9a2b1c"], "show", "3f9a2b1c"),
+        (["retry"], "retry", None),
+        (["/retry", "3f9a"], "retry", "3f9a"),
         (["--json", "stats"], "stats", None),
     ],
 )
@@ -196,3 +208,32 @@ def test_version_and_usage_errors_work_in_an_empty_venv(tmp_path: Path) -> None:
     helped = _run_cli(python, "--help")
     assert helped.returncode == 0
     assert "--task" in helped.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "abc"],
+        ["retry", "last-run"],
+        ["--resume", "yesterday", "t"],
+        ["--code", "writer", "t"],
+        ["--replay"],
+        ["-c", "--resume", "3f9a2b1c", "t"],
+        ["--file", " ", "t"],
+        ["--out", "", "t"],
+    ],
+)
+def test_run_references_and_show_flags_are_checked(argv: list[str]) -> None:
+    """A mistyped run id is a usage error, never a paid task; --code/--replay need show."""
+    with pytest.raises(cli.UsageError):
+        cli.parse(argv)
+
+
+@pytest.mark.parametrize("text", ["1", "10", "250"])
+def test_run_counts(text: str) -> None:
+    assert cli.is_positive_number(text)
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "abc", "²", "", "1.5"])
+def test_not_run_counts(text: str) -> None:
+    assert not cli.is_positive_number(text)

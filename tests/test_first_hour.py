@@ -12,13 +12,13 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import agentgod, agentgod_command
+from conftest import agentgod
 from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
@@ -38,20 +38,6 @@ def factory(fake_api: FakeMessagesAPI) -> Factory:
     made = Factory(fake_api)
     made.plans = [plan(agent_spec("fact_finder"), complexity="simple")]
     return made
-
-
-@pytest.fixture
-def open_terminal() -> Iterator[Callable[..., Terminal]]:
-    """Start agentgod on a pseudo-terminal; whatever a failed test leaves running is killed."""
-    started: list[Terminal] = []
-
-    def start(env: dict[str, str], *args: str) -> Terminal:
-        started.append(Terminal([*agentgod_command(), *args], env))
-        return started[-1]
-
-    yield start
-    for each in started:
-        each.stop()
 
 
 # ---- a mistyped verb never starts a paid run ---------------------------------------------------

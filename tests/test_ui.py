@@ -404,6 +404,8 @@ def test_library_history_and_stats() -> None:
         [
             {
                 "id": 7,
+                "run_id": "3f9a2b1c",
+                "status": "failed",
                 "started_at": "2026-05-09T07:35:12+00:00",
                 "task": "compare two databases",
                 "ok": False,
@@ -431,7 +433,7 @@ def test_library_history_and_stats() -> None:
     text = out.getvalue()
     assert re.search(r"researcher +gen 2 +3 won +1 lost +4 uses +reliable +evolved", text)
     assert re.search(r"scraper +gen 1 .* retired", text)
-    assert re.search(r"#7 +2026-05-09 07:35 +failed +- +\$0\.25 +31\.0s +3 agents", text)
+    assert re.search(r"3f9a2b1c +2026-05-09 07:35 +failed +- +\$0\.25 +31\.0s +3 agents", text)
     assert "3 (75%)" in text
     assert "10 in / 20 out / 40 cache-write / 30 cache-read" in text
     assert "mean duration  -" in text
