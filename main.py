@@ -47,6 +47,7 @@ SLASH_COMMANDS = [
     ("/forget NAME", "remove an agent from the library"),
     ("/history [N]", "the last N runs (default 10)"),
     ("/last", "the last answer again"),
+    ("/show [RUN]", "one run whole: plan, agents, their inputs and outputs (default: the last)"),
     ("/stats", "runs, success rate, tokens, dollars, best agents"),
     ("/cost", "this session's tokens and dollars"),
     ("/new", "start a new conversation: the next task is planned without the earlier ones"),
@@ -443,6 +444,7 @@ class Session:
             "/stats": "stats",
             "/last": "last",
             "/forget": "forget",
+            "/show": "show",
         }
         if command == "/history" and argument and not cli.is_positive_number(argument):
             self.ui.problem(
