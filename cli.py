@@ -38,7 +38,10 @@ EXITS_BY_SIGNAL: dict[int, int] = {
 }
 """The exit code of a run a stop signal ended, by the signal."""
 
-VERBS = ("library", "history", "stats", "last", "forget", "show", "retry")
+VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key")
+KEY_ACTIONS = ("set", "check")
+"""`agentgod key set` saves a key it has tested; `key check` tests the one configured."""
+SHELLS = ("bash", "zsh", "fish")
 RUN_VERBS = ("show", "retry")
 """Verbs whose one optional word names a run (its id, or a unique prefix of it)."""
 RUN_REF = re.compile(r"[0-9a-f]{4,8}")
@@ -64,7 +67,8 @@ class Invocation:
     """What the user asked for, fully parsed."""
 
     mode: str
-    """"task" (text given), "stdin" (read the task from stdin), "repl", "verb" or "version"."""
+    """"task" (text given), "stdin" (read the task from stdin), "repl", "verb", "version" or
+    "completion" (its shell in `task`)."""
     task: str | None = None
     """The task text for mode "task"."""
     verb: str | None = None
@@ -168,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     keep.add_argument("--discard", action="store_true", help="discard new agents without asking")
     run.add_argument("--no-input", action="store_true", help="never ask questions")
     parser.add_argument("-V", "--version", action="store_true", help="print the version")
+    parser.add_argument(
+        "--completion", choices=SHELLS, help="print a shell completion script for SHELL"
+    )
     return parser
 
 
@@ -212,6 +219,8 @@ def _verb(words: list[str]) -> tuple[str, str | None] | None:
     if not rest:
         if verb == "forget":
             raise UsageError("forget needs the NAME of a library agent", "see 'agentgod library'")
+        if verb == "key":
+            raise UsageError("key needs an action: set or check", "e.g. 'agentgod key check'")
         return verb, None
     if len(rest) > 1:
         if words[0].startswith("/"):
@@ -219,6 +228,10 @@ def _verb(words: list[str]) -> tuple[str, str | None] | None:
         return None
     if verb == "forget":
         return verb, rest[0]
+    if verb == "key":
+        if rest[0] in KEY_ACTIONS:
+            return verb, rest[0]
+        raise UsageError(f"key takes set or check, got {rest[0]!r}", as_task)
     if verb in RUN_VERBS:
         if RUN_REF.fullmatch(rest[0]):
             return verb, rest[0]
@@ -267,6 +280,8 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         raise UsageError("--model needs a model id")
     if args.version:
         return Invocation("version", **options)
+    if args.completion:
+        return Invocation("completion", task=args.completion, **options)
     words: list[str] = args.words
     if task_text is not None:
         if words:
@@ -316,6 +331,35 @@ def apply(invocation: Invocation) -> None:
             os.environ[name] = value.strip()
 
 
+def completion_script(shell: str) -> str:
+    """A completion script for `shell`, made from the parser itself, so it never lags a flag.
+
+    bash and zsh (through bashcompinit) complete flags and verbs; fish gets one `complete` line
+    per flag and verb.
+    """
+    flags = sorted(
+        option
+        for action in build_parser()._actions
+        for option in action.option_strings
+        if option.startswith("--")
+    )
+    if shell == "fish":
+        lines = [f"complete -c agentgod -f -n __fish_use_subcommand -a {verb}" for verb in VERBS]
+        lines += [f"complete -c agentgod -l {flag[2:]}" for flag in flags]
+        return "\n".join(lines) + "\n"
+    words = " ".join([*VERBS, *flags])
+    script = (
+        "_agentgod() {\n"
+        '    local word="${COMP_WORDS[COMP_CWORD]}"\n'
+        f'    COMPREPLY=($(compgen -W "{words}" -- "$word"))\n'
+        "}\n"
+        "complete -o default -F _agentgod agentgod\n"
+    )
+    if shell == "zsh":
+        script = "autoload -U +X bashcompinit && bashcompinit\n" + script
+    return script
+
+
 def is_positive_number(text: str) -> bool:
     """A count of runs: digits only, above zero (so "-3", "0" and "abc" are not)."""
     return text.isascii() and text.isdigit() and int(text) > 0
@@ -348,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
         return usage_error(error)
     if invocation.mode == "version":
         print(f"agentgod {__version__}")
+        return EXIT_OK
+    if invocation.mode == "completion":
+        sys.stdout.write(completion_script(invocation.task or "bash"))
         return EXIT_OK
     import main as conversation
 

@@ -145,10 +145,11 @@ class Settings:
 
 
 def default_home() -> Path:
-    """The source checkout when running from one (editable install), otherwise ~/.agentgod."""
-    here = Path(__file__).resolve().parent
-    if (here / "pyproject.toml").is_file() and (here / "cli.py").is_file():
-        return here
+    """~/.agentgod, however AgentGOD was installed.
+
+    Never the source checkout of an editable install: the key and the library would sit in the
+    source tree, where `git clean -fdx` deletes them and a commit may carry them away.
+    """
     return Path.home() / ".agentgod"
 
 

@@ -54,6 +54,8 @@ SLASH_COMMANDS = [
     ("/clear", "clear the screen"),
     ("/quit", "leave (also quit, exit, Ctrl-D)"),
 ]
+KEY_ASKS = 3
+"""How often a key the API rejects is asked for again at a terminal, before giving up."""
 CHAT_MAX_WORDS = 12
 """Only input this short is worth a small-talk check; anything longer is a task."""
 
@@ -97,6 +99,9 @@ def _run(invocation: cli.Invocation) -> int:
     )
     session = Session(ui, invocation, interactive)
     try:
+        if invocation.mode == "verb" and invocation.verb == "key":
+            config.check_home()
+            return session.key(invocation.verb_arg or "check")
         if invocation.mode == "verb" and invocation.verb != "retry":
             session.settle_settings()
             return session.verb(invocation.verb or "", invocation.verb_arg)
@@ -180,23 +185,59 @@ class Session:
         except config.MissingApiKeyError:
             if not self.interactive:
                 raise
-        key = self.ui.ask_secret("Anthropic API key (input hidden):")
-        if not key:
-            raise config.MissingApiKeyError("no key was entered")
+        self.ui.info("An Anthropic API key is needed: https://console.anthropic.com/settings/keys")
+        key = ""
+        for attempt in range(KEY_ASKS):
+            key = self.ui.ask_secret("Anthropic API key (input hidden):") or ""
+            if not key:
+                raise config.MissingApiKeyError("no key was entered")
+            try:
+                self._test_key(key)
+                break
+            except Exception as error:
+                if attempt == KEY_ASKS - 1 or problems.explain(error).kind != "authentication":
+                    raise
+                self.ui.warn("The API rejected that key; check it and paste it again.")
+        env_file = config.home() / ".env"
+        if self.ui.confirm(f"Save it to {env_file} (readable only by you)?", default=True):
+            save_key(env_file, key)
+            self.ui.info(f"Saved to {env_file}.")
+
+    def _test_key(self, key: str) -> None:
+        """One tiny call with `key`; it stays in this process's environment only if it works."""
         redact.register(key)
+        previous = os.environ.get("ANTHROPIC_API_KEY")
         os.environ["ANTHROPIC_API_KEY"] = key
         try:
             llm.complete(
                 "Reply with OK.", model=config.settings().fast_model, effort=None, max_tokens=16
             )
         except Exception:
-            del os.environ["ANTHROPIC_API_KEY"]
+            if previous is None:
+                del os.environ["ANTHROPIC_API_KEY"]
+            else:
+                os.environ["ANTHROPIC_API_KEY"] = previous
             raise
         self.ui.info("The key works.")
-        env_file = config.home() / ".env"
-        if self.ui.confirm(f"Save it to {env_file} (readable only by you)?", default=True):
-            save_key(env_file, key)
-            self.ui.info(f"Saved to {env_file}.")
+
+    def key(self, action: str) -> int:
+        """`agentgod key set`: read a key (hidden at a terminal, else one line of stdin), test it,
+        save it to AGENTGOD_HOME/.env (0600). `key check`: test the configured one."""
+        if action == "check":
+            self._test_key(config.api_key())
+        else:
+            if _stdin_is_tty():
+                key = self.ui.ask_secret("Anthropic API key (input hidden):") or ""
+            else:
+                key = sys.stdin.readline().strip()
+            if not key:
+                raise config.MissingApiKeyError("no key was given")
+            self._test_key(key)
+            save_key(config.home() / ".env", key)
+            self.ui.info(f"Saved to {config.home() / '.env'} (readable only by you).")
+        if self.invocation.json:
+            cli.print_json({"ok": True, "key": "works"})
+        return cli.EXIT_OK
 
     # ---- one task ------------------------------------------------------------------------------
 

@@ -58,8 +58,9 @@ def _api_message(error: BaseException) -> str:
 def _missing_key(error: BaseException) -> Problem:
     return Problem(
         "No Anthropic API key is set.",
-        "Set ANTHROPIC_API_KEY in your environment or in the .env file in AGENTGOD_HOME "
-        "(run `agentgod` at a terminal to be asked for it).",
+        "Create a key at https://console.anthropic.com/settings/keys, then run "
+        "`agentgod key set` (or set ANTHROPIC_API_KEY in your environment or in the .env file "
+        "in AGENTGOD_HOME; `agentgod` at a terminal asks for it).",
         _technical(error),
         "missing_key",
     )
@@ -79,7 +80,8 @@ def _home(error: BaseException) -> Problem:
 def _wrong_key(error: BaseException) -> Problem:
     return Problem(
         "The Anthropic API rejected the key.",
-        "Check ANTHROPIC_API_KEY: it may be mistyped, revoked or for another organisation.",
+        "Check ANTHROPIC_API_KEY: it may be mistyped, revoked or for another organisation. "
+        "`agentgod key set` replaces it; keys are at https://console.anthropic.com/settings/keys.",
         _technical(error),
         "authentication",
     )

@@ -77,3 +77,13 @@ def test_bad_values_raise_config_error(
     assert name in message
     assert allowed in message
     assert repr(value) in message
+
+
+def test_the_default_home_is_never_the_source_checkout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An editable install must not keep the key and the library in the source tree."""
+    monkeypatch.delenv("AGENTGOD_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert config.home() == tmp_path / ".agentgod"
+    assert config.settings().home == tmp_path / ".agentgod"

@@ -7,10 +7,13 @@ paid call nobody asked for, a traceback, lost text, a world-readable record.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 import re
+import shutil
+import subprocess
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import agentgod
+from conftest import agentgod, agentgod_command
 from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
@@ -369,3 +372,72 @@ def test_a_tiny_budget_is_shown_with_enough_digits(factory: Factory, isolated_ho
     narration = io.StringIO()
     ui.PlainUI(out=io.StringIO(), narrate_to=narration).budget_exhausted(0.000042, 0.0001)
     assert "$0.000042 of $0.0001 spent" in narration.getvalue()
+
+
+# ---- the key, and shell completion ---------------------------------------------------------
+
+GOOD_KEY = "sk-ant-good-key-0123456789abcdef"
+
+
+def test_key_set_tests_a_piped_key_and_saves_only_one_that_works(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    fake_api.valid_keys = {GOOD_KEY}
+    env = _env(isolated_home, None, ANTHROPIC_BASE_URL=fake_api.base_url)
+    env_file = isolated_home / ".env"
+    command = [*agentgod_command(), "key", "set"]
+    run = functools.partial(subprocess.run, command, capture_output=True, text=True, env=env)
+    wrong = run(input="sk-ant-wrong-key-0123456789abcdef\n", timeout=60)
+    assert wrong.returncode == 1 and "rejected the key" in wrong.stderr
+    assert "console.anthropic.com" in wrong.stderr, "it says where keys come from"
+    assert not env_file.exists(), "a key that does not work is never saved"
+    right = run(input=GOOD_KEY + "\n", timeout=60)
+    assert right.returncode == 0, right.stderr
+    assert f"ANTHROPIC_API_KEY={GOOD_KEY}" in env_file.read_text(encoding="utf-8")
+    assert env_file.stat().st_mode & 0o777 == 0o600
+    assert GOOD_KEY not in right.stdout + right.stderr
+    check = subprocess.run(
+        [*agentgod_command(), "key", "check"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert check.returncode == 0 and "The key works." in check.stdout + check.stderr
+    assert [request.api_key for request in fake_api.messages()][-1] == GOOD_KEY
+
+
+def test_a_wrong_key_at_the_prompt_is_asked_again(
+    fake_api: FakeMessagesAPI, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    fake_api.valid_keys = {GOOD_KEY}
+    terminal = open_terminal(
+        _env(isolated_home, None, TERM="xterm", ANTHROPIC_BASE_URL=fake_api.base_url)
+    )
+    terminal.expect("console.anthropic.com")
+    terminal.expect(r"Anthropic API key \(input hidden\):")
+    terminal.type("sk-ant-mistyped-0123456789abcdef\n")
+    terminal.expect("rejected that key")
+    terminal.expect(r"Anthropic API key \(input hidden\):")
+    terminal.type(GOOD_KEY + "\n")
+    terminal.expect(r"Save it to")
+    terminal.type("n\n")
+    terminal.expect("agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts_name_every_verb_and_flag_and_parse(
+    shell: str, isolated_home: Path
+) -> None:
+    done = subprocess.run(
+        [*agentgod_command(), "--completion", shell],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(isolated_home, None),
+    )
+    assert done.returncode == 0, done.stderr
+    for word in (*cli.VERBS, "--resume", "--file", "--no-web"):
+        assert word.lstrip("-") in done.stdout
+    checker = shutil.which(shell)
+    if checker is not None and shell != "fish":
+        syntax = subprocess.run([checker, "-n"], input=done.stdout, capture_output=True, text=True)
+        assert syntax.returncode == 0, syntax.stderr
