@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from conftest import agentgod, agentgod_command
 from conftest import scripted_env as _env
-from fakeapi import FakeMessagesAPI, Request
+from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import ECHO_BODY, Factory, agent_spec, plan
 from terminal import Terminal
 
@@ -216,3 +216,28 @@ def test_an_interrupted_run_is_recorded_with_its_cost_and_its_log_ends_with_the_
     assert notes[-1] == {"kind": "interrupted", "text": "SIGINT"}
     retried = run_json(isolated_home, factory.api, "retry")
     assert retried["retry_of"] == row["run_id"]
+
+
+def test_a_merge_that_kept_failing_is_finished_by_retry_without_running_an_agent_again(
+    factory: Factory, isolated_home: Path
+) -> None:
+    """The agents' outputs were paid for: the failed run keeps them, and retry only merges."""
+    factory.plans = [plan(agent_spec("fact_finder"), agent_spec("writer", ["fact_finder"]))]
+    merge_fails = [True]
+    merged = factory.merge_reply
+
+    def merge_reply(request: Request) -> Reply | str:
+        return Reply.error(529) if merge_fails[0] else merged(request)
+
+    factory.merge_reply = merge_reply
+    failed = run_json(isolated_home, factory.api, "facts then a summary", API_RETRIES="0")
+    assert failed["ok"] is False
+    [row] = run_json(isolated_home, factory.api, "history")
+    assert row["status"] == "failed"
+    before = {kind: len(factory.of(kind)) for kind in ("plan", "generate", "agent", "merge")}
+    merge_fails[0] = False
+    retried = run_json(isolated_home, factory.api, "retry")
+    assert retried["ok"] is True and retried["answer"] == "MERGED: fact_finder, writer"
+    assert retried["retry_of"] == row["run_id"] and retried["carried"] == ["fact_finder", "writer"]
+    after = {kind: len(factory.of(kind)) - before[kind] for kind in before}
+    assert after == {"plan": 0, "generate": 0, "agent": 0, "merge": 1}
