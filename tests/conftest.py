@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +23,9 @@ from terminal import Terminal  # noqa: E402
 import config  # noqa: E402
 
 if TYPE_CHECKING:
+    from fakeapi import Request
+    from scripted import Factory
+
     from broker import Channel
 
 TEST_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
@@ -188,3 +193,37 @@ def open_terminal() -> Iterator[Callable[..., Terminal]]:
     yield start
     for each in started:
         each.stop()
+
+
+def stopped_once_working(
+    home: Path, factory: Factory, *args: str, stop: int = signal.SIGINT
+) -> subprocess.CompletedProcess[str]:
+    """Run agentgod until an agent's first model call reaches the fake, then send `stop`.
+
+    The factory's agent replies are taken over to see that moment; the finished process (its
+    exit code and both streams) comes back.
+    """
+    working = threading.Event()
+
+    def agent_reply(name: str, request: Request) -> str:
+        working.set()
+        return f"result from {name}"
+
+    factory.agent_reply = agent_reply
+    process = subprocess.Popen(
+        [*agentgod_command(), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=scripted_env(home, factory.api),
+    )
+    try:
+        assert working.wait(60), "no agent ever called the model"
+        process.send_signal(stop)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import CONSOLE_SCRIPT, TEST_KEY, agentgod, agentgod_command, agentgod_env
+from conftest import (
+    CONSOLE_SCRIPT,
+    TEST_KEY,
+    agentgod,
+    agentgod_env,
+    stopped_once_working,
+)
 from conftest import scripted_env as _env
-from fakeapi import FakeMessagesAPI, Reply, Request
+from fakeapi import FakeMessagesAPI, Reply
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
@@ -237,31 +241,9 @@ def test_sigint_mid_run_exits_130_and_leaves_no_agent_behind(
         "    call_llm('agent=sleeper_one keys=[]')\n"  # the fake API sees it start working
         "    time.sleep(120)\n"
     ]
-    working = threading.Event()
-
-    def agent_reply(name: str, request: Request) -> str:
-        working.set()
-        return f"result from {name}"
-
-    factory.agent_reply = agent_reply
-    process = subprocess.Popen(
-        [*agentgod_command(), "a long task"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(isolated_home, factory.api),
-    )
-    try:
-        assert working.wait(60), "the first agent never called the model"
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 130
-    assert "Stopped." in stderr
+    stopped = stopped_once_working(isolated_home, factory, "a long task")
+    assert stopped.returncode == 130
+    assert "Stopped." in stopped.stderr
     # Neither the running agent nor the one already started and waiting for its input is left.
     marker = str(isolated_home / "generated_agents")
     _wait_for(lambda: not _agent_processes(marker), "every agent process gone", 10)

@@ -8,15 +8,12 @@ what the records hold.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import agentgod, agentgod_command
+from conftest import agentgod, stopped_once_working
 from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import ECHO_BODY, Factory, agent_spec, plan
@@ -184,30 +181,7 @@ def test_an_interrupted_run_is_recorded_with_its_cost_and_its_log_ends_with_the_
     factory: Factory, isolated_home: Path
 ) -> None:
     factory.bodies["fact_finder"] = [SLEEPER, ECHO_BODY]
-    working = threading.Event()
-
-    def agent_reply(name: str, request: Request) -> str:
-        working.set()
-        return f"result from {name}"
-
-    factory.agent_reply = agent_reply
-    process = subprocess.Popen(
-        [*agentgod_command(), "a long task"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(isolated_home, factory.api),
-    )
-    try:
-        assert working.wait(60), "the agent never called the model"
-        process.send_signal(signal.SIGINT)
-        process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 130
+    assert stopped_once_working(isolated_home, factory, "a long task").returncode == 130
     [row] = run_json(isolated_home, factory.api, "history")
     assert row["status"] == "interrupted" and row["usd"] > 0
     log = isolated_home / "runs" / row["run_id"] / "events.jsonl"
