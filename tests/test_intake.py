@@ -105,4 +105,5 @@ def test_anything_else_is_left_to_the_factory(
 
 def test_the_chat_prompt_describes_the_factory_honestly() -> None:
     assert "builds a team of specialised agents" in intake.CHAT_PROMPT
-    assert "cannot browse the web" in intake.CHAT_PROMPT
+    assert "can search the web, read the files the user attaches" in intake.CHAT_PROMPT
+    assert "request about an earlier answer" in intake.CHAT_PROMPT, "a follow-up is a task"
