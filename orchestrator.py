@@ -1,13 +1,18 @@
-"""orchestrator.py — the permanent main agent. It never answers the task; it engineers agents.
+"""orchestrator.py — the permanent main agent's flow. It never answers; it engineers agents.
 
-`handle_task` reads like the flow diagram: plan → build and run (pipelined: an agent starts the
-moment its own code exists and its upstream agents have finished) → merge → council → judge →
-revise → library bookkeeping → archive. It owns retry policy (`_run_with_repair`) and scheduling,
-reports every notable moment to a TaskEvents object, and never prints.
+One job: decide what happens next in a run, and keep the run's record. `_Conductor.run` reads
+like the flow diagram, so a whole run can be followed here in one sitting:
 
-Concurrency model: generation and execution run on two thread pools of MAX_PARALLEL_AGENTS each,
-so building later agents overlaps with running earlier ones; every result is absorbed on the
-calling thread, so the run's state is mutated from exactly one place.
+    round:  plan (planner) → build and run (crew.Crew.run_round) → merge → council
+    judge → revise: re-merge with the gap in view, judged again; still short → a new round
+            that carries every output already paid for
+    library bookkeeping → result → archive (runlog; a failed or interrupted run too)
+
+How agents are written, started, run and repaired is the crew's job (crew.py), kept apart so
+neither drowns the other in detail. The flow holds the run's state both share (settings, usage,
+events, attachments, artifacts, warnings, the stop and budget flags) and hands itself to the
+crew as a `crew.RunState`. It reports every notable moment to a TaskEvents object, and never
+prints.
 """
 
 from __future__ import annotations
@@ -56,7 +61,11 @@ class Retry:
 
 @dataclass
 class _Round:
-    """One plan-build-run-merge pass over a (possibly revised) task."""
+    """One plan-build-run-merge pass over a (possibly revised) task.
+
+    The crew fills in `agents` and `failures` as they end (a `crew.Tally`), so a round cut short
+    still has them for the record.
+    """
 
     complexity: str
     answer: str
@@ -94,7 +103,7 @@ class _Conductor:
         """The session's earlier tasks and answers, when this task may follow up on them."""
         self.context = conversation.context() if conversation else ""
         self.space = space
-        """This run's own agent folder and scratch dirs; no other run sees them."""
+        """This run's scratch: its id names the run's record, event log and artifacts."""
         self.settings = config.settings()
         self.attached = attached or Attached(task, (), ())
         """The files the user attached: every agent may read them, none may write them."""
