@@ -192,7 +192,7 @@ class Crew:
         self.new_sources: dict[str, tuple[str, str]] = {}
         """By agent name: (role, source) of each new agent that succeeded."""
         self.library_outcomes: dict[str, bool] = {}
-        """By agent name: whether a kept agent, run as kept, succeeded."""
+        """By agent name: whether a kept agent succeeded (a repaired success is `evolved`)."""
         self.evolved: dict[str, tuple[str, str]] = {}
         """By agent name: (role, source) of each kept agent a repair made succeed."""
         self.layers: set[str] = set()
