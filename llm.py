@@ -11,6 +11,9 @@ every retry with its wait) and a bounded number of retries, both ours rather tha
 defaults wait 10 minutes for a silent server, sleep whatever `retry-after` says, and a per-read
 timeout never ends a reply that drips a byte at a time. The deadline reaches the sockets through
 the client's network backend, so a drip is cut off when the time is up, not when it finishes.
+
+`completion(..., on_text=...)` streams the reply, so a person can read it as it is written; it is
+the same call otherwise (one deadline, the same retries, one hold, usage recorded once).
 """
 
 from __future__ import annotations
@@ -46,6 +49,16 @@ DEADLINE_TOKENS = 2048
 """The output a call may ask for within one API_TIMEOUT_SECONDS; more tokens, longer deadline."""
 RETRY_STATUSES = frozenset({408, 409, 429})
 """Besides every 5xx, the statuses where the same request may well succeed a moment later."""
+RETRY_ERROR_TYPES = frozenset(
+    {"rate_limit_error", "api_error", "overloaded_error", "timeout_error"}
+)
+"""The error types of a stream's `error` event worth another try: once the API has sent its 200,
+a failure arrives as an event in the body, and the SDK raises it with status 200."""
+
+TextSink = Callable[[str], None]
+"""Where a streamed reply's text goes as it arrives: each delta, in order, never empty. An empty
+string means "forget the text so far": the attempt that wrote it failed, and a retry, if one is
+taken, streams from the start again."""
 BACKOFF_SECONDS = 0.5
 """The wait before the first retry when the API names none; it doubles up to BACKOFF_CAP."""
 BACKOFF_CAP = 8.0
@@ -262,6 +275,8 @@ def _check_shape(request: Any, call_next: Callable[[Any], Any]) -> Any:
     http = response.http_response
     if http.status_code != 200 or not str(request.url).endswith("/messages"):
         return response
+    if http.headers.get("content-type", "").startswith("text/event-stream"):
+        return response  # read as it arrives; _streaming checks that it ended properly
     try:
         body = json.loads(http.read())
     except (ValueError, UnicodeDecodeError):
@@ -318,6 +333,9 @@ def _retry_wait(error: Exception, retries_taken: int) -> float | None:
 
     if isinstance(error, MalformedReplyError):
         pass
+    elif isinstance(error, anthropic.APIStatusError) and error.status_code == 200:
+        if error.type not in RETRY_ERROR_TYPES:  # an error event in a stream
+            return None
     elif isinstance(error, anthropic.APIStatusError):
         verdict = error.response.headers.get("x-should-retry")
         status = error.status_code
@@ -403,6 +421,48 @@ def _send(
         usage.release(hold)
 
 
+def _streaming(client: anthropic.Anthropic, on_text: TextSink) -> Callable[..., Any]:
+    """A `send` that streams: each text delta goes to on_text as it arrives; returns the message.
+
+    The SDK checks a stream's HTTP status and raises its `error` events, but a connection that
+    breaks mid-body surfaces as the HTTP library's own error, turned here into the SDK's
+    connection errors so the retries and the deadline treat it as they treat one before the
+    reply. A stream that ends without message_stop is malformed, and retried like one. When an
+    attempt that showed text fails, on_text("") says so before the error goes on.
+    """
+
+    def send(**request: Any) -> Any:
+        import anthropic
+        import httpx2
+
+        shown = False
+        try:
+            with client.messages.stream(**request) as stream:
+                stopped = False
+                try:
+                    for event in stream:
+                        if event.type == "text" and event.text:
+                            shown = True
+                            on_text(event.text)
+                        elif event.type == "message_stop":
+                            stopped = True
+                except httpx2.TimeoutException as error:
+                    raise anthropic.APITimeoutError(stream.response.request) from error
+                except httpx2.TransportError as error:
+                    raise anthropic.APIConnectionError(
+                        message=f"the stream broke off: {error}", request=stream.response.request
+                    ) from error
+                if not stopped:
+                    raise MalformedReplyError("a streamed reply that ended before message_stop")
+                return stream.get_final_message()
+        except Exception:
+            if shown:
+                on_text("")
+            raise
+
+    return send
+
+
 def forward(request: dict[str, Any], settings: config.Settings | None = None) -> Any:
     """Send a request someone else has already decided and metered: the broker's, for an agent.
 
@@ -421,10 +481,17 @@ def completion(
     max_tokens: int = 4096,
     usage: Usage | None = None,
     settings: config.Settings | None = None,
+    on_text: TextSink | None = None,
 ) -> Completion:
-    """One plain call; returns its text and stop_reason. `effort=None` sends no effort at all."""
+    """One plain call; returns its text and stop_reason. `effort=None` sends no effort at all.
+
+    With `on_text` the reply is streamed, and each piece of its text is passed on as it arrives
+    (see TextSink: "" when what was passed is void); the Completion is the same either way.
+    """
     request = _request(prompt, model=model, effort=effort, system=system, max_tokens=max_tokens)
-    reply = _send(get_client().messages.create, request, usage, settings)
+    client = get_client()
+    send = client.messages.create if on_text is None else _streaming(client, on_text)
+    reply = _send(send, request, usage, settings)
     stop_reason = getattr(reply, "stop_reason", None)
     return Completion(response_text(reply), stop_reason if isinstance(stop_reason, str) else None)
 

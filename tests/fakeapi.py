@@ -19,6 +19,14 @@ and a continuation must resend the paused content unchanged with the same tools 
 invalid tool definitions, edited server blocks, bad images and PDFs are 400s; a body over 32 MB
 is a 413. Documents and images a request carries are on `Request.documents` / `Request.images`,
 and the default reply names them.
+
+A request with `"stream": true` is answered as the API streams (§9 "Streaming order"): a
+`text/event-stream` of message_start, ping, content_block_start / _delta / _stop for every block
+(text_delta, thinking_delta and signature_delta, input_json_delta, citations_delta), message_delta
+with the stop_reason and the whole usage, message_stop. `Reply(stream_delay=...)` paces the deltas,
+`pieces` splits the text, `hold` keeps the reply open after `hold_after` text deltas until a test
+lets it go, and `stream_error` / `stream_cut` end it after `fail_after` text deltas as the API
+does once its 200 is sent: an `error` event, or a connection dropped mid-body.
 """
 
 from __future__ import annotations
@@ -167,6 +175,20 @@ class Reply:
     """Seconds between bytes: the whole HTTP response, status line first, one byte at a time."""
     body: str | None = None
     """The raw response body, sent as it is with this status (a malformed 200, say)."""
+    stream_delay: float = 0.0
+    """Streamed: seconds before each content_block_delta event."""
+    pieces: Sequence[str] | None = None
+    """Streamed: the text deltas of a plain reply, in order (joined, they must be `text`);
+    None splits every text block into words, each with the whitespace after it."""
+    hold: threading.Event | None = None
+    """Streamed: after `hold_after` text deltas, send nothing more until this is set."""
+    hold_after: int = 1
+    stream_error: int | None = None
+    """Streamed: after `fail_after` text deltas, an `error` event of this status's type
+    (529: overloaded_error) ends the stream, as the API reports a failure once its 200 is sent."""
+    stream_cut: bool = False
+    """Streamed: after `fail_after` text deltas, the connection drops with the body unfinished."""
+    fail_after: int = 0
 
     @classmethod
     def json(cls, payload: Any, **kwargs: Any) -> Reply:
@@ -723,6 +745,11 @@ class FakeMessagesAPI:
                     status, headers, payload = _error(500, f"fake handler failed: {error!r}")
                 if reply is not None and reply.silent:
                     self._hold_silently()
+                elif _streamed(request, status, payload):
+                    request.status = status
+                    request.reply = payload
+                    request.replied = time.monotonic()
+                    self._stream(request, headers, payload, reply or Reply())
                 else:
                     # Recorded before the write, so a client never holds a reply the record lacks.
                     request.status = status
@@ -735,9 +762,13 @@ class FakeMessagesAPI:
                 """Say nothing until the client hangs up or the server stops."""
                 self.close_connection = True
                 while not api._stopping.wait(0.02):
-                    readable, _, _ = select.select([self.connection], [], [], 0)
-                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
-                        return  # the client closed its end
+                    if self._client_left():
+                        return
+
+            def _client_left(self) -> bool:
+                """The client closed its end (it sends nothing more once its request is out)."""
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
 
             def _send(
                 self,
@@ -767,6 +798,58 @@ class FakeMessagesAPI:
                 self.wfile.write(whole)
                 self.wfile.flush()
                 request.sent = len(whole)
+
+            def _stream(
+                self, request: Request, headers: dict[str, str], message: Any, reply: Reply
+            ) -> None:
+                """The message as server-sent events, one chunk each, paced and cut as scripted."""
+                self.close_connection = True
+                head = [
+                    "HTTP/1.1 200 OK",
+                    "content-type: text/event-stream; charset=utf-8",
+                    "cache-control: no-cache",
+                    "transfer-encoding: chunked",
+                    f"request-id: req_fake{next(api._ids):06d}",
+                    *(f"{name}: {value}" for name, value in headers.items()),
+                ]
+                try:
+                    events = list(stream_events(message, reply.pieces))
+                except ValueError as error:  # a broken script must still be answered
+                    status, error_headers, body = _error(500, f"fake handler failed: {error!r}")
+                    request.status, request.reply = status, body
+                    self._send(request, status, error_headers, body)
+                    return
+                texts = 0
+                try:
+                    self._write(("\r\n".join(head) + "\r\n\r\n").encode(), request)
+                    for event, data in events:
+                        ending = reply.stream_error is not None or reply.stream_cut
+                        if ending and texts == reply.fail_after and event != "message_start":
+                            if reply.stream_cut:
+                                return  # no last chunk: the client sees the body cut short
+                            failure = _error(reply.stream_error or 500, reply.error_message)[2]
+                            request.reply = failure
+                            self._write(_chunk("error", failure), request)
+                            break
+                        if reply.hold is not None and texts == reply.hold_after:
+                            while not (reply.hold.wait(0.02) or api._stopping.is_set()):
+                                if self._client_left():
+                                    return
+                        if event == "content_block_delta" and api._stopping.wait(
+                            reply.stream_delay
+                        ):
+                            return
+                        self._write(_chunk(event, data), request)
+                        texts += data.get("delta", {}).get("type") == "text_delta"
+                    self._write(b"0\r\n\r\n", request)
+                except OSError:
+                    return  # the client hung up mid-stream
+
+            def _write(self, data: bytes, request: Request) -> None:
+                self.wfile.write(data)
+                self.wfile.flush()
+                request.sent += len(data)
+                request.length = request.sent
 
             def _drip(self, request: Request, whole: bytes, interval: float) -> None:
                 """One byte every `interval` seconds, until it is all sent or the client leaves."""
@@ -814,6 +897,106 @@ def default_reply(request: Request) -> Reply:
         for d in request.documents
     ] + [f"an image ({(i.get('source') or {}).get('media_type')})" for i in request.images]
     return Reply("ok" + (f"; I saw {', '.join(seen)}" if seen else ""))
+
+
+def _streamed(request: Request, status: int, payload: Any) -> bool:
+    """Whether this answer goes out as an event stream: a message, to a request that asked."""
+    return (
+        request.body.get("stream") is True
+        and status == 200
+        and isinstance(payload, dict)
+        and payload.get("type") == "message"
+    )
+
+
+def _pieces(text: str) -> list[str]:
+    """Text as the API streams it, in small pieces: here a word and the whitespace after it."""
+    return re.findall(r"\A\s+|\S+\s*", text)
+
+
+def _chunk(event: str, data: dict[str, Any]) -> bytes:
+    """One server-sent event as one HTTP chunk."""
+    body = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+    return f"{len(body):x}\r\n".encode() + body + b"\r\n"
+
+
+def stream_events(
+    message: dict[str, Any], pieces: Sequence[str] | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The events the API streams for `message`, in its order: (event name, data) each.
+
+    message_start carries the input side of the usage and one output token, message_delta the
+    stop_reason and the whole usage (its counts are totals, not increments). `pieces` are the
+    text deltas when the message has one text block; they must join to its text.
+    """
+    usage = dict(message["usage"])
+    started = {key: usage[key] for key in usage if key.endswith("input_tokens")}
+    yield (
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                **message,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {**started, "output_tokens": 1},
+            },
+        },
+    )
+    yield "ping", {"type": "ping"}
+    texts = [block for block in message["content"] if block.get("type") == "text"]
+    if pieces is not None and (len(texts) != 1 or "".join(pieces) != texts[0].get("text")):
+        raise ValueError("Reply.pieces must join to the text of the reply's one text block")
+    for index, block in enumerate(message["content"]):
+        split = list(pieces) if pieces is not None else None
+        for data in _block_events(index, block, split):
+            yield data["type"], data
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": usage,
+        },
+    )
+    yield "message_stop", {"type": "message_stop"}
+
+
+def _block_events(
+    index: int, block: dict[str, Any], pieces: list[str] | None
+) -> Iterator[dict[str, Any]]:
+    """content_block_start, the block's deltas, content_block_stop."""
+
+    def delta(**data: Any) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": index, "delta": data}
+
+    kind = block.get("type")
+    if kind == "text":
+        # The start holds no text and no citations: both arrive as deltas.
+        start = {key: value for key, value in block.items() if key != "citations"}
+        yield {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {**start, "text": ""},
+        }
+        for citation in block.get("citations") or []:
+            yield delta(type="citations_delta", citation=citation)
+        for piece in pieces if pieces is not None else _pieces(str(block.get("text") or "")):
+            yield delta(type="text_delta", text=piece)
+    elif kind == "thinking":
+        start = {**block, "thinking": "", "signature": ""}
+        yield {"type": "content_block_start", "index": index, "content_block": start}
+        if block.get("thinking"):
+            yield delta(type="thinking_delta", thinking=block["thinking"])
+        yield delta(type="signature_delta", signature=block.get("signature", ""))
+    elif kind in ("tool_use", "server_tool_use"):
+        start = {**block, "input": {}}
+        yield {"type": "content_block_start", "index": index, "content_block": start}
+        yield delta(type="input_json_delta", partial_json=json.dumps(block.get("input", {})))
+    else:
+        yield {"type": "content_block_start", "index": index, "content_block": block}
+    yield {"type": "content_block_stop", "index": index}
 
 
 def web_reply(

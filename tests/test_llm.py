@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from typing import Any
+
+import anthropic
 import pytest
 from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI, Reply
@@ -153,3 +158,138 @@ def test_response_text_joins_text_blocks_only() -> None:
         Block("thinking", "secret plan"), Block("text", "Hello "), Block("text", "you")
     )
     assert llm.response_text(message) == "Hello you"
+
+
+# ---- streaming ---------------------------------------------------------------------------------
+
+
+def streamed(**kwargs: Any) -> tuple[llm.Completion, list[str]]:
+    """A streamed completion and every call its on_text saw, in order."""
+    seen: list[str] = []
+    reply = llm.completion("Say it", model=MODEL, effort=None, on_text=seen.append, **kwargs)
+    return reply, seen
+
+
+def test_a_streamed_call_passes_each_piece_in_order_and_returns_the_same_completion(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    fake_api.queue(
+        Reply("Hello there, world.", thinking=True, pieces=["Hel", "lo there", ", world."])
+    )
+    usage = ledger.Usage()
+    reply, seen = streamed(usage=usage)
+    assert seen == ["Hel", "lo there", ", world."]
+    assert reply == llm.Completion("Hello there, world.", "end_turn")
+    [request] = fake_api.messages()
+    assert request.body["stream"] is True
+    assert "temperature" not in request.body
+    sent = request.reply["usage"]  # what message_delta said, as totals
+    totals = usage.totals()
+    assert totals.calls == 1
+    assert (totals.input_tokens, totals.output_tokens) == (
+        sent["input_tokens"],
+        sent["output_tokens"],
+    )
+
+
+def test_a_streamed_reply_cut_at_the_limit_says_so(fake_api: FakeMessagesAPI) -> None:
+    fake_api.queue(Reply("A long answer that ran out", stop_reason="max_tokens"))
+    reply, seen = streamed()
+    assert reply.cut
+    assert "".join(seen) == reply.text
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        Reply("Half an ans", stream_error=529, fail_after=2),
+        Reply("Half an ans", stream_cut=True, fail_after=2),
+    ],
+    ids=["error event", "connection cut"],
+)
+def test_a_stream_that_fails_part_way_is_retried_and_on_text_told_to_start_over(
+    fake_api: FakeMessagesAPI, failure: Reply
+) -> None:
+    fake_api.queue(failure, Reply("The whole answer."))
+    usage = ledger.Usage()
+    reply, seen = streamed(usage=usage)
+    assert seen == ["Half ", "an ", "", "The ", "whole ", "answer."]
+    assert reply.text == "The whole answer."
+    first, second = fake_api.messages()
+    assert first.status == 200  # the failure came after the reply had begun
+    assert second.headers["x-stainless-retry-count"] == "1"
+    assert usage.totals().calls == 1  # only the reply that was had is counted
+
+
+def test_a_stream_error_not_worth_retrying_is_raised_after_saying_start_over(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    fake_api.queue(Reply("Some text", stream_error=400, fail_after=1, error_message="bad"))
+    seen: list[str] = []
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        llm.completion("Say it", model=MODEL, effort=None, on_text=seen.append)
+    assert caught.value.type == "invalid_request_error"
+    assert seen == ["Some ", ""]
+    assert len(fake_api.messages()) == 1
+
+
+def test_a_stream_held_open_past_the_deadline_is_cut_off(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("API_TIMEOUT_SECONDS", "1")
+    gate = threading.Event()  # never set: the fake keeps the stream open after one piece
+    fake_api.queue(Reply("First words, then nothing", hold=gate))
+    seen: list[str] = []
+    with pytest.raises(llm.DeadlineExceeded):
+        llm.completion("Say it", model=MODEL, effort=None, on_text=seen.append)
+    assert seen == ["First ", ""]
+    (request,) = fake_api.wait_ended(1)  # the client hung up; no retry fits in the deadline
+    assert request.reply["content"][0]["text"] == "First words, then nothing"
+
+
+def test_a_stream_that_ends_without_message_stop_is_malformed_and_retried(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    start = {
+        "type": "message_start",
+        "message": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 3, "output_tokens": 1},
+        },
+    }
+    body = f"event: message_start\ndata: {json.dumps(start)}\n\n"
+    fake_api.queue(
+        Reply(body=body, headers={"content-type": "text/event-stream"}), Reply("Complete.")
+    )
+    reply, seen = streamed()
+    assert reply.text == "Complete."
+    assert seen == ["Complete."]
+    assert len(fake_api.messages()) == 2
+
+
+def test_a_streamed_call_under_a_budget_holds_its_worst_case_and_gives_it_back(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """The budget lowers the room each call asks for; a hold never given back would leave the
+    second call waiting for money that is not coming."""
+    usage = ledger.Usage(budget_usd=0.01)
+    finished: list[str] = []
+
+    def twice() -> None:
+        for _ in range(2):
+            finished.append(streamed(usage=usage, max_tokens=16000)[0].text)
+
+    worker = threading.Thread(target=twice, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert finished == ["ok", "ok"]
+    first, second = fake_api.messages()
+    for request in (first, second):
+        assert ledger.MIN_OUTPUT_TOKENS <= request.body["max_tokens"] < 1000
+    assert usage.totals().calls == 2
