@@ -212,6 +212,7 @@ def merge_outputs(
     settings: config.Settings | None = None,
     artifacts: dict[str, str] | None = None,
     conversation: str = "",
+    on_text: llm.TextSink | None = None,
 ) -> Merged:
     """Write the final answer from the successful outputs: one call, or two if it ran short.
 
@@ -224,6 +225,11 @@ def merge_outputs(
     produce a confident invention. `artifacts` (file name -> the agent that saved it) are named
     to the model so the answer can point at them. `conversation` (conversation.Conversation
     .context()) is given for a follow-up, so the answer revises the earlier one.
+
+    `on_text` (llm.TextSink) receives the answer as it is written, so a person can read it before
+    the call is over; before a rewrite with more room it is told "" (start over), as after a
+    failed attempt. What it was passed last is the answer unless the answer returned says
+    otherwise (the fallback, or the cut first answer when the rewrite did no better).
     """
     if not outputs:
         raise ValueError("merge_outputs needs at least one agent output")
@@ -251,6 +257,7 @@ def merge_outputs(
             model=settings.model,
             usage=usage,
             settings=settings,
+            on_text=on_text,
         )
 
     try:
@@ -260,6 +267,8 @@ def merge_outputs(
     except Exception as error:
         raise MergeFailedError(outputs, error) from error
     if reply.cut:
+        if on_text is not None:
+            on_text("")  # the answer shown so far is written again, from the start
         reply = _with_more_room(reply, write, warnings)
     if reply.refused:
         if not reply.text:

@@ -134,3 +134,45 @@ def test_the_prompt_says_a_follow_up_revises_the_earlier_answer() -> None:
     assert "replaces or revises the earlier answer" in prompt
     assert "without repeating" in prompt
     assert "language of the answer it revises" in prompt
+
+
+# ---- streaming ---------------------------------------------------------------------------------
+
+
+def test_the_answer_is_streamed_as_it_is_written(fake_api: FakeMessagesAPI) -> None:
+    fake_api.queue(
+        Reply("Frisches Brot jeden Morgen.", pieces=["Frisches ", "Brot", " jeden Morgen."])
+    )
+    seen: list[str] = []
+    usage = ledger.Usage()
+    merged = merger.merge_outputs(
+        TASK, {"writer": "Fresh bread."}, usage=usage, on_text=seen.append
+    )
+    assert seen == ["Frisches ", "Brot", " jeden Morgen."]
+    assert merged.answer == "".join(seen)
+    [request] = fake_api.messages()
+    assert request.body["stream"] is True
+    assert request.body["max_tokens"] == merger.MAX_TOKENS
+    assert usage.totals().calls == 1
+
+
+def test_a_rewrite_with_more_room_streams_again_from_the_start(fake_api: FakeMessagesAPI) -> None:
+    fake_api.queue(Reply("Cut off in", stop_reason="max_tokens"), Reply("Whole answer."))
+    seen: list[str] = []
+    merged = merger.merge_outputs(TASK, {"writer": "Draft."}, on_text=seen.append)
+    assert seen == ["Cut ", "off ", "in", "", "Whole ", "answer."]
+    assert merged.answer == "Whole answer."
+    assert [r.body["max_tokens"] for r in fake_api.messages()] == [
+        merger.MAX_TOKENS,
+        merger.MORE_ROOM_TOKENS,
+    ]
+
+
+def test_an_empty_streamed_merge_still_falls_back_to_the_outputs(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    fake_api.queue(Reply(""))
+    seen: list[str] = []
+    merged = merger.merge_outputs(TASK, {"writer": "Draft."}, on_text=seen.append)
+    assert seen == []
+    assert merged.answer == "## writer\n\nDraft."  # what the display must show instead
