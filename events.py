@@ -6,6 +6,10 @@ from the pipeline and mypy still checks it hook by hook. `NullEvents` does nothi
 `handle_task` runs headless — in tests, scripts, or inside another program — at zero
 presentation cost. Arguments are plain values and the `replies` shapes, so a renderer needs none
 of the pipeline's types.
+
+The answer is streamed through three hooks: answer_started, then answer_delta piece by piece, and
+answer_replaced when what was streamed will not stand; `answer_stream` turns the merge call's
+text sink into them. A renderer shows the pieces only where a person watches them arrive.
 """
 
 from __future__ import annotations
@@ -75,6 +79,20 @@ class TaskEvents(Protocol):
         """`count` agent outputs are being merged into one answer."""
         return None
 
+    def answer_started(self) -> None:
+        """The answer is being written, from its beginning: whatever was streamed before it is
+        void (an attempt that failed part-way, a rewrite with more room, a revision's merge)."""
+        return None
+
+    def answer_delta(self, text: str) -> None:
+        """The next piece of the answer being written, in order; never empty."""
+        return None
+
+    def answer_replaced(self, reason: str) -> None:
+        """The answer streamed so far will not be the final one, for `reason` in the user's terms
+        ("the council refined it"); the final answer is shown whole when the run ends."""
+        return None
+
     def council_started(self) -> None:
         """The adversarial review of a deep answer began."""
         return None
@@ -110,6 +128,32 @@ class SerialisedEvents(TaskEvents):
     def __init__(self, inner: TaskEvents) -> None:
         self.inner = inner
         self.lock = threading.RLock()
+
+
+def answer_stream(events: TaskEvents) -> Callable[[str], None]:
+    """An `llm.TextSink` that shows the answer through `events` as it is written.
+
+    Each piece becomes answer_delta, the first after answer_started. The sink's "" (the text so
+    far is void) becomes answer_started at once when something was shown, so a renderer takes
+    the stale text down while the retry is still on its way; one that showed nothing is no news.
+    """
+    shown = False
+    started = False
+
+    def on_text(text: str) -> None:
+        nonlocal shown, started
+        if not text:
+            if shown:
+                events.answer_started()
+                shown = False
+            return
+        if not started:
+            events.answer_started()
+            started = True
+        shown = True
+        events.answer_delta(text)
+
+    return on_text
 
 
 HOOKS: tuple[str, ...] = tuple(

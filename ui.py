@@ -9,6 +9,10 @@ is watching (stdout at a terminal, stderr in a pipe) and `quiet` silences it; pr
 (stderr), always, because hiding decoration must never hide why a run died. What a command was
 asked to show (library, history, stats, /cost, /help) is that command's answer, so it goes to `out`.
 
+At a terminal the answer is shown as it is written (the answer_* hooks), and the final `answer`
+is then not printed again unless it differs from what was streamed; in a pipe or with --json the
+pieces are not written at all, so stdout holds exactly one answer.
+
 Nothing of the pipeline is imported: every fact arrives as a plain argument, shaped as `replies`
 says, and the vocabularies come from `kinds` (both standard-library-only). The pipeline's hooks
 (`events.TaskEvents`, a Protocol) are implemented structurally, not by inheritance, and mypy checks
@@ -225,13 +229,29 @@ class PlainUI:
         self.input_stream = input_stream
         self._lock = threading.RLock()
         self._name_width = _MIN_NAME_WIDTH
+        self._streamed = ""
+        """The answer as streamed since the last answer_started (the pieces as they came)."""
+        self._streaming = False
+        """answer_started came during this task: the answer's pieces are being shown."""
+        self._replaced: str | None = None
+        """Why the streamed answer will not stand, once answer_replaced said so."""
+        self._mid_line = False
+        """The last piece written left the cursor mid-line: the next line needs a newline first."""
 
     # ---- writing -------------------------------------------------------------------------------
 
-    def _write(self, stream: TextIO, text: str) -> None:
-        """Every byte PlainUI emits passes here: cleaned, locked, flushed, never an encode crash."""
+    def _write(self, stream: TextIO, text: str, *, piece: bool = False) -> None:
+        """Every byte PlainUI emits passes here: cleaned, locked, flushed, never an encode crash.
+
+        A `piece` of the streamed answer may end mid-line; whatever is written next starts on a
+        line of its own."""
         text = clean(text)
         with self._lock:
+            if piece:
+                self._mid_line = not text.endswith("\n") if text else self._mid_line
+            elif self._mid_line:
+                self._mid_line = False
+                self._write(self.out, "\n")
             try:
                 stream.write(text)
             except UnicodeEncodeError:
@@ -269,14 +289,34 @@ class PlainUI:
 
     def task_started(self, task: str) -> None:
         self._name_width = _MIN_NAME_WIDTH
+        self._take_stream()
         self._line("task", one_line(task.strip().splitlines()[0] if task.strip() else "", 100))
 
     def task_finished(self) -> None:
         """Nothing to take down: plain lines are already in the scrollback."""
 
     def answer(self, text: str) -> None:
+        """The final answer; not again when it is exactly what was just streamed."""
+        streamed, replaced = self._take_stream()
+        if streamed.strip():
+            if replaced is None and streamed.strip() == text.strip():
+                self._write(self.out, "")  # only ends the streamed answer's last line
+                return
+            self._line("answer", "the final answer:")
         text = text.rstrip("\n")
         self._write(self.out, text + "\n")
+
+    def _take_stream(self) -> tuple[str, str | None]:
+        """What was streamed and why it will not stand (None: it stands); forgotten here."""
+        with self._lock:
+            taken = (self._streamed, self._replaced)
+            self._streamed, self._streaming, self._replaced = "", False, None
+            return taken
+
+    def _shows_pieces(self) -> bool:
+        """The answer is shown as it is written only to a person at a terminal, never in a pipe,
+        with --json or when quiet: those get the one final answer."""
+        return not self.quiet and _isatty(self.out)
 
     def cost(self, summary: CostSummary, duration_seconds: float) -> None:
         self._line("cost", cost_text(summary, duration_seconds))
@@ -591,6 +631,28 @@ class PlainUI:
 
     def merge_started(self, count: int) -> None:
         self._line("merge", f"merging {count} output{'' if count == 1 else 's'}")
+
+    def answer_started(self) -> None:
+        if not self._shows_pieces():
+            return
+        with self._lock:
+            again = self._streaming
+            self._streamed, self._streaming, self._replaced = "", True, None
+        self._line("answer", "written again from the start:" if again else "being written:")
+
+    def answer_delta(self, text: str) -> None:
+        with self._lock:
+            if not self._streaming:
+                return
+            self._streamed += text
+            self._write(self.out, text, piece=True)
+
+    def answer_replaced(self, reason: str) -> None:
+        with self._lock:
+            if not self._streamed.strip():
+                return
+            self._replaced = reason
+        self._line("answer", f"{one_line(reason)}: the final answer follows at the end")
 
     def council_started(self) -> None:
         self._line("council", "reviewing the answer")

@@ -96,6 +96,9 @@ HOOK_ARGS: dict[str, tuple[Any, ...]] = {
     "agent_repairing": ("writer", 1, "Traceback (most recent call last):\nValueError: x"),
     "agent_finished": ("writer", False, 0.4, AgentKind.CRASH, "Traceback\nValueError: x", 2),
     "merge_started": (2,),
+    "answer_started": (),
+    "answer_delta": ("The answer, ",),
+    "answer_replaced": ("the council refined it",),
     "council_started": (),
     "council_finished": (["thin evidence"], True),
     "judged": (False, "no sources cited"),
@@ -130,13 +133,27 @@ def test_every_pipeline_hook_takes_the_same_parameters_in_both_renderers() -> No
         assert list(inspect.signature(getattr(RichUI, name)).parameters) == expected, name
 
 
-@pytest.mark.parametrize("hook", sorted(HOOK_ARGS))
+ANSWER_HOOKS = ("answer_started", "answer_delta", "answer_replaced")
+"""The streamed answer: shown only at a terminal, so a pipe gets one final answer."""
+
+
+@pytest.mark.parametrize("hook", sorted(set(HOOK_ARGS) - set(ANSWER_HOOKS)))
 def test_every_hook_prints_a_colourless_line(hook: str) -> None:
     view, out, err = plain()
     getattr(view, hook)(*HOOK_ARGS[hook])
     assert err.getvalue().strip()  # narration goes to stderr: StringIO is not a terminal
     assert not ANSI.search(err.getvalue())
     assert out.getvalue() == ""
+
+
+def test_in_a_pipe_the_streamed_answer_shows_nothing_and_the_answer_is_printed_once() -> None:
+    view, out, err = plain()
+    for hook in ANSWER_HOOKS:
+        getattr(view, hook)(*HOOK_ARGS[hook])
+    assert out.getvalue() + err.getvalue() == ""
+    view.answer("The answer, whole.")
+    assert out.getvalue() == "The answer, whole.\n"
+    assert err.getvalue() == ""
 
 
 def test_agent_lines_are_aligned_to_the_longest_planned_name() -> None:
@@ -753,3 +770,124 @@ def test_rich_answer_keeps_line_breaks_in_a_paragraph(width: int) -> None:
     shown = _rendered_answer("x = 1\ny = 2\nprint(x + y)\n", width)
     inside = [line for line in shown if line and not line.startswith(("╭", "╰"))]
     assert inside == ["x = 1", "y = 2", "print(x + y)"]
+
+
+# ---- the answer as it is written -----------------------------------------------------------------
+
+
+class Calls(events.NullEvents):
+    """Records the answer hooks, as (name, arguments)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def answer_started(self) -> None:
+        self.calls.append(("answer_started", ()))
+
+    def answer_delta(self, text: str) -> None:
+        self.calls.append(("answer_delta", (text,)))
+
+
+def test_a_text_sink_becomes_the_answer_hooks_a_restart_at_once_and_only_after_text() -> None:
+    watcher = Calls()
+    sink = events.answer_stream(watcher)
+    sink("")  # nothing shown yet: no news
+    for piece in ("Half ", "an", "", "", "Whole."):
+        sink(piece)
+    assert watcher.calls == [
+        ("answer_started", ()),
+        ("answer_delta", ("Half ",)),
+        ("answer_delta", ("an",)),
+        ("answer_started", ()),
+        ("answer_delta", ("Whole.",)),
+    ]
+
+
+def watched(**kwargs: Any) -> tuple[ui.PlainUI, TTY, io.StringIO]:
+    out, err = TTY(), io.StringIO()
+    return ui.PlainUI(out=out, err=err, **kwargs), out, err
+
+
+def test_at_a_terminal_the_answer_is_shown_as_it_is_written_and_not_printed_twice() -> None:
+    view, out, _ = watched()
+    view.task_started("task")
+    view.merge_started(1)
+    sink = events.answer_stream(view)
+    sink("Forty")
+    sink("-two,\nas")
+    assert out.getvalue().endswith("[answer]   being written:\nForty-two,\nas")
+    view.phase_finished(Phase.MERGE, 1.0)  # the next line starts on a line of its own
+    view.judged(True, "")
+    view.answer("Forty-two,\nas\n")  # the merge's text, its whitespace trimmed or not
+    shown = out.getvalue()
+    assert "Forty-two,\nas\n[phase]    merge    done" in shown
+    assert shown.count("Forty-two") == 1
+    assert shown.endswith("[judge]    complete\n")
+
+
+def test_a_restarted_answer_says_so_and_the_final_one_is_not_repeated() -> None:
+    view, out, _ = watched()
+    view.task_started("task")
+    sink = events.answer_stream(view)
+    for piece in ("Half an", "", "The whole ", "answer."):
+        sink(piece)
+    view.answer("The whole answer.")
+    assert out.getvalue().endswith(
+        "[answer]   being written:\nHalf an\n"
+        "[answer]   written again from the start:\nThe whole answer.\n"
+    )
+
+
+def test_a_replaced_answer_is_said_to_be_and_the_final_one_printed() -> None:
+    view, out, _ = watched()
+    view.task_started("task")
+    sink = events.answer_stream(view)
+    sink("A first answer.")
+    view.answer_replaced("the council refined it")
+    view.council_finished(["thin"], True)
+    view.answer("A better answer.")
+    shown = out.getvalue()
+    assert "A first answer.\n[answer]   the council refined it: the final answer follows" in shown
+    assert shown.endswith("[answer]   the final answer:\nA better answer.\n")
+
+
+def test_an_answer_that_differs_from_the_stream_is_printed_whole() -> None:
+    view, out, _ = watched()
+    view.task_started("task")
+    events.answer_stream(view)("Partial")
+    view.answer("## writer\n\nDraft.")  # the merge fell back to the outputs
+    assert out.getvalue().endswith("Partial\n[answer]   the final answer:\n## writer\n\nDraft.\n")
+
+
+@pytest.mark.parametrize("options", [{"quiet": True, "plain": True}, {"json_mode": True}])
+def test_quiet_or_json_at_a_terminal_print_one_answer_and_no_pieces(
+    options: dict[str, Any],
+) -> None:
+    out = TTY()
+    view = ui.make_ui(out=out, err=io.StringIO(), **options)
+    view.task_started("task")
+    events.answer_stream(view)("Forty")
+    assert out.getvalue() == ""
+    view.answer("Forty-two")
+    assert out.getvalue() == "Forty-two\n"
+
+
+def test_streamed_pieces_never_carry_an_escape_to_the_terminal() -> None:
+    view, out, _ = watched()
+    view.task_started("task")
+    sink = events.answer_stream(view)
+    sink("red \x1b")
+    sink("[31mtext\x9b2J")
+    assert "\x1b" not in out.getvalue()
+    assert "\x9b" not in out.getvalue()
+    assert "red [31mtext2J" in out.getvalue()
+
+
+def test_the_next_task_starts_with_nothing_streamed() -> None:
+    view, out, _ = watched()
+    view.task_started("first")
+    events.answer_stream(view)("One.")
+    view.task_started("second")  # the first's answer never came: an interrupted run
+    view.answer("One.")
+    assert out.getvalue().endswith("One.\n[task]     second\nOne.\n")
+
