@@ -10,6 +10,10 @@ because the refresh thread takes Live's lock and then `_state` — the reverse o
 deadlock. The display stays up until task_finished, leaving its final frame in the scrollback;
 anything that needs the person (a question, a problem, the answer) takes it down first.
 Whatever this class does not override prints PlainUI's line through the console.
+
+The answer, while it is written, is a panel under the board showing as much of its end as the
+screen has room for; the final frame shows it whole, so the `answer` that follows is printed only
+if it differs (the council refined it, say, which the board says in the panel's place).
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from typing import TextIO
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.panel import Panel
+from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
@@ -84,6 +89,50 @@ class _Agent:
     since: float = field(default_factory=time.monotonic)
     seconds: float | None = None
     note: str = ""
+
+
+@dataclass
+class _Answer:
+    """The answer as it is being written: what the live panel shows."""
+
+    text: str = ""
+    streaming: bool = False
+    again: bool = False
+    """Written again from the start (an attempt failed part-way, or there was no room)."""
+    replaced: str | None = None
+    """Why it will not stand, once answer_replaced said so."""
+
+
+class _Tail:
+    """The end of an answer still being written: its last `limit` lines as rendered, under a
+    line counting the ones above; all of it when `limit` is None (the final frame).
+
+    The answer is rendered whole and then cut, so Markdown reads as it will in the end; the
+    lines are kept in `cache` per text and width, since the board is redrawn eight times a
+    second and the answer changes far less often.
+    """
+
+    def __init__(
+        self, text: str, limit: int | None, cache: dict[tuple[str, int], list[list[Segment]]]
+    ) -> None:
+        self.text = text
+        self.limit = limit
+        self.cache = cache
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        key = (self.text, options.max_width)
+        lines = self.cache.get(key)
+        if lines is None:
+            lines = console.render_lines(_Verbatim(self.text), options, pad=False)
+            self.cache.clear()
+            self.cache[key] = lines
+        if self.limit is not None and len(lines) > self.limit:
+            above = len(lines) - self.limit + 1
+            yield Text(f"… {above} line{'' if above == 1 else 's'} above", style="dim")
+            lines = lines[len(lines) - self.limit + 1 :]
+        for line in lines:
+            yield from line
+            yield Segment.line()
 
 
 class _Verbatim(Markdown):
@@ -166,6 +215,10 @@ class RichUI(PlainUI):
         self._agents: dict[str, _Agent] = {}
         self._plan_summary = ""
         self._revision = 0
+        self._answer = _Answer()
+        self._settled = False
+        """The display is coming down for good: its last frame shows the answer whole."""
+        self._rendered: dict[tuple[str, int], list[list[Segment]]] = {}
 
     # ---- output plumbing -----------------------------------------------------------------------
 
@@ -184,9 +237,20 @@ class RichUI(PlainUI):
             self.console.print(renderable)
 
     def _stop_live(self) -> None:
+        with self._state:
+            self._settled = True
         live, self._live = self._live, None
         if live is not None:
             live.stop()
+
+    def _shows_pieces(self) -> bool:
+        """Only while the live display is up, on the console the answer belongs on."""
+        return not self.quiet and self._live is not None and self.console is self.answer_console
+
+    def _take_stream(self) -> tuple[str, str | None]:
+        with self._state:
+            taken, self._answer = self._answer, _Answer()
+        return taken.text, taken.replaced
 
     # ---- session and conversation --------------------------------------------------------------
 
@@ -206,6 +270,8 @@ class RichUI(PlainUI):
             self._agents = {}
             self._plan_summary = ""
             self._revision = 0
+            self._answer = _Answer()
+            self._settled = False
         if self.quiet:
             return
         self._live = Live(
@@ -232,7 +298,13 @@ class RichUI(PlainUI):
         self._stop_live()
 
     def answer(self, text: str) -> None:
+        """The answer panel; not again when the display's last frame showed exactly this."""
         self._stop_live()
+        streamed, replaced = self._take_stream()
+        if streamed.strip():
+            if replaced is None and streamed.strip() == text.strip():
+                return
+            self.answer_console.print(Text("the final answer:", style="bold yellow"))
         self.answer_console.print(
             Panel(
                 _Verbatim(clean(text)),
@@ -438,7 +510,38 @@ class RichUI(PlainUI):
             parts.append(rail)
             if self._agents:
                 parts.append(board)
+            answer = _Answer(**vars(self._answer))
+            writing = self._phases[Phase.MERGE].state == "active"
+            settled = self._settled
+        if answer.replaced is not None:
+            parts.append(
+                Text(
+                    f"↻ {one_line(answer.replaced)}: the final answer is shown when the run ends",
+                    style="yellow",
+                )
+            )
+        elif answer.text.strip():
+            parts.append(self._answer_panel(answer, parts, writing, settled))
         return Group(*parts)
+
+    def _answer_panel(
+        self, answer: _Answer, above: list[RenderableType], writing: bool, settled: bool
+    ) -> Panel:
+        """The answer so far, in what the screen leaves below the board (whole once settled)."""
+        limit = None
+        if not settled:
+            used = len(self.console.render_lines(Group(*above), self.console.options, pad=False))
+            limit = max(3, self.console.size.height - used - 5)  # borders, padding, the cursor
+        title = "answer"
+        if writing:
+            title += " · written again" if answer.again else " · being written"
+        return Panel(
+            _Tail(clean(answer.text), limit, self._rendered),
+            title=title,
+            title_align="left",
+            border_style="cyan",
+            padding=(1, 2),
+        )
 
     @staticmethod
     def _phase_cell(name: str, phase: _Phase, now: float, frame: str) -> Text:
@@ -537,6 +640,22 @@ class RichUI(PlainUI):
 
     def merge_started(self, count: int) -> None:
         """The rail already shows the merge."""
+
+    def answer_started(self) -> None:
+        if not self._shows_pieces():
+            return
+        with self._state:
+            self._answer = _Answer(streaming=True, again=self._answer.streaming)
+
+    def answer_delta(self, text: str) -> None:
+        with self._state:
+            if self._answer.streaming:
+                self._answer.text += text
+
+    def answer_replaced(self, reason: str) -> None:
+        with self._state:
+            if self._answer.text.strip():
+                self._answer.replaced = reason
 
     def council_started(self) -> None:
         """The rail already shows the council."""

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -891,3 +892,95 @@ def test_the_next_task_starts_with_nothing_streamed() -> None:
     view.answer("One.")
     assert out.getvalue().endswith("One.\n[task]     second\nOne.\n")
 
+
+def wait_for_frame(console: Console, text: str, seconds: float = 10) -> str:
+    """What the live display has drawn so far, once it has drawn `text` (it redraws 8 times a
+    second on its own thread)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        drawn = console.export_text(clear=False)
+        if text in drawn:
+            return drawn
+        time.sleep(0.01)
+    raise AssertionError(f"never drawn: {text!r}\n{console.export_text(clear=False)[-2000:]}")
+
+
+LONG_ANSWER = "".join(f"line {n}\n\n" for n in range(1, 41))
+
+
+def test_rich_shows_the_end_of_the_answer_as_it_is_written_and_all_of_it_at_the_end() -> None:
+    console = recording()
+    view = RichUI(console=console)
+    view.task_started("task")
+    view.plan_ready("standard", PLAN, [["researcher"], ["writer"]])
+    view.phase_started(Phase.MERGE)
+    sink = events.answer_stream(view)
+    for line in LONG_ANSWER.splitlines(keepends=True):
+        sink(line)
+    drawn = wait_for_frame(console, "line 40")
+    frame = drawn[drawn.rindex("answer · being written") :]
+    assert re.search(r"… \d+ lines above", frame)  # 40 lines do not fit 25 rows
+    assert "line 1\n" not in frame.replace("│", "").replace(" ", "")
+    view.phase_finished(Phase.MERGE, 2.0)
+    view.task_finished()
+    drawn = console.export_text(clear=False)
+    final = drawn[drawn.rindex("✓ merge") :]
+    rows = [row.strip("│ ") for row in final.splitlines()]
+    assert [row for row in rows if row.startswith("line ")] == [f"line {n}" for n in range(1, 41)]
+    assert "above" not in final
+    view.answer(LONG_ANSWER.strip())
+    assert console.export_text(clear=False) == drawn  # already on screen: not printed again
+
+
+def test_rich_says_a_replaced_answer_will_not_stand_and_prints_the_final_one() -> None:
+    console = recording()
+    view = RichUI(console=console)
+    view.task_started("task")
+    view.phase_started(Phase.MERGE)
+    events.answer_stream(view)("A first answer.")
+    wait_for_frame(console, "A first answer.")
+    view.phase_finished(Phase.MERGE, 1.0)
+    view.answer_replaced("the council refined it")
+    view.task_finished()
+    drawn = console.export_text(clear=False)
+    final = drawn[drawn.rindex("✓ merge") :]
+    assert "↻ the council refined it: the final answer is shown when the run ends" in final
+    assert "A first answer." not in final
+    view.answer("A better answer.")
+    after = console.export_text(clear=False)[len(drawn) :]
+    assert "the final answer:" in after
+    assert "A better answer." in after
+
+
+def test_rich_a_restart_empties_the_panel_and_says_it_is_written_again() -> None:
+    console = recording()
+    view = RichUI(console=console)
+    view.task_started("task")
+    view.phase_started(Phase.MERGE)
+    sink = events.answer_stream(view)
+    sink("Half an")
+    wait_for_frame(console, "Half an")
+    sink("")
+    sink("Whole answer.")
+    drawn = wait_for_frame(console, "Whole answer.")
+    frame = drawn[drawn.rindex("answer · written again") :]
+    assert "Half an" not in frame
+    view.phase_finished(Phase.MERGE, 1.0)
+    view.task_finished()
+    done = console.export_text(clear=False)
+    view.answer("Whole answer.")
+    assert console.export_text(clear=False) == done
+
+
+def test_rich_an_answer_that_differs_from_the_stream_is_printed() -> None:
+    console = recording()
+    view = RichUI(console=console)
+    view.task_started("task")
+    view.phase_started(Phase.MERGE)
+    events.answer_stream(view)("Partial")
+    view.task_finished()
+    done = console.export_text(clear=False)
+    view.answer("## writer\n\nDraft.")
+    after = console.export_text(clear=False)[len(done) :]
+    assert "the final answer:" in after
+    assert "Draft." in after
