@@ -172,7 +172,8 @@ class Reply:
     silent: bool = False
     """Never answer: hold the connection open until the client gives up or the server stops."""
     drip: float = 0.0
-    """Seconds between bytes: the whole HTTP response, status line first, one byte at a time."""
+    """Seconds between bytes: the whole HTTP response, status line first, one byte at a time
+    (a streamed one too, every event of it)."""
     body: str | None = None
     """The raw response body, sent as it is with this status (a malformed 200, say)."""
     stream_delay: float = 0.0
@@ -819,9 +820,15 @@ class FakeMessagesAPI:
                     request.status, request.reply = status, body
                     self._send(request, status, error_headers, body)
                     return
+                start = ("\r\n".join(head) + "\r\n\r\n").encode()
+                if reply.drip:  # the whole stream, a byte at a time
+                    whole = start + b"".join(_chunk(*event) for event in events) + b"0\r\n\r\n"
+                    request.length = len(whole)
+                    self._drip(request, whole, reply.drip)
+                    return
                 texts = 0
                 try:
-                    self._write(("\r\n".join(head) + "\r\n\r\n").encode(), request)
+                    self._write(start, request)
                     for event, data in events:
                         ending = reply.stream_error is not None or reply.stream_cut
                         if ending and texts == reply.fail_after and event != "message_start":

@@ -241,7 +241,7 @@ def test_a_stream_held_open_past_the_deadline_is_cut_off(
     fake_api.queue(Reply("First words, then nothing", hold=gate))
     seen: list[str] = []
     with pytest.raises(llm.DeadlineExceeded):
-        llm.completion("Say it", model=MODEL, effort=None, on_text=seen.append)
+        llm.completion("Say it", model=MODEL, effort=None, max_tokens=256, on_text=seen.append)
     assert seen == ["First ", ""]
     (request,) = fake_api.wait_ended(1)  # the client hung up; no retry fits in the deadline
     assert request.reply["content"][0]["text"] == "First words, then nothing"
@@ -293,3 +293,15 @@ def test_a_streamed_call_under_a_budget_holds_its_worst_case_and_gives_it_back(
     for request in (first, second):
         assert ledger.MIN_OUTPUT_TOKENS <= request.body["max_tokens"] < 1000
     assert usage.totals().calls == 2
+
+
+def test_a_dripping_stream_is_cut_off_at_the_deadline_too(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("API_TIMEOUT_SECONDS", "1")
+    fake_api.queue(Reply("Slowly, slowly", drip=0.02))
+    seen: list[str] = []
+    with pytest.raises(llm.DeadlineExceeded):
+        llm.completion("Say it", model=MODEL, effort=None, max_tokens=256, on_text=seen.append)
+    (request,) = fake_api.wait_ended(1)
+    assert 0 < request.sent < request.length
