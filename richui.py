@@ -511,7 +511,7 @@ class RichUI(PlainUI):
             if self._agents:
                 parts.append(board)
             answer = _Answer(**vars(self._answer))
-            writing = self._phases[Phase.MERGE].state == "active"
+            merging = self._phases[Phase.MERGE].state
             settled = self._settled
         if answer.replaced is not None:
             parts.append(
@@ -521,20 +521,23 @@ class RichUI(PlainUI):
                 )
             )
         elif answer.text.strip():
-            parts.append(self._answer_panel(answer, parts, writing, settled))
+            parts.append(self._answer_panel(answer, parts, merging, settled))
         return Group(*parts)
 
     def _answer_panel(
-        self, answer: _Answer, above: list[RenderableType], writing: bool, settled: bool
+        self, answer: _Answer, above: list[RenderableType], merging: str, settled: bool
     ) -> Panel:
-        """The answer so far, in what the screen leaves below the board (whole once settled)."""
+        """The answer so far, in what the screen leaves below the board (whole once settled);
+        its title says whether it is still being written (`merging`: the merge phase's state)."""
         limit = None
         if not settled:
             used = len(self.console.render_lines(Group(*above), self.console.options, pad=False))
             limit = max(3, self.console.size.height - used - 5)  # borders, padding, the cursor
         title = "answer"
-        if writing:
+        if merging == "active":
             title += " · written again" if answer.again else " · being written"
+        elif merging == "stopped":
+            title += " · stopped part-way"
         return Panel(
             _Tail(clean(answer.text), limit, self._rendered),
             title=title,

@@ -7,6 +7,7 @@ open after its first words until the test has seen them on the screen.
 
 from __future__ import annotations
 
+import io
 import sys
 import threading
 from collections.abc import Iterator
@@ -16,6 +17,10 @@ import pytest
 from conftest import scripted_env
 from fakeapi import FakeMessagesAPI, Reply
 from terminal import Terminal
+
+import eventlog
+import events
+import ui
 
 PROGRAM = """
 import events, merger, ui
@@ -67,3 +72,28 @@ def test_the_first_words_are_on_screen_before_the_merge_reply_is_over(
     assert terminal.close() == 0
     if renderer == "PlainUI":  # plain lines are drawn once each: the answer is not repeated
         assert terminal.text.count(ANSWER) == 1
+
+
+class TTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_logged_streamed_answer_replays_as_it_was_written_and_once(tmp_path: Path) -> None:
+    """`agentgod show --replay` re-emits the answer hooks, then the answer note: a person at a
+    terminal sees the answer being written again, and no second copy after it."""
+    path = tmp_path / "events.jsonl"
+    with eventlog.EventLog(path) as log:
+        sink = events.answer_stream(log)
+        for piece in ("Frisches ", "Brot.", "", "Frisches ", "Brot, ", "jeden Morgen."):
+            sink(piece)
+        log.note("answer", "Frisches Brot, jeden Morgen.")
+    out = TTY()
+    view = ui.PlainUI(out=out, err=io.StringIO())
+    view.task_started("Write a pitch.")
+    on_note = lambda note: view.answer(str(note.args["text"]))  # noqa: E731  (as verbs does)
+    assert eventlog.replay(path, view, wait=lambda _: None, on_note=on_note) == 7
+    assert out.getvalue().endswith(
+        "[answer]   being written:\nFrisches Brot.\n"
+        "[answer]   written again from the start:\nFrisches Brot, jeden Morgen.\n"
+    )

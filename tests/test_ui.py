@@ -984,3 +984,16 @@ def test_rich_an_answer_that_differs_from_the_stream_is_printed() -> None:
     after = console.export_text(clear=False)[len(done) :]
     assert "the final answer:" in after
     assert "Draft." in after
+
+
+def test_rich_an_answer_stopped_part_way_says_so_in_the_final_frame() -> None:
+    console = recording()
+    view = RichUI(console=console)
+    view.task_started("task")
+    view.phase_started(Phase.MERGE)
+    events.answer_stream(view)("The first half")
+    view.task_finished()  # Ctrl-C: no answer follows
+    drawn = console.export_text(clear=False)
+    final = drawn[drawn.rindex("■ merge") :]
+    assert "answer · stopped part-way" in final
+    assert "The first half" in final
