@@ -42,7 +42,7 @@ import taskgraph
 from attachments import Attached
 from conversation import Conversation
 from crew import Crew
-from events import NullEvents, SerialisedEvents, TaskEvents
+from events import NullEvents, SerialisedEvents, TaskEvents, answer_stream
 from kinds import Phase, RunStatus, Spend
 from results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskResult
 from scratch import RunSpace
@@ -142,6 +142,7 @@ class _Conductor:
             verdict = self.judge(answer)
             if verdict is None or verdict.done:
                 break
+            self.events.answer_replaced("the judge found a gap, so the answer is being revised")
             self.events.revision_started(revision, verdict.missing)
             self.revisions = revision
             revised = judgment.revision_task(self.task, verdict.missing)
@@ -311,6 +312,7 @@ class _Conductor:
                 effort=effort,
                 settings=self.settings,
                 artifacts={item.name: item.agent for item in self.artifacts.list()},
+                on_text=answer_stream(self.events),
                 conversation=self.context if this_round.follow_up else "",
             )
         except ledger.BudgetExhaustedError as error:
@@ -345,6 +347,8 @@ class _Conductor:
         for warning in verdict.warnings:
             self.warn(warning)
         self.council_improved = self.council_improved or verdict.improved
+        if verdict.improved:
+            self.events.answer_replaced("the council refined the answer")
         self.events.council_finished(verdict.weaknesses, verdict.improved)
         self.events.phase_finished(Phase.COUNCIL, time.monotonic() - phase)
         return verdict.answer
