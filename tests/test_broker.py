@@ -23,6 +23,7 @@ from fakeapi import FakeMessagesAPI, Page, Reply, Request, Search, WebTurn, web_
 
 import agent_runtime
 import broker
+import brokerrequest
 import models
 from agent_runtime import BROKER_FD_VARIABLE, BrokerRefused, LLMError
 from ledger import MIN_OUTPUT_TOKENS, BudgetExhaustedError, Usage, search_usd
@@ -754,14 +755,14 @@ def test_files_beyond_the_apis_limits_are_refused_naming_them(
 ) -> None:
     big_png = write(tmp_path, "big.png", PNG + b"\x00" * (8 * 1024 * 1024))
     tiny = write(tmp_path, "tiny.png", PNG)
-    many = {f"{n}.png": tiny for n in range(broker.MAX_IMAGES + 1)}
+    many = {f"{n}.png": tiny for n in range(brokerrequest.MAX_IMAGES + 1)}
     channel = door.open_channel("viewer", model=MODEL, files={"big.png": big_png, **many})
     answer = exchange(channel, {**messages_frame(), "files": ["big.png"]})
     assert answer["error"]["type"] == "too_large"
     assert "big.png: too large" in answer["error"]["message"]
     answer = exchange(channel, {**messages_frame(), "files": list(many)})
     assert answer["error"]["type"] == "too_large"
-    assert f"{broker.MAX_IMAGES + 1} images" in answer["error"]["message"]
+    assert f"{brokerrequest.MAX_IMAGES + 1} images" in answer["error"]["message"]
     assert exchange(channel, {**messages_frame(), "files": list(many)[:100]})["ok"] is True
     files = {
         "a.txt": write(tmp_path, "a.txt", b"a" * 1500),
