@@ -28,6 +28,7 @@ from test_runlog import (
 )
 
 import history
+import historydb
 import runlog
 import scratch
 from kinds import RunStatus
@@ -73,7 +74,7 @@ def test_history_row_and_agent_rows_are_written() -> None:
 def test_database_uses_wal_and_a_schema_version() -> None:
     runlog.archive(make_record())
     assert query("PRAGMA journal_mode") == [("wal",)]
-    assert query("PRAGMA user_version") == [(history.SCHEMA_VERSION,)]
+    assert query("PRAGMA user_version") == [(historydb.SCHEMA_VERSION,)]
 
 
 def test_no_history_reads_as_empty_and_creates_nothing() -> None:
@@ -619,7 +620,7 @@ def test_an_old_history_is_migrated_in_place_and_loses_nothing() -> None:
     old_history()
     old_stats = (9 + 4 + 2, 1)
     rows = history.history()
-    assert query("PRAGMA user_version") == [(history.SCHEMA_VERSION,)]
+    assert query("PRAGMA user_version") == [(historydb.SCHEMA_VERSION,)]
     assert query(f"SELECT {OLD_COLUMNS} FROM runs ORDER BY id") == OLD_RUNS
     assert (
         query(

@@ -1,0 +1,341 @@
+"""historydb.py — the history's database file itself: kept current, openable and whole.
+
+history.py says what is stored and reads it back; this module looks after the file it lives in,
+runs/history.db: its schema (versioned in PRAGMA user_version, an older one migrated in place),
+how it is opened (private to its owner, WAL, a busy timeout so writers wait for each other;
+read-only for readers, who create nothing), and what happens when it is damaged: it is moved
+aside and rebuilt from the Markdown run files runlog writes beside it, and the person is told
+(`notices`). Turning a record into rows is history's, so a rebuild is handed that step
+(`Rebuild`) rather than importing history back. No model calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import config
+
+if TYPE_CHECKING:
+    from runlog import RunRecord
+
+DB_NAME = "history.db"
+SCHEMA_VERSION = 2
+"""Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
+BUSY_TIMEOUT_MS = 5000
+"""How long a writer waits for another agentgod process to finish its insert."""
+PRIVATE_FILE = 0o600
+"""Tasks and answers are the user's business: the records are readable by their owner only."""
+_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+"""SQLite's verdicts on a file that is no database, or a damaged one (not a locked or busy one)."""
+
+_T = TypeVar("_T")
+
+_SCHEMA_V1 = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started_at TEXT NOT NULL,
+    task TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    complexity TEXT,
+    answer TEXT NOT NULL,
+    error TEXT NOT NULL,
+    revisions INTEGER NOT NULL,
+    council_improved INTEGER NOT NULL,
+    llm_calls INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    usd REAL NOT NULL,
+    duration_seconds REAL NOT NULL,
+    run_file TEXT,
+    budget_exhausted INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_at);
+CREATE TABLE IF NOT EXISTS run_agents (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    role TEXT NOT NULL,
+    reused INTEGER NOT NULL,
+    ok INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    kind TEXT NOT NULL,
+    error TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_agents_by_run ON run_agents (run_id);
+CREATE INDEX IF NOT EXISTS run_agents_by_name ON run_agents (name);
+"""
+"""The first schema, as databases written before issue 12 have it; every database starts here
+and is migrated up, so a new one and an old one end up alike. (run_agents.run_id is the integer
+runs.id; the short id people type is runs.run_id, from version 2 on.)"""
+
+_V2_COLUMNS = (
+    ("runs", "run_id TEXT"),
+    ("runs", "status TEXT NOT NULL DEFAULT 'failed'"),
+    ("runs", "conversation_id TEXT"),
+    ("runs", "retry_of TEXT"),
+    ("runs", "model TEXT NOT NULL DEFAULT ''"),
+    ("runs", "effort TEXT"),
+    ("runs", "reasoning TEXT NOT NULL DEFAULT ''"),
+    ("runs", "plan TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "waves TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "failures TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "web_searches INTEGER NOT NULL DEFAULT 0"),
+    ("runs", "estimate INTEGER NOT NULL DEFAULT 0"),
+    ("runs", "phases TEXT NOT NULL DEFAULT '{}'"),
+    ("runs", "warnings TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "sandbox TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "outputs TEXT NOT NULL DEFAULT '{}'"),
+    ("runs", "attachments TEXT NOT NULL DEFAULT '[]'"),
+    ("runs", "artifacts TEXT NOT NULL DEFAULT '[]'"),
+    ("run_agents", "usd REAL NOT NULL DEFAULT 0"),
+    ("run_agents", "source TEXT NOT NULL DEFAULT ''"),
+    ("run_agents", "inputs TEXT NOT NULL DEFAULT '[]'"),
+    ("run_agents", "output TEXT NOT NULL DEFAULT ''"),
+    ("run_agents", "calls INTEGER NOT NULL DEFAULT 0"),
+    ("run_agents", "input_tokens INTEGER NOT NULL DEFAULT 0"),
+    ("run_agents", "output_tokens INTEGER NOT NULL DEFAULT 0"),
+    ("run_agents", "cache_write_tokens INTEGER NOT NULL DEFAULT 0"),
+    ("run_agents", "cache_read_tokens INTEGER NOT NULL DEFAULT 0"),
+    ("run_agents", "web_searches INTEGER NOT NULL DEFAULT 0"),
+)
+"""Version 2 (issue 12): the whole run. JSON text where a value is a list or a mapping."""
+
+_V2_STATEMENTS = (
+    "UPDATE runs SET status = CASE WHEN ok THEN 'ok' WHEN budget_exhausted THEN 'budget'"
+    " ELSE 'failed' END",
+    """CREATE TABLE IF NOT EXISTS run_calls (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    web_searches INTEGER NOT NULL,
+    usd REAL NOT NULL,
+    at TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+)""",
+)
+_V2_INDEXES = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS runs_by_run_id ON runs (run_id)",
+    "CREATE INDEX IF NOT EXISTS runs_by_conversation ON runs (conversation_id, started_at)",
+)
+
+
+Rebuild = Callable[[Path, "RunRecord", "Path | None"], None]
+"""Writes one run's rows into the database at a path (history's _insert_rows): what a rebuild
+from the run files does for each of them."""
+
+
+def database() -> Path:
+    """Where the history is kept: runs/history.db."""
+    return config.settings().runs_dir / DB_NAME
+
+
+# ---- opening it --------------------------------------------------------------------------------
+
+
+def open_for_writing(path: Path) -> sqlite3.Connection:
+    """A connection to the history, its schema created or migrated first; the file is private.
+
+    SQLite gives the -wal and -shm files the database's own permissions.
+    """
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE))
+    with contextlib.suppress(OSError):
+        path.chmod(PRIVATE_FILE)
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA journal_mode = WAL")
+        if _version(db) < SCHEMA_VERSION:
+            _migrate(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring the schema up to SCHEMA_VERSION in place, in one transaction: every row is kept.
+
+    The version is read again under the write lock, so two agentgod processes opening an old
+    history at once migrate it once.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = _version(db)
+        if version < 1:
+            for statement in _SCHEMA_V1.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+        if version < 2:
+            for table, column in _V2_COLUMNS:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+            for statement in _V2_STATEMENTS:
+                db.execute(statement)
+            _give_run_ids(db)
+            for statement in _V2_INDEXES:
+                db.execute(statement)
+        if version < SCHEMA_VERSION:
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+
+
+def _give_run_ids(db: sqlite3.Connection) -> None:
+    """Runs recorded before run ids existed get one now, so `agentgod show` can name them."""
+    from scratch import new_run_id  # scratch asks history (so this) which ids are taken
+
+    taken = {row[0] for row in db.execute("SELECT run_id FROM runs WHERE run_id IS NOT NULL")}
+    for (row,) in db.execute("SELECT id FROM runs WHERE run_id IS NULL").fetchall():
+        fresh = new_run_id()
+        while fresh in taken:
+            fresh = new_run_id()
+        taken.add(fresh)
+        db.execute("UPDATE runs SET run_id = ? WHERE id = ?", (fresh, row))
+
+
+def query(read: Callable[[sqlite3.Connection], _T], empty: _T, rebuild: Rebuild) -> _T:
+    """Run `read` on a read-only connection; `empty` when there is no history or it is unreadable.
+
+    Nothing is created here, except when the history is damaged: then it is set aside and
+    rebuilt from the run files with `rebuild` (see recover). A WAL database in a folder this
+    user cannot write (no -shm file can be made) refuses a plain read-only open, so the second
+    try reads it as immutable.
+    """
+    path = database()
+    recovered = False
+    while path.is_file():
+        _upgrade(path)
+        for options in ("mode=ro", "immutable=1"):
+            uri = f"{path.as_uri()}?{options}"
+            try:
+                with contextlib.closing(
+                    sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+                ) as db:
+                    return read(db)
+            except sqlite3.Error as error:
+                if is_corrupt(error):
+                    break
+        else:
+            return empty  # unreadable (locked, no permission), not damaged
+        if recovered or not recover(path, rebuild):
+            return empty
+        recovered = True
+    return empty
+
+
+def _upgrade(path: Path) -> None:
+    """Migrate a history written by an older agentgod before reading it.
+
+    One that cannot be written is left as it is (what it holds is then read as far as the
+    queries find their columns), and a damaged one is query's to repair.
+    """
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+            if _version(db) >= SCHEMA_VERSION:
+                return
+        open_for_writing(path).close()
+    except (OSError, sqlite3.Error):
+        return
+
+
+# ---- a damaged history ------------------------------------------------------------------------
+
+_notices: list[str] = []
+_notices_lock = threading.Lock()
+
+
+def notices() -> list[str]:
+    """What the archive had to repair since the last call (for the person to be told); drains."""
+    with _notices_lock:
+        taken = list(_notices)
+        _notices.clear()
+    return taken
+
+
+def _notice(text: str) -> None:
+    with _notices_lock:
+        _notices.append(text)
+
+
+def is_corrupt(error: sqlite3.Error) -> bool:
+    """Damaged, or no database at all; not locked or busy, which no repair would help."""
+    return getattr(error, "sqlite_errorname", "") in _CORRUPT
+
+
+def _still_corrupt(path: Path) -> bool:
+    """Checked again just before moving the file: another agentgod may have rebuilt it already."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+            return bool(db.execute("PRAGMA quick_check").fetchone()[0] != "ok")
+    except sqlite3.Error as error:
+        return is_corrupt(error)
+
+
+def recover(path: Path, rebuild: Rebuild, without: Path | None = None) -> bool:
+    """Move a damaged history.db aside and rebuild it from the run files; True when rebuilt.
+
+    The damaged file (and its WAL, which a new database must not replay) is kept as
+    history.db.corrupt-<stamp>, for whoever wants to dig. Each run file gives back its history
+    row and agent rows, written by `rebuild`; `without` is the run being archived now, whose
+    full record follows.
+    """
+    if not _still_corrupt(path):
+        return True
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    building = path.with_name(f"{path.name}.rebuilding-{os.getpid()}")
+    try:
+        path.rename(aside)
+        for suffix in ("-wal", "-shm"):
+            companion = path.with_name(path.name + suffix)
+            if companion.exists():
+                companion.rename(aside.with_name(aside.name + suffix))
+        import runlog  # the run files are runlog's format (and runlog imports history, this)
+        from scratch import new_run_id  # scratch asks history (so this) which ids are taken
+
+        records = [
+            (record, run_file)
+            for run_file in sorted(path.parent.glob("*.md"))
+            if run_file != without and (record := runlog.read_run_file(run_file)) is not None
+        ]
+        seen: set[str] = set()
+        for record, run_file in records:
+            while record.run_id in seen:  # a copied run file: the copy gets an id of its own
+                record.run_id = new_run_id()
+            seen.add(record.run_id)
+            rebuild(building, record, run_file)
+        if records:
+            building.replace(path)
+    except (OSError, sqlite3.Error) as error:
+        _notice(f"the run history ({path}) is damaged and could not be rebuilt: {error}")
+        return False
+    finally:
+        for leftover in (
+            building,
+            *(building.with_name(building.name + s) for s in ("-wal", "-shm")),
+        ):
+            leftover.unlink(missing_ok=True)
+    _notice(
+        f"the run history was damaged: moved aside to {aside} and rebuilt from "
+        f"{len(records)} run file{'' if len(records) == 1 else 's'}"
+    )
+    return True
