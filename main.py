@@ -316,6 +316,7 @@ class Session:
                 result.council_improved,
                 str(result.run_file) if result.run_file else None,
                 result.sandbox,
+                result.run_id,
             )
             self._keep(result.pending)
         return cli.EXIT_OK

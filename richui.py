@@ -326,6 +326,7 @@ class RichUI(PlainUI):
         council_improved: bool,
         run_file: str | None,
         sandbox: list[str],
+        run_id: str | None = None,
     ) -> None:
         table = Table(title="run transcript", title_justify="left", box=box.SIMPLE_HEAD)
         for heading in ("agent", "role", "origin", "result", "attempts", "time", "cost"):
@@ -351,6 +352,8 @@ class RichUI(PlainUI):
             notes.append(" · council improved the answer", style="dim")
         notes.append(f" · sandbox: {', '.join(sandbox) or 'none reported'}", style="dim")
         notes.append(f" · saved to {run_file}" if run_file else " · not archived", style="dim")
+        if run_id:
+            notes.append(f" · run {run_id} (agentgod show {run_id})", style="dim")
         self._show(Group(table, notes))
 
     def problem(self, headline: str, advice: str, technical: str) -> None:

@@ -329,6 +329,7 @@ class PlainUI:
         council_improved: bool,
         run_file: str | None,
         sandbox: list[str],
+        run_id: str | None = None,
     ) -> None:
         width = max([self._name_width, *(len(a["name"]) for a in agents)])
         for agent in agents:
@@ -350,6 +351,8 @@ class PlainUI:
             notes.append("council improved the answer")
         notes.append(f"sandbox: {', '.join(sandbox) if sandbox else 'none reported'}")
         notes.append(f"saved to {run_file}" if run_file else "not archived")
+        if run_id:
+            notes.append(f"run {run_id} (agentgod show {run_id})")
         self._line("run", " - ".join(notes))
 
     def attachments(self, files: list[AttachmentReply]) -> None:

@@ -215,3 +215,13 @@ def test_a_merge_that_kept_failing_is_finished_by_retry_without_running_an_agent
     assert retried["retry_of"] == row["run_id"] and retried["carried"] == ["fact_finder", "writer"]
     after = {kind: len(factory.of(kind)) - before[kind] for kind in before}
     assert after == {"plan": 0, "generate": 0, "agent": 0, "merge": 1}
+
+
+def test_the_runs_last_line_names_its_id(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(
+        isolated_home, factory.api, "--plain", "--discard", "find the facts about otters"
+    )
+    assert done.returncode == 0, done.stderr
+    [row] = run_json(isolated_home, factory.api, "history")
+    last = [line for line in done.stderr.splitlines() if line.startswith("[run]")][-1]
+    assert f"run {row['run_id']} (agentgod show {row['run_id']})" in last
