@@ -2,7 +2,7 @@
 
 The text between the two marker lines below is inlined verbatim into every agent file (see
 `runtime_source`), and the same text is importable as this module so it can be tested (and so
-broker.py shares its rules for files, web tools and sources). So it uses the standard library
+brokerrequest.py shares its rules for files, web tools and sources). So it uses the standard library
 only: a kept agent runs with nothing installed.
 
 Under AgentGOD an agent holds no key and keeps no meter: the parent's broker (broker.py) hands it
