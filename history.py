@@ -6,8 +6,7 @@ history`, `stats` and `last` read them back, `show` and `--continue` through `lo
 `conversation`. What is stored was redacted by runlog before it got here.
 
 The database file itself (its schema and migration, opening it, repairing a damaged one from
-the run files, the `notices` that tell the person) is historydb's; the names runlog and the
-verbs know it by (DB_NAME, PRIVATE_FILE, notices) are re-exported here.
+the run files, the `notices` that tell the person) is historydb's.
 """
 
 from __future__ import annotations
@@ -22,9 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import historydb
-from historydb import DB_NAME as DB_NAME
-from historydb import PRIVATE_FILE as PRIVATE_FILE
-from historydb import notices as notices
 from kinds import RunStatus
 from ledger import Call
 from replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage

@@ -24,7 +24,8 @@ from typing import Any, TypeVar, cast
 
 import config
 import history as store
-from history import PRIVATE_FILE
+import historydb
+from historydb import PRIVATE_FILE
 from kinds import RunStatus
 from ledger import Call
 from redact import redact
@@ -36,7 +37,7 @@ _V = TypeVar("_V")
 
 SLUG_LENGTH = 40
 PRIVATE_FOLDER = 0o700
-"""runs/ is its owner's only, as every record in it is (history.PRIVATE_FILE)."""
+"""runs/ is its owner's only, as every record in it is (historydb.PRIVATE_FILE)."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """Control characters except tab and newline: an ESC or BEL in a task must not reach a file that
 someone later `cat`s to a terminal."""
@@ -192,7 +193,7 @@ def archive(record: RunRecord, warn: Callable[[str], None] | None = None) -> Pat
         store.insert(clean, run_file)
     except Exception as error:
         say(
-            f"the run was not added to the history in {folder / store.DB_NAME} "
+            f"the run was not added to the history in {folder / historydb.DB_NAME} "
             f"({_reason(error)}), so "
             "`agentgod history` and `stats` will not show it; check that the file is writable "
             "and that no other program holds it locked"

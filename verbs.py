@@ -17,6 +17,7 @@ import cli
 import config
 import eventlog
 import history
+import historydb
 import library
 from replies import HistoryRow, LibraryRow, StatsReply, TokenTotals
 from ui import PlainUI
@@ -55,7 +56,7 @@ class Reader:
 
     def notices(self) -> None:
         """Tell the person when the run history had to be repaired (a damaged history.db)."""
-        for notice in history.notices():
+        for notice in historydb.notices():
             self.warn(notice)
 
     def show_run(self, ref: str | None, *, code: str | None, replay: bool) -> int:

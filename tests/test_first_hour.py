@@ -29,6 +29,7 @@ from terminal import Terminal
 
 import cli
 import history
+import historydb
 import intake
 import ledger
 import problems
@@ -214,7 +215,7 @@ def test_run_files_and_the_history_are_readable_by_their_owner_only(isolated_hom
     assert run_file is not None
     assert _mode(runs) == 0o700
     assert _mode(run_file) == 0o600
-    for made in runs.glob(f"{history.DB_NAME}*"):
+    for made in runs.glob(f"{historydb.DB_NAME}*"):
         assert _mode(made) == 0o600, made.name
 
 
@@ -245,12 +246,12 @@ def test_a_damaged_history_is_moved_aside_and_rebuilt_from_the_run_files(
     for task in tasks:
         runlog.archive(_record(task))
     runlog.archive(_record("it broke", ok=False, answer="", error="3 agents timed out"))
-    database = isolated_home / "runs" / history.DB_NAME
+    database = isolated_home / "runs" / historydb.DB_NAME
     before = history.history()
     _damage(database)
     after = history.history()
-    [notice] = history.notices()
-    [aside] = database.parent.glob(f"{history.DB_NAME}.corrupt-*")
+    [notice] = historydb.notices()
+    [aside] = database.parent.glob(f"{historydb.DB_NAME}.corrupt-*")
     assert str(aside) in notice and "rebuilt from 4 run files" in notice
     assert aside.read_bytes().startswith(b"this is no database")
     assert [(r.task, r.ok, r.agents, r.usd, r.run_file) for r in after] == [
@@ -265,15 +266,15 @@ def test_a_damaged_history_is_moved_aside_and_rebuilt_from_the_run_files(
     assert _mode(database) == 0o600
     assert runlog.archive(_record("and one more")) is not None
     assert len(history.history()) == 5, "the next run is recorded"
-    assert history.notices() == []
+    assert historydb.notices() == []
 
 
 def test_a_run_archived_onto_a_damaged_history_is_recorded_once(isolated_home: Path) -> None:
     runlog.archive(_record("count the otters"))
-    database = isolated_home / "runs" / history.DB_NAME
+    database = isolated_home / "runs" / historydb.DB_NAME
     _damage(database)
     runlog.archive(_record("name the seals", complexity="deep"))
-    assert "rebuilt from 1 run file" in history.notices()[0]
+    assert "rebuilt from 1 run file" in historydb.notices()[0]
     rows = history.history()
     assert [(r.task, r.complexity) for r in rows] == [
         ("name the seals", "deep"),
@@ -286,7 +287,7 @@ def test_the_product_warns_about_a_damaged_history_and_lists_the_runs(
 ) -> None:
     for task in ("count the otters", "name the seals"):
         assert agentgod(isolated_home, factory.api, task).returncode == 0
-    _damage(isolated_home / "runs" / history.DB_NAME)
+    _damage(isolated_home / "runs" / historydb.DB_NAME)
     listed = agentgod(isolated_home, None, "history")
     assert listed.returncode == 0, listed.stderr
     assert "the run history was damaged: moved aside to" in listed.stderr

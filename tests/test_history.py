@@ -449,12 +449,12 @@ def test_a_rebuilt_history_keeps_each_runs_id_status_and_conversation() -> None:
             started_at=STARTED + timedelta(minutes=1),
         )
     )
-    database = runs_dir() / history.DB_NAME
+    database = runs_dir() / historydb.DB_NAME
     for companion in database.parent.glob(f"{database.name}-*"):
         companion.unlink()
     database.write_bytes(b"not a database" * 100)
     rows = history.history()
-    assert ["rebuilt from 2 run files" in notice for notice in history.notices()] == [True]
+    assert ["rebuilt from 2 run files" in notice for notice in historydb.notices()] == [True]
     assert [(row.run_id, row.status) for row in rows] == [
         ("aaaa0002", RunStatus.INTERRUPTED),
         ("aaaa0001", RunStatus.OK),
@@ -477,12 +477,12 @@ def test_a_copied_run_file_gets_an_id_of_its_own_when_the_history_is_rebuilt() -
     path = runlog.archive(full_record())
     assert path is not None
     (path.parent / f"copy_{path.name}").write_bytes(path.read_bytes())
-    database = runs_dir() / history.DB_NAME
+    database = runs_dir() / historydb.DB_NAME
     for companion in database.parent.glob(f"{database.name}-*"):
         companion.unlink()
     database.write_bytes(b"not a database" * 100)
     ids = [row.run_id for row in history.history()]
-    assert ["rebuilt from 2 run files" in notice for notice in history.notices()] == [True]
+    assert ["rebuilt from 2 run files" in notice for notice in historydb.notices()] == [True]
     assert len(ids) == len(set(ids)) == 2 and "3f9a0c1d" in ids
     assert all(re.fullmatch(r"[0-9a-f]{8}", run_id) for run_id in ids)
 
@@ -598,7 +598,7 @@ OLD_AGENTS = [
 def old_history() -> Path:
     """runs/history.db as the previous agentgod left it: schema 1, three runs, WAL."""
     runs_dir().mkdir(parents=True)
-    path = runs_dir() / history.DB_NAME
+    path = runs_dir() / historydb.DB_NAME
     with contextlib.closing(sqlite3.connect(path)) as db:
         db.execute("PRAGMA journal_mode = WAL")
         db.executescript(SCHEMA_V1)

@@ -20,6 +20,7 @@ from scripted import Factory, agent_spec, plan
 
 import config
 import history
+import historydb
 import llm
 import merger
 import orchestrator
@@ -238,19 +239,19 @@ def test_a_failed_revision_keeps_the_answer_before_it(factory: Factory) -> None:
 
 def test_a_database_that_cannot_be_written_is_a_warning(factory: Factory) -> None:
     runs = config.settings().runs_dir
-    (runs / history.DB_NAME).mkdir(parents=True)  # a directory where the database should be
+    (runs / historydb.DB_NAME).mkdir(parents=True)  # a directory where the database should be
     result = orchestrator.handle_task(TASK)
     assert result.answer == "MERGED: cons, pros"
     assert result.run_file is not None and result.run_file.exists()
     (warning,) = result.warnings
-    assert "history" in warning and history.DB_NAME in warning
+    assert "history" in warning and historydb.DB_NAME in warning
 
 
 def test_a_locked_database_is_a_warning_after_the_busy_wait(isolated_home: Path) -> None:
     warnings: list[str] = []
     runs = config.settings().runs_dir
     runs.mkdir(parents=True)
-    holder = sqlite3.connect(runs / history.DB_NAME, isolation_level=None)
+    holder = sqlite3.connect(runs / historydb.DB_NAME, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
         record = runlog.RunRecord(
@@ -286,7 +287,7 @@ def test_a_locked_database_is_a_warning_after_the_busy_wait(isolated_home: Path)
 
 
 def test_the_warning_reaches_json(factory: Factory, isolated_home: Path) -> None:
-    (isolated_home / "runs" / history.DB_NAME).mkdir(parents=True)
+    (isolated_home / "runs" / historydb.DB_NAME).mkdir(parents=True)
     done = agentgod(isolated_home, factory.api, "--json", TASK)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)

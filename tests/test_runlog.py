@@ -12,6 +12,7 @@ import pytest
 
 import config
 import history
+import historydb
 import ledger
 import runlog
 from kinds import RunStatus
@@ -169,7 +170,7 @@ def runs_dir() -> Path:
 
 
 def query(sql: str, *parameters: Any) -> list[tuple[Any, ...]]:
-    db = sqlite3.connect(runs_dir() / history.DB_NAME)
+    db = sqlite3.connect(runs_dir() / historydb.DB_NAME)
     try:
         return db.execute(sql, parameters).fetchall()
     finally:
@@ -315,7 +316,7 @@ def test_secrets_are_redacted_in_the_file_and_the_database() -> None:
     assert path is not None
     assert "sk-ant" not in path.name
     stored = [path.read_bytes()]
-    stored += [file.read_bytes() for file in runs_dir().glob(f"{history.DB_NAME}*")]
+    stored += [file.read_bytes() for file in runs_dir().glob(f"{historydb.DB_NAME}*")]
     stored += [
         repr(query("SELECT * FROM runs")).encode(),
         repr(query("SELECT * FROM run_agents")).encode(),
@@ -348,7 +349,7 @@ def test_bad_settings_return_none(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_broken_database_still_leaves_the_file() -> None:
-    (runs_dir() / history.DB_NAME).mkdir(parents=True)
+    (runs_dir() / historydb.DB_NAME).mkdir(parents=True)
     path = runlog.archive(make_record())
     assert path is not None
     assert "Buy the **second** one." in path.read_text(encoding="utf-8")
@@ -456,7 +457,7 @@ def test_secrets_in_code_outputs_plan_and_reasoning_are_redacted_everywhere() ->
     path = runlog.archive(record)
     assert path is not None
     stored = [path.read_bytes()]
-    stored += [file.read_bytes() for file in runs_dir().glob(f"{history.DB_NAME}*")]
+    stored += [file.read_bytes() for file in runs_dir().glob(f"{historydb.DB_NAME}*")]
     for table in ("runs", "run_agents", "run_calls"):
         stored.append(repr(query(f"SELECT * FROM {table}")).encode())
     for blob in stored:
