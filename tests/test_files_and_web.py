@@ -9,7 +9,6 @@ through the broker into the run's folder. Nothing here monkeypatches the product
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -309,4 +308,3 @@ def test_tab_completes_paths_after_an_at_and_slash_commands(
     assert main._completions("@da") == ["@data.csv", "@data/"]
     assert main._completions("/hi") == ["/history"]
     assert main._completions("plain") == []
-    assert os.getcwd() == str(work)
