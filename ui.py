@@ -695,7 +695,7 @@ def make_ui(
 ) -> PlainUI:
     """Choose the renderer once per session. --plain, AGENTGOD_PLAIN, --json, a stdout that is
     not a terminal, or a missing rich all mean PlainUI; --json also silences narration, since
-    stdout then carries nothing but main's one JSON object (problems still reach stderr)."""
+    stdout then carries nothing but the session's one JSON object (problems still reach stderr)."""
     out = out or sys.stdout
     quiet = quiet or json_mode
     options: dict[str, Any] = {

@@ -19,8 +19,8 @@ from conftest import agentgod
 from fakeapi import FakeMessagesAPI, Reply, Request, web_reply
 from scripted import Factory, agent_spec, plan
 
-import main
 import planner
+import replinput
 import sandbox
 
 SALES = "region,amount\nnorth,120.50\nsouth,79.25\neast,300\n"
@@ -305,6 +305,6 @@ def test_tab_completes_paths_after_an_at_and_slash_commands(
     (work / "data").mkdir()
     (work / "data.csv").write_text("a\n", encoding="utf-8")
     monkeypatch.chdir(work)
-    assert main._completions("@da") == ["@data.csv", "@data/"]
-    assert main._completions("/hi") == ["/history"]
-    assert main._completions("plain") == []
+    assert replinput.completions("@da") == ["@data.csv", "@data/"]
+    assert replinput.completions("/hi") == ["/history"]
+    assert replinput.completions("plain") == []

@@ -1,0 +1,554 @@
+"""session.py — the conversation. The only module that talks to a person, and it does so through ui.
+
+One Session per invocation: the verbs (no key needed), one-shot and pipe runs, and the REPL. It
+checks the key, asks the clarifying question when someone can answer it, hands each run's events
+to the UI, asks keep-or-discard for new agents, and cleans up scratch files — in a `finally`, so
+a failed or interrupted run still does. One failed task never ends a REPL session. The heavy
+modules (the SDK, pydantic, the pipeline) are imported only when a run needs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import cli
+import config
+import ledger
+import llm
+import problems
+import redact
+import replinput
+import signals
+from conversation import Conversation, Turn
+from kinds import RunStatus, Spend
+from replies import (
+    ArtifactReply,
+    ErrorDetail,
+    FailureReply,
+    KeepChoice,
+    chat_reply,
+)
+from ui import PlainUI
+
+if TYPE_CHECKING:
+    from artifacts import Artifact
+    from attachments import Attached
+    from orchestrator import Retry
+    from results import PendingAgent
+
+KEY_ASKS = 3
+"""How often a key the API rejects is asked for again at a terminal, before giving up."""
+CHAT_MAX_WORDS = 12
+"""Only input this short is worth a small-talk check; anything longer is a task."""
+
+
+class Session:
+    """One invocation: its UI, its flags, and the tokens it has spent so far."""
+
+    def __init__(self, ui: PlainUI, invocation: cli.Invocation, interactive: bool) -> None:
+        self.ui = ui
+        self.invocation = invocation
+        self.interactive = interactive
+        self.usage = ledger.Usage()
+        self.conversation = Conversation()
+        """This session's tasks and answers so far: a follow-up is planned with them."""
+        self.task = ""
+        self.warnings: list[str] = []
+        """The current run's warnings from before it started (the pipeline keeps its own)."""
+
+    # ---- failures ------------------------------------------------------------------------------
+
+    def warn(self, text: str) -> None:
+        """Shown now (stderr, even when quiet), and listed in this run's `--json` reply."""
+        self.warnings.append(text)
+        self.ui.warn(text)
+
+    def fail(self, error: BaseException, code: int) -> int:
+        problem = problems.explain(error)
+        if self.invocation.json:
+            task = redact.redact(self.task)
+            cli.print_json({"ok": False, "task": task, "error": error_json(problem)})
+        self.ui.problem(problem.headline, problem.advice, problem.technical)
+        return code
+
+    def settle_settings(self) -> None:
+        """A read-only verb works despite a bad setting: warn, and use its default instead.
+
+        An empty value in the real environment hides the `.env` one and means "the default",
+        so the bad setting is set aside for this process only.
+        """
+        for _ in config.SETTING_NAMES:
+            try:
+                config.settings()
+                return
+            except config.ConfigError as error:
+                self.warn(f"{error}; its default is used for this command")
+                os.environ[error.setting] = ""
+
+    # ---- the key -------------------------------------------------------------------------------
+
+    def ensure_key(self) -> None:
+        """The key from the environment or .env; at a terminal, ask, test and offer to save it."""
+        try:
+            config.api_key()
+            return
+        except config.MissingApiKeyError:
+            if not self.interactive:
+                raise
+        self.ui.info("An Anthropic API key is needed: https://console.anthropic.com/settings/keys")
+        key = ""
+        for attempt in range(KEY_ASKS):
+            key = self.ui.ask_secret("Anthropic API key (input hidden):") or ""
+            if not key:
+                raise config.MissingApiKeyError("no key was entered")
+            try:
+                self._test_key(key)
+                break
+            except Exception as error:
+                if attempt == KEY_ASKS - 1 or problems.explain(error).kind != "authentication":
+                    raise
+                self.ui.warn("The API rejected that key; check it and paste it again.")
+        env_file = config.home() / ".env"
+        if self.ui.confirm(f"Save it to {env_file} (readable only by you)?", default=True):
+            save_key(env_file, key)
+            self.ui.info(f"Saved to {env_file}.")
+
+    def _test_key(self, key: str) -> None:
+        """One tiny call with `key`; it stays in this process's environment only if it works."""
+        redact.register(key)
+        previous = os.environ.get("ANTHROPIC_API_KEY")
+        os.environ["ANTHROPIC_API_KEY"] = key
+        try:
+            llm.complete(
+                "Reply with OK.", model=config.settings().fast_model, effort=None, max_tokens=16
+            )
+        except Exception:
+            if previous is None:
+                del os.environ["ANTHROPIC_API_KEY"]
+            else:
+                os.environ["ANTHROPIC_API_KEY"] = previous
+            raise
+        self.ui.info("The key works.")
+
+    def key(self, action: str) -> int:
+        """`agentgod key set`: read a key (hidden at a terminal, else one line of stdin), test it,
+        save it to AGENTGOD_HOME/.env (0600). `key check`: test the configured one."""
+        if action == "check":
+            self._test_key(config.api_key())
+        else:
+            if stdin_is_tty():
+                key = self.ui.ask_secret("Anthropic API key (input hidden):") or ""
+            else:
+                key = sys.stdin.readline().strip()
+            if not key:
+                raise config.MissingApiKeyError("no key was given")
+            self._test_key(key)
+            save_key(config.home() / ".env", key)
+            self.ui.info(f"Saved to {config.home() / '.env'} (readable only by you).")
+        if self.invocation.json:
+            cli.print_json({"ok": True, "key": "works"})
+        return cli.EXIT_OK
+
+    # ---- one task ------------------------------------------------------------------------------
+
+    def run_task(
+        self,
+        task: str,
+        attached: Attached | None = None,
+        spent: ledger.Usage | None = None,
+        retry: Retry | None = None,
+    ) -> int:
+        """Clarify, run, report, keep, clean up. Returns the exit code for this task.
+
+        `spent` is the run's ledger if calls were already made for it (the small-talk check);
+        `retry` is the earlier run this one retries (no clarifying question then either).
+        """
+        import intake
+        import orchestrator
+        import scratch
+
+        self.task = task
+        spent = spent or ledger.Usage()
+        if self.interactive and not self.conversation.turns and retry is None:
+            question = intake.clarifying_question(task, usage=spent.phase(Spend.INTAKE))
+            reply = self.ui.ask(question) if question else None
+            if question and reply:
+                task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
+        if config.settings().sandbox == "off":
+            self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
+        written: list[Path] = []
+        keep_files = False
+        space = scratch.RunSpace()
+        try:
+            self.ui.task_started(task)
+            result = orchestrator.handle_task(
+                task,
+                events=self.ui,
+                usage=spent,
+                written=written,
+                space=space,
+                attached=attached,
+                conversation=self.conversation,
+                retry=retry,
+            )
+        except KeyboardInterrupt:
+            with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
+                self.ui.task_finished()
+            raise  # a stop is no time for questions: the run's files go with it
+        except BaseException:
+            self.ui.task_finished()
+            keep_files = not self._may_remove(written)
+            raise
+        finally:
+            self.usage.merge(spent)
+            space.close(keep_files=keep_files)
+        self.ui.task_finished()
+        self.conversation.add(self.task, result.answer, run_id=result.run_id)
+        self._history_notices()
+        made = self.deliver(result.artifacts)
+        if self.invocation.json:
+            answer = result.reply(self._keep(result.pending))
+            answer["task"] = self.task  # as the person wrote it, before clarification
+            answer["warnings"] = [*self.warnings, *result.warnings]
+            files = attached.files if attached else ()
+            answer["attachments"] = [item.reply() for item in files]
+            answer["artifacts"] = made
+            cli.print_json(answer)
+        else:
+            self.ui.answer(result.answer)
+            if made:
+                self.ui.artifacts(made)
+            self.ui.cost(result.cost_summary(), result.duration_seconds)
+            self.ui.transcript(
+                [agent.transcript_row() for agent in result.agents],
+                [FailureReply(name=f.name, reason=f.reason) for f in result.failures],
+                result.revisions,
+                result.council_improved,
+                str(result.run_file) if result.run_file else None,
+                result.sandbox,
+                result.run_id,
+            )
+            self._keep(result.pending)
+        return cli.EXIT_OK
+
+    def deliver(self, made: list[Artifact]) -> list[ArtifactReply]:
+        """The run's artifacts as the person should see them: copied to --out DIR when given.
+
+        The answer is paid for, so a folder that cannot take the copies is a warning, and the
+        files stay where the run put them.
+        """
+        import artifacts
+
+        rows = [item.reply() for item in made]
+        if not made or self.invocation.out is None:
+            return rows
+        try:
+            copies = artifacts.copy_out(made, Path(self.invocation.out).expanduser())
+        except OSError as error:
+            reason = error.strerror or type(error).__name__
+            self.warn(f"the files could not be copied to {self.invocation.out}: {reason}")
+            return rows
+        for row, copy in zip(rows, copies, strict=True):
+            row["path"] = str(copy)
+        return rows
+
+    def _keep(self, pending: list[PendingAgent]) -> list[str]:
+        """--keep, --discard, or ask; the chosen new agents join the library."""
+        import library
+
+        if not pending:
+            return []
+        names = [p.name for p in pending]
+        if self.invocation.keep is True:
+            chosen = names
+        elif self.invocation.keep is False or not self.interactive:
+            chosen = []
+        else:
+            chosen = self.ui.choose_keep([KeepChoice(name=p.name, role=p.role) for p in pending])
+        kept: list[str] = []
+        for agent in pending:
+            if agent.name not in chosen:
+                continue
+            try:
+                library.remember(agent.name, agent.role, agent.source)
+            except Exception as error:  # the answer is already the person's: never lose it here
+                self.warn(f"{agent.name} could not be kept: {problems.explain(error).technical}")
+                continue
+            kept.append(agent.name)
+        if kept:
+            self.ui.info("Kept in the library: " + ", ".join(kept))
+        return kept
+
+    def _history_notices(self) -> None:
+        """Tell the person when the run history had to be repaired (a damaged history.db)."""
+        import verbs
+
+        verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn).notices()
+
+    def _may_remove(self, written: list[Path]) -> bool:
+        """Whether the agent files a failed run wrote may go (yes unless the person says no)."""
+        if not written:
+            return True
+        if self.ui.confirm(f"Remove the {len(written)} agent files this run wrote?", True):
+            return True
+        self.ui.info(f"Kept in {written[0].parent}")
+        return False
+
+    # ---- the REPL ------------------------------------------------------------------------------
+
+    def repl(self) -> int:
+        self.ui.banner(cli.__version__, config.settings().model, str(config.home()))
+        self.ensure_key()
+        _warm_up()
+        prompt = replinput.Prompt(config.home() / ".history")
+        while True:
+            try:
+                line = prompt.read()
+            except EOFError:
+                return cli.EXIT_OK
+            except KeyboardInterrupt as stop:
+                if isinstance(stop, signals.Stopped) and stop.ends_session:
+                    raise
+                if prompt.buffer_was_empty():
+                    return cli.EXIT_INTERRUPTED
+                signals.resume()
+                continue
+            text = line.strip()
+            if not text:
+                continue
+            if text.lower() in ("quit", "exit", "/quit", "/exit"):
+                return cli.EXIT_OK
+            command = replinput.as_command(text)
+            if command:
+                self.slash(command)
+                continue
+            try:
+                self.answer(text)
+            except KeyboardInterrupt as stop:
+                if isinstance(stop, signals.Stopped) and stop.ends_session:
+                    raise  # SIGTERM or SIGHUP: the session ends too
+                self.fail(stop, cli.EXIT_INTERRUPTED)  # back to the prompt, not out
+                signals.resume()
+            except Exception as error:
+                self.fail(error, cli.EXIT_FAILED)
+
+    def answer(self, text: str) -> int:
+        """Small talk gets one cheap reply; anything else is a task for a team.
+
+        Attachments are found and vetted first: a file that may not be attached is refused
+        before anything is spent, and a task with files is never small talk.
+        """
+        self.warnings = []
+        attached = self.attach(text)
+        # The run's ledger from its first call: the small-talk check is counted against it.
+        spent = ledger.Usage(budget_usd=config.settings().budget_usd)
+        if not attached.files and self._small_talk(text, spent):
+            return cli.EXIT_OK
+        return self.run_task(attached.task, attached, spent)
+
+    def attach(self, text: str) -> Attached:
+        """The task's `@path`s and the --file paths, vetted, listed for the person to see."""
+        import attachments
+
+        settings = config.settings()
+        attached = attachments.gather(
+            text,
+            self.invocation.files,
+            max_bytes=settings.attach_max_bytes,
+            max_files=settings.attach_max_files,
+        )
+        for note in attached.skipped:
+            self.warn(f"not attached: {note}")
+        if attached.files:
+            self.ui.attachments([item.reply() for item in attached.files])
+        return attached
+
+    def _small_talk(self, text: str, spent: ledger.Usage) -> bool:
+        """Answer "hi" or "what can you do?" directly, without building a team.
+
+        The same in every mode: a one-shot `agentgod "hi"` or a piped "hi" must not pay for a
+        plan, agents and a merge to say hello back. The check's call goes into `spent`, which
+        becomes the run's ledger when the input is a task after all.
+        """
+        import intake
+
+        if len(text.split()) > CHAT_MAX_WORDS or "\n" in text:
+            return False
+        try:
+            reply = intake.triage(text, usage=spent.phase(Spend.INTAKE))
+        except Exception:  # the check is a courtesy: if it fails, the task still gets its team
+            reply = None
+        if reply is None:
+            return False
+        self.usage.merge(spent)
+        if self.invocation.json:
+            cli.print_json(chat_reply(text, reply, spent.cost_summary()))
+        else:
+            self.ui.answer(reply)
+        return True
+
+    def slash(self, text: str) -> None:
+        command, _, argument = text.partition(" ")
+        argument = argument.strip()
+        verbs = {
+            "/library": "library",
+            "/history": "history",
+            "/stats": "stats",
+            "/last": "last",
+            "/forget": "forget",
+            "/show": "show",
+        }
+        if command == "/history" and argument and not cli.is_positive_number(argument):
+            self.ui.problem(
+                f"/history takes a positive whole number of runs, not {argument!r}.",
+                "For example /history 5; /history alone shows the last 10.",
+                "",
+            )
+        elif command in verbs:
+            self.verb(verbs[command], argument or None)
+        elif command == "/new":
+            self.conversation = Conversation()
+            self.ui.info("A new conversation: earlier tasks and answers are set aside.")
+        elif command == "/cost":
+            self.ui.session_cost(self.usage.cost_summary())
+        elif command == "/clear":
+            self.ui.clear()
+        elif command == "/help":
+            self.ui.help(replinput.SLASH_COMMANDS)
+        else:
+            self.ui.warn(f"Unknown command {command}; /help lists them.")
+
+    # ---- verbs (no key needed) -----------------------------------------------------------------
+
+    def verb(self, verb: str, argument: str | None) -> int:
+        import verbs
+
+        reader = verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn)
+        return reader.run(verb, argument, code=self.invocation.code, replay=self.invocation.replay)
+
+    # ---- earlier runs: continued, retried --------------------------------------------------
+
+    def resume(self, ref: str) -> None:
+        """Continue a recorded conversation: the last run's ("last") or run `ref`'s."""
+        import history
+        import verbs
+
+        if ref == "last":
+            found_id = history.last_conversation_id()
+        else:
+            found = verbs.find_run(ref)
+            if found is None:
+                raise cli.UsageError(f"there is no run {ref}", "see 'agentgod history'")
+            found_id = found.conversation_id
+        if found_id is None:
+            self.warn("there is no earlier conversation to continue; this one starts afresh")
+            return
+        turns = [Turn(task, answer) for task, answer in history.conversation(found_id)]
+        self.conversation = Conversation(found_id, turns)
+
+    def retry(self, ref: str | None) -> int:
+        """Run a failed, interrupted or budget-stopped run (or one whose agents partly failed)
+        again, keeping what it delivered: its plan stands, and its agents that produced output
+        are neither built nor run again."""
+        import attachments
+        import orchestrator
+        import planner
+        import verbs
+
+        found = verbs.find_run(ref)
+        reader = verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn)
+        if found is None:
+            return reader.missing(f"There is no run {ref or 'yet'}.", "See `agentgod history`.")
+        if found.status is RunStatus.OK and all(agent.ok for agent in found.agents):
+            return reader.missing(
+                f"Run {found.run_id} answered with every agent; there is nothing to retry.",
+                f"`agentgod show {found.run_id}` shows it; run the task again for a new answer.",
+            )
+        if not found.plan:
+            return reader.missing(
+                f"Run {found.run_id} stopped before it had a plan; there is nothing to reuse.",
+                "Run the task again.",
+            )
+        independent = not any(spec.get("depends_on") for spec in found.plan)
+        plan = planner.plan_model(len(found.plan)).model_validate(
+            {
+                "complexity": found.complexity or "standard",
+                "agents": list(found.plan),
+                "independent": independent,
+                "reasoning": found.reasoning,
+            }
+        )
+        planned = {spec.name for spec in plan.agents}
+        outputs = {a.name: a.output for a in found.agents if a.ok and a.name in planned}
+        self.task = found.task
+        self.warnings = []
+        if found.conversation_id:
+            self.resume(found.run_id)
+        settings = config.settings()
+        attached = attachments.gather(
+            found.task,
+            [item["path"] for item in found.attachments],
+            max_bytes=settings.attach_max_bytes,
+            max_files=settings.attach_max_files,
+        )
+        seed = orchestrator.Retry(found.run_id, plan, outputs)
+        return self.run_task(found.task, attached, retry=seed)
+
+
+def _warm_up() -> threading.Thread:
+    """While the person types, load what the first run needs, so its first request leaves at once.
+
+    The SDK client (and its HTTP stack) and the pipeline's modules together take well over a
+    second to import; a person typing a task gives them that time for free.
+    """
+
+    def load() -> None:
+        signals.shield_from_signals()
+        with contextlib.suppress(Exception):
+            import intake  # noqa: F401
+            import orchestrator  # noqa: F401
+            import scratch  # noqa: F401
+
+            llm.get_client()
+
+    thread = threading.Thread(target=load, name="agentgod-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def save_key(env_file: Path, key: str) -> None:
+    """Write or replace ANTHROPIC_API_KEY in .env, readable by the owner only."""
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    if env_file.exists():
+        lines = [
+            line
+            for line in env_file.read_text(encoding="utf-8").splitlines()
+            if not line.strip().startswith("ANTHROPIC_API_KEY")
+        ]
+    lines.append(f"ANTHROPIC_API_KEY={key}")
+    descriptor = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    env_file.chmod(0o600)
+
+
+def stdin_is_tty() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+# ---- the JSON contract -------------------------------------------------------------------------
+
+
+def error_json(problem: problems.Problem) -> ErrorDetail:
+    return ErrorDetail(
+        type=problem.kind,
+        headline=problem.headline,
+        advice=problem.advice,
+        detail=problem.technical,
+    )
