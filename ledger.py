@@ -135,24 +135,30 @@ class Usage:
         searches: int = 0,
         calls: int = 1,
     ) -> None:
-        with self._lock:
-            row = self.by_model.setdefault(model, ModelUsage())
-            row.calls += calls
-            row.input_tokens += input_tokens
-            row.output_tokens += output_tokens
-            row.cache_write_tokens += cache_write_tokens
-            row.cache_read_tokens += cache_read_tokens
-            row.searches += searches
-        if self.parent is not None:
-            self.parent.add(
-                model,
+        self.add_row(
+            model,
+            ModelUsage(
+                calls=calls,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 cache_write_tokens=cache_write_tokens,
                 cache_read_tokens=cache_read_tokens,
                 searches=searches,
-                calls=calls,
-            )
+            ),
+        )
+
+    def add_row(self, model: str, row: ModelUsage) -> None:
+        """Fold one row of totals into `model`'s, here and in every ledger above."""
+        with self._lock:
+            total = self.by_model.setdefault(model, ModelUsage())
+            total.calls += row.calls
+            total.input_tokens += row.input_tokens
+            total.output_tokens += row.output_tokens
+            total.cache_write_tokens += row.cache_write_tokens
+            total.cache_read_tokens += row.cache_read_tokens
+            total.searches += row.searches
+        if self.parent is not None:
+            self.parent.add_row(model, row)
 
     def phase(self, name: str) -> Usage:
         """The view that counts phase `name` (plan, generate, agents, merge, council, judge)."""
@@ -179,14 +185,7 @@ class Usage:
             cache_read_tokens=usage_count(usage, "cache_read_input_tokens"),
             searches=usage_searches(usage),
         )
-        self.add(
-            model,
-            input_tokens=row.input_tokens,
-            output_tokens=row.output_tokens,
-            cache_write_tokens=row.cache_write_tokens,
-            cache_read_tokens=row.cache_read_tokens,
-            searches=row.searches,
-        )
+        self.add_row(model, row)
         self._log(
             [
                 Call(
@@ -221,15 +220,7 @@ class Usage:
         its totals and its calls, which keep their phases and times."""
         self._log(other.call_log())
         for model, row in other.snapshot().items():
-            self.add(
-                model,
-                input_tokens=row.input_tokens,
-                output_tokens=row.output_tokens,
-                cache_write_tokens=row.cache_write_tokens,
-                cache_read_tokens=row.cache_read_tokens,
-                searches=row.searches,
-                calls=row.calls,
-            )
+            self.add_row(model, row)
 
     def snapshot(self) -> dict[str, ModelUsage]:
         with self._lock:
