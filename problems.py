@@ -350,6 +350,30 @@ _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
 )
 
 
+# The API's own error types. A failure inside a streamed reply arrives after the HTTP 200 as an
+# `error` event, which the SDK raises as a plain APIStatusError: only the type it names says what
+# went wrong.
+_BY_ERROR_TYPE: dict[str, Translator] = {
+    "authentication_error": _wrong_key,
+    "permission_error": _permission,
+    "not_found_error": _unknown_model,
+    "rate_limit_error": _rate_limited,
+    "overloaded_error": _overloaded,
+    "api_error": _server_error,
+    "invalid_request_error": _bad_request,
+    "request_too_large": _bad_request,
+    "timeout_error": _timeout,
+}
+
+
+def _api_error_type(error: BaseException) -> str:
+    """The `error.type` of an API error body (`{"type": "error", "error": {"type": ...}}`)."""
+    body = getattr(error, "body", None)
+    inner = body.get("error") if isinstance(body, dict) else None
+    kind = inner.get("type") if isinstance(inner, dict) else None
+    return kind if isinstance(kind, str) else ""
+
+
 def _translator(error: BaseException) -> Translator:
     """The translator of the most specific loaded type `error` is an instance of."""
     known: dict[type, Translator] = {}
@@ -362,6 +386,9 @@ def _translator(error: BaseException) -> Translator:
             return known[cls]
     if "Could not resolve authentication method" in str(error):
         return _missing_key  # the SDK's TypeError when no key reached the client
+    by_error_type = _BY_ERROR_TYPE.get(_api_error_type(error))
+    if by_error_type is not None:
+        return by_error_type
     if getattr(error, "status_code", None) == 529:
         return _overloaded
     return _generic

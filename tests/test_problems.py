@@ -8,6 +8,7 @@ import anthropic
 import httpx2
 import pytest
 from conftest import TEST_KEY
+from fakeapi import FakeMessagesAPI, Reply
 
 import config
 import ledger
@@ -90,6 +91,22 @@ def test_overloaded_wins_over_its_parent_class() -> None:
         problems.explain(status_error(anthropic.InternalServerError, 500, "boom")).kind
         == "server_error"
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(529, "overloaded"), (429, "rate_limit"), (500, "server_error"), (400, "bad_request")],
+)
+def test_an_error_event_inside_a_streamed_reply_is_explained_by_its_type(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch, status: int, kind: str
+) -> None:
+    """The reply began with HTTP 200, so only the event's `error.type` says what went wrong."""
+    monkeypatch.setenv("API_RETRIES", "0")
+    fake_api.queue(Reply("Half an ans", stream_error=status, fail_after=1))
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        llm.completion("Say it", model="claude-sonnet-5-5", effort=None, on_text=lambda _: None)
+    assert caught.value.status_code == 200
+    assert problems.explain(caught.value).kind == kind
 
 
 def test_bad_request() -> None:
