@@ -5,6 +5,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -25,3 +27,18 @@ def test_every_test_module_gets_the_tests_lighter_type_check() -> None:
     assert isinstance(tool, dict)
     (override,) = tool["mypy"]["overrides"]
     assert {path.stem for path in (ROOT / "tests").glob("*.py")} <= set(override["module"])
+
+
+def test_what_the_inlined_runtime_restates_agrees_with_its_one_definition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """agent_runtime may import nothing of ours (a kept agent runs with nothing installed), so
+    it restates a few facts; they must never drift from the definitions the product uses."""
+    import agent_runtime
+    import config
+    import models
+
+    monkeypatch.delenv("MAX_SEARCHES_PER_AGENT", raising=False)
+    assert agent_runtime.DEFAULT_MODEL == models.DEFAULT_MODEL
+    assert agent_runtime.DEFAULT_BASE_URL == config.DEFAULT_BASE_URL
+    assert config.settings().max_searches_per_agent == agent_runtime.DEFAULT_MAX_SEARCHES
