@@ -3,7 +3,8 @@
 A task names files with `@path` (or `--file PATH`). `gather` finds them, refuses what must never
 reach an agent or the model (secrets, keys, devices, files over the size cap, more files than the
 count cap), and returns what the rest needs: a unique name per file for the planner and the agents,
-the resolved path to read, the files to mount read-only, and a bounded description for prompts.
+the resolved path to read, the files to mount read-only, and a bounded description for prompts
+(what each file is and its preview come from filesniff.py, which looks at the bytes read here).
 It runs before any model call, so a refusal costs nothing; and it never copies a file anywhere.
 
 Nothing is opened before its type is known from `stat`: a FIFO or `/dev/zero` named by a task must
@@ -13,11 +14,7 @@ refused without reading a byte of it.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
-import csv
-import io
-import mimetypes
 import os
 import re
 import stat
@@ -25,16 +22,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import filesniff
 import redact
 from replies import AttachmentReply
-from ui import clean, human_size
+from ui import human_size
 
 SCAN_BYTES = 4 * 1024 * 1024
 """How much of each file is read to sniff its type, preview it and look for secrets."""
-PREVIEW_LINES = 10
-PREVIEW_CHARS = 1000
-CSV_SAMPLE_ROWS = 3
-"""Data rows a CSV's preview shows under its header: enough to see the delimiter and quoting."""
 LISTED_PER_FOLDER = 50
 """Files of one folder `describe` names before it says how many more there are."""
 PREVIEWED_FILES = 10
@@ -70,21 +64,6 @@ _PRIVATE_KEY = re.compile(
 _KEY_FOLDERS = (".ssh", ".aws", ".gnupg", ".config/gcloud")
 """Folders under the user's home where keys live: nothing in them is ever attached."""
 
-_IMAGES = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-_TEXT_MEDIA = frozenset({"application/json", "application/xml", "application/javascript"})
-_SNIFFED_MEDIA = frozenset(
-    {"application/pdf", "image/png", "image/jpeg", "image/gif", "image/webp"}
-)
-"""Types only a file's content may claim: a `.pdf` without the PDF magic is not a PDF."""
-_MIME = mimetypes.MimeTypes()
-"""Python's own table only, not the machine's /etc/mime.types: the same answer everywhere."""
-_PDF_PAGES = re.compile(rb"/Type\s*/Pages\b")
-_PDF_COUNT = re.compile(rb"/Count\s+(\d+)")
 _LABELS = {"text": "text", "csv": "CSV", "pdf": "PDF", "image": "image", "binary": "binary"}
 
 _ADVICE_MISSING = (
@@ -412,15 +391,6 @@ def _read_head(path: Path, max_bytes: int) -> tuple[bytes, int, bool]:
     return head[:SCAN_BYTES], size, whole
 
 
-def _utf8(head: bytes, whole: bool) -> str | None:
-    """`head` as text when it is UTF-8 without NULs (a cut-off last character is forgiven)."""
-    try:
-        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=whole)
-    except UnicodeDecodeError:
-        return None
-    return None if "\x00" in text else text
-
-
 def _examine(
     name: str, resolved: Path, root: Path, max_bytes: int, status: os.stat_result
 ) -> Attachment:
@@ -431,131 +401,14 @@ def _examine(
     if status.st_size > max_bytes:
         raise _size_refusal(status.st_size, max_bytes)
     head, size, whole = _read_head(resolved, max_bytes)
-    text = _utf8(head, whole)
-    kind, media_type = _sniff(head, resolved.name, text is not None)
-    if kind not in ("text", "csv"):
-        text = None
+    kind, media_type, text = filesniff.sniff(head, resolved.name, whole)
     scanned = text if text is not None else head.decode("utf-8", errors="replace")
     if kind not in ("image", "pdf") and redact.contains_secret(scanned):
         raise _Refusal(
             "it contains what looks like a secret (a key, token or password)", _ADVICE_SECRET
         )
-    if text is not None:
-        text = text.removeprefix("\ufeff")
-    if kind == "csv" and text is not None:
-        preview = _csv_preview(text, whole, "\t" if media_type.endswith("values") else ",")
-    elif text is not None:
-        preview = _text_preview(text)
-    elif kind == "pdf":
-        pages = _pdf_pages(head)
-        preview = "" if pages is None else f"PDF, {pages} page" + ("" if pages == 1 else "s")
-    elif kind == "image":
-        preview = _image_preview(head, media_type)
-    else:
-        preview = ""
+    preview = filesniff.preview(head, kind, media_type, text, whole)
     return Attachment(name, resolved, size, kind, media_type, preview, root)
-
-
-def _sniff(head: bytes, name: str, textual: bool) -> tuple[str, str]:
-    """(kind, media type) from the content first (`textual`: it decodes as UTF-8), the suffix
-    second."""
-    if head.startswith(b"%PDF-"):
-        return "pdf", "application/pdf"
-    for magic, media_type in _IMAGES:
-        if head.startswith(magic):
-            return "image", media_type
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image", "image/webp"
-    guessed = _MIME.guess_type(name, strict=False)[0] or ""
-    suffix = Path(name).suffix.lower()
-    if textual:
-        if suffix == ".csv":
-            return "csv", "text/csv"
-        if suffix == ".tsv":
-            return "csv", "text/tab-separated-values"
-        text_type = (
-            guessed.startswith("text/") or guessed in _TEXT_MEDIA or guessed.endswith("+xml")
-        )
-        return "text", guessed if text_type else "text/plain"
-    if guessed in _SNIFFED_MEDIA or guessed.startswith("text/") or not guessed:
-        return "binary", "application/octet-stream"
-    return "binary", guessed
-
-
-def _bounded(lines: list[str], more: bool) -> str:
-    text = clean("\n".join(lines))
-    if len(text) > PREVIEW_CHARS:
-        text, more = text[:PREVIEW_CHARS], True
-    return text + "\n…" if more else text
-
-
-def _text_preview(text: str) -> str:
-    lines = text[: PREVIEW_CHARS + 1].splitlines()
-    more = len(lines) > PREVIEW_LINES or len(text) > PREVIEW_CHARS
-    return _bounded(lines[:PREVIEW_LINES], more)
-
-
-def _csv_preview(text: str, whole: bool, delimiter: str) -> str:
-    """The header row and a few rows as written, then the row count when the whole file was read."""
-    lines = text[: PREVIEW_CHARS + 1].splitlines()
-    shown = [line for line in lines[: 1 + CSV_SAMPLE_ROWS] if line]
-    preview = _bounded(shown, more=False)
-    if not whole:
-        return preview
-    try:
-        rows = sum(1 for row in csv.reader(io.StringIO(text), delimiter=delimiter) if row)
-    except csv.Error:
-        return preview
-    count = max(rows - 1, 0)
-    return preview + f"\n({count} row" + ("" if count == 1 else "s") + " under the header)"
-
-
-def _pdf_pages(head: bytes) -> int | None:
-    """The page count from the page tree's root, when it is in the part read; else None."""
-    counts = [
-        int(count)
-        for found in _PDF_PAGES.finditer(head)
-        for count in _PDF_COUNT.findall(head[max(found.start() - 300, 0) : found.end() + 300])
-    ]
-    return max(counts) if counts else None
-
-
-def _image_preview(head: bytes, media_type: str) -> str:
-    label = media_type.split("/", 1)[1].upper() + " image"
-    size = _image_size(head, media_type)
-    return f"{label}, {size[0]}x{size[1]}" if size else label
-
-
-def _image_size(head: bytes, media_type: str) -> tuple[int, int] | None:
-    """(width, height) from a PNG, GIF or JPEG header, or None."""
-    if media_type == "image/png" and head[12:16] == b"IHDR" and len(head) >= 24:
-        return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
-    if media_type == "image/gif" and len(head) >= 10:
-        return int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
-    if media_type == "image/jpeg":
-        return _jpeg_size(head)
-    return None
-
-
-def _jpeg_size(head: bytes) -> tuple[int, int] | None:
-    """Walk the JPEG segments to the first start-of-frame, which holds the dimensions."""
-    at = 2
-    while at + 9 <= len(head):
-        if head[at] != 0xFF:
-            return None
-        marker = head[at + 1]
-        if marker == 0xFF:
-            at += 1
-            continue
-        if marker == 0x01 or 0xD0 <= marker <= 0xD8:
-            at += 2
-            continue
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            height = int.from_bytes(head[at + 5 : at + 7], "big")
-            width = int.from_bytes(head[at + 7 : at + 9], "big")
-            return width, height
-        at += 2 + int.from_bytes(head[at + 2 : at + 4], "big")
-    return None
 
 
 def _walk(folder: Path, home: Path) -> Iterator[tuple[str, Path, _Refusal | None]]:

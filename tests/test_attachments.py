@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import attachments
 import config
+import filesniff
 import problems
 import ui
 from attachments import AttachmentError, gather
@@ -633,7 +634,7 @@ def test_a_text_preview_is_bounded(attach: Attach, work: Path) -> None:
     (long,) = attach("@long.txt").files
     assert long.preview.split("\n") == [f"line {n}" for n in range(10)] + ["…"]
     (wide,) = attach("@wide.txt").files
-    assert wide.preview == "w" * attachments.PREVIEW_CHARS + "\n…"
+    assert wide.preview == "w" * filesniff.PREVIEW_CHARS + "\n…"
 
 
 def test_a_preview_carries_no_terminal_escapes(attach: Attach, work: Path) -> None:
@@ -649,7 +650,7 @@ def test_a_csv_preview_shows_the_header_rows_and_count(attach: Attach, work: Pat
     lines = file.preview.split("\n")
     assert lines[0] == "id,note,amount"
     assert lines[1] == '0,"note, with comma",0.0'
-    assert len(lines) == 1 + attachments.CSV_SAMPLE_ROWS + 1
+    assert len(lines) == 1 + filesniff.CSV_SAMPLE_ROWS + 1
     assert lines[-1] == "(500 rows under the header)"
 
 
