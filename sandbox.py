@@ -32,10 +32,10 @@ Each layer is used when the platform has it (probed once per process):
 - **bwrap**: bubblewrap as an outer layer, with allow-list binds only and no capabilities.
 
 This module is the parent's half: it probes, decides and builds the command line, and may import
-whatever it likes. The child's half is sandbox_boot.py, kept apart because everything it imports
-is paid again by every agent start; the Landlock, seccomp and capability mechanisms live there,
-once, and are imported here for probing. The executor's own wall (environment, scratch cwd,
-process group, rlimits) is not repeated in either.
+whatever it likes. The child's half is sandbox_boot.py (with sandbox_seccomp.py, the filter),
+kept apart because everything it imports is paid again by every agent start; the Landlock,
+seccomp and capability mechanisms live there, once, and are imported here for probing. The
+executor's own wall (environment, scratch cwd, process group, rlimits) is not repeated in either.
 """
 
 import atexit
@@ -55,6 +55,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import sandbox_boot
+import sandbox_seccomp
 from kinds import SandboxMode
 
 MODES: tuple[str, ...] = tuple(SandboxMode)
@@ -65,6 +66,7 @@ DROP_UID = DROP_GID = 65534  # nobody/nogroup: owns no files, so it can change n
 TASK_LIMIT = 256
 BOOT_FAILURE_EXIT = sandbox_boot.BOOT_FAILURE_EXIT  # a wall asked for could not be raised
 _BOOTSTRAP = Path(sandbox_boot.__file__).resolve()
+_CHILD_FILES = tuple(Path(path).resolve() for path in sandbox_boot.CHILD_FILES)
 _TRUE = next((p for p in ("/usr/bin/true", "/bin/true") if os.path.exists(p)), "true")
 
 # Read-only paths every agent needs: shared libraries, TLS roots (never /etc/ssl/private),
@@ -361,15 +363,15 @@ def probe() -> Capabilities:
     abi = sandbox_boot.landlock_abi()
     if not abi:
         why_not["landlock"] = "landlock: the kernel has no Landlock (Linux >= 5.13 with it enabled)"
-    seccomp_problem = sandbox_boot.seccomp_problem()
+    seccomp_problem = sandbox_seccomp.seccomp_problem()
     if seccomp_problem:
         why_not["seccomp"] = seccomp_problem
     can_drop_uid = os.geteuid() == 0
     if not can_drop_uid:
         why_not["uid"] = "uid: not running as root, so there is no identity to drop"
-    elif not _reachable(_BOOTSTRAP, os.R_OK):
+    elif unreadable := [path for path in _CHILD_FILES if not _reachable(path, os.R_OK)]:
         can_drop_uid = False
-        why_not["uid"] = f"uid: {_BOOTSTRAP} is not readable by uid {DROP_UID}"
+        why_not["uid"] = f"uid: {unreadable[0]} is not readable by uid {DROP_UID}"
     bwrap = shutil.which("bwrap")
     bwrap_problem = _bwrap_problem(bwrap, None)
     if bwrap_problem:
@@ -471,7 +473,7 @@ def prepare(
     if "landlock" in active:
         skipped += _landlock_gaps(caps.landlock_abi, network)
 
-    readable = [*_interpreter_roots(python), agent, _BOOTSTRAP]
+    readable = [*_interpreter_roots(python), agent, *_CHILD_FILES]
     given = list(dict.fromkeys(Path(path).absolute() for path in read_only))
     given = [path for path in given if path.exists()]
     if "uid" in active:

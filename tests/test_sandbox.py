@@ -731,6 +731,23 @@ def test_a_garbled_command_line_fails_closed(argv: list[str], tmp_path: Path) ->
     assert done.stderr.startswith("sandbox: the bootstrap's command line is not understood: ")
 
 
+def test_a_bootstrap_without_its_seccomp_module_fails_closed(tmp_path: Path) -> None:
+    """The filter lives beside the bootstrap: a child that cannot read it never runs the agent."""
+    if "seccomp" in sandbox.probe().why_not:
+        pytest.skip(sandbox.probe().why_not["seccomp"])
+    alone = tmp_path / "sandbox_boot.py"
+    shutil.copyfile(sandbox_boot.__file__, alone)
+    (tmp_path / "a").write_text("print('ran')\n", encoding="utf-8")
+    walls = sandbox_boot.Walls(("seccomp",))
+    boot = [sys.executable, "-X", "utf8", "-I", "-S", str(alone), *walls.to_argv(), "a"]
+    done = subprocess.run(boot, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == sandbox.BOOT_FAILURE_EXIT, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith("sandbox: seccomp could not be applied: No module named"), (
+        done.stderr
+    )
+
+
 # Everything the bootstrap imports is paid by every agent, before its first line. The os family
 # comes with `site` anyway; ctypes is the one binding Landlock and libseccomp need. A new import
 # belongs here only with a measurement (python -X importtime) that says it is worth its cost.
@@ -741,12 +758,14 @@ BOOTSTRAP_IMPORTS = {
 
 
 def test_the_bootstrap_imports_only_what_it_needs() -> None:
+    """sandbox_seccomp is the bootstrap's too: imported in the child when seccomp is asked for."""
+    ours = {"sandbox_boot", "sandbox_seccomp"}
     script = (
         "import sys\n"
         "before = set(sys.modules)\n"
         f"sys.path.insert(0, {str(Path(sandbox_boot.__file__).parent)!r})\n"
-        "import sandbox_boot\n"
-        "print(' '.join(sorted(set(sys.modules) - before - {'sandbox_boot'})))\n"
+        "import sandbox_boot, sandbox_seccomp\n"
+        f"print(' '.join(sorted(set(sys.modules) - before - {ours!r})))\n"
     )
     done = subprocess.run(
         [sys.executable, "-X", "utf8", "-I", "-S", "-c", script],
