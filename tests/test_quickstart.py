@@ -106,10 +106,26 @@ def pip_settings() -> dict[str, str]:
     return found
 
 
+def proxies() -> dict[str, str]:
+    """The machine's proxies, which pip may need; the fake Messages API is reached directly."""
+    found = {
+        name: value
+        for name, value in os.environ.items()
+        if name.lower().endswith("_proxy") and name.lower() != "no_proxy"
+    }
+    if found:
+        direct = ",".join(filter(None, [os.environ.get("no_proxy", ""), "127.0.0.1,localhost"]))
+        found |= {"no_proxy": direct, "NO_PROXY": direct}
+    return found
+
+
 def copy_of_checkout(target: Path) -> Path:
-    """The tracked files as they are in the working tree (edits included), nothing else."""
+    """The working tree's files git would commit (edits and new files included), nothing else:
+    no venv, build output or data of this working tree."""
     listed = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
     ).stdout
     for name in listed.decode().split("\0"):
         source = ROOT / name
@@ -153,6 +169,7 @@ def test_the_readme_quick_start_works_as_written(fake_api: FakeMessagesAPI, tmp_
         "LANG": "C.UTF-8",
         "ANTHROPIC_BASE_URL": fake_api.base_url,
         **pip_settings(),
+        **proxies(),
     }
 
     # The key goes in as `key set` reads it from a pipe; nothing else in the block reads stdin.
@@ -172,12 +189,15 @@ def test_the_readme_quick_start_works_as_written(fake_api: FakeMessagesAPI, tmp_
     assert task in planned.prompt, "the README's task is the one planned"
     assert {request.api_key for request in fake_api.messages()} == {KEY}, "the saved key was used"
 
+    after = snapshot(checkout)
+    written = sorted(name for name in after if after[name] != before.get(name))
+    assert not written, f"written into the checkout: {written}"
     data = home / ".agentgod"
+    assert (data / ".env").is_file(), f"the key was not saved in {data}"
     assert stat.S_IMODE((data / ".env").stat().st_mode) == 0o600
     assert f"ANTHROPIC_API_KEY={KEY}" in (data / ".env").read_text(encoding="utf-8")
     assert (data / "runs" / "history.db").is_file()
     assert list((data / "runs").glob("*.md")), "the run file is in the home"
-    assert snapshot(checkout) == before, "nothing was written into the checkout"
 
     installed = checkout / command if "/" in command else shutil.which(command, path=env["PATH"])
     assert installed, f"{command} is not on the Quick start's PATH"
