@@ -22,16 +22,14 @@ the pipeline or rich.
 
 from __future__ import annotations
 
-import contextlib
-import getpass
 import math
 import os
 import re
 import sys
 import threading
-from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+import asking
 from kinds import Phase
 from replies import (
     ArtifactReply,
@@ -134,60 +132,6 @@ def cost_text(summary: CostSummary, duration_seconds: float | None = None) -> st
     if duration_seconds is not None:
         parts.append(duration(duration_seconds))
     return " | ".join(parts)
-
-
-KEEP_ALL = ("all", "keep", "yes", "y")
-KEEP_NONE = ("none", "no", "n", "discard")
-KEEP_ASKS = 3
-"""How often an answer the keep question does not understand is asked again, before none."""
-
-
-def parse_keep(reply: str, names: Sequence[str]) -> list[str] | None:
-    """Which of `names` a reply keeps: all/keep/yes/y, none/no/n or blank, or names and 1-based
-    numbers separated by commas or spaces, in the plan's order. None when a word is none of
-    these (a misspelt name): the person is asked again rather than losing an agent to a typo."""
-    words = reply.replace(",", " ").lower().split()
-    if len(words) > 1 and words[0] == "keep":  # "keep all", "keep writer"
-        words = words[1:]
-    if all(word in KEEP_NONE for word in words):
-        return []
-    if all(word in KEEP_ALL for word in words):
-        return list(names)
-    chosen: set[str] = set()
-    for word in words:
-        if word.isdigit() and 1 <= int(word) <= len(names):
-            chosen.add(names[int(word) - 1])
-        elif word in names:
-            chosen.add(word)
-        else:
-            return None
-    return [name for name in names if name in chosen]
-
-
-def _discard_typed_ahead() -> None:
-    """Throw away what was typed at the terminal before the question was shown."""
-    try:
-        import termios
-
-        if sys.stdin is not None and sys.stdin.isatty():
-            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
-    except (ImportError, OSError, ValueError):
-        pass
-
-
-@contextlib.contextmanager
-def _out_of_history() -> Iterator[None]:
-    """An answer to a question is not a prompt line: readline must not remember it."""
-    readline = sys.modules.get("readline")
-    switch = getattr(readline, "set_auto_history", None)
-    if switch is None:
-        yield
-        return
-    switch(False)
-    try:
-        yield
-    finally:
-        switch(True)
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -385,23 +329,8 @@ class PlainUI:
     # ---- questions -----------------------------------------------------------------------------
 
     def _read(self, prompt: str) -> str | None:
-        """One line from the person, or None at end of input.
-
-        At a terminal, keys typed while the run went on are thrown away first (they were meant
-        for the next prompt, not as this answer), and the answer stays out of the prompt's
-        up-arrow history.
-        """
-        if self.input_stream is not None:
-            self._prompt(prompt)
-            line = self.input_stream.readline()
-            return line.rstrip("\r\n") if line else None
-        _discard_typed_ahead()
-        self._prompt(prompt)
-        with _out_of_history():
-            try:
-                return input()
-            except EOFError:
-                return None
+        """One line from the person, or None at end of input (see asking.read_line)."""
+        return asking.read_line(self._prompt, self.input_stream, prompt)
 
     def ask(self, question: str) -> str | None:
         if not self.interactive:
@@ -414,31 +343,14 @@ class PlainUI:
         if not self.interactive:
             return None
         prompt = f"{question.rstrip()} "
-        if self.input_stream is not None:
-            reply = self._read(prompt)
-        else:
-            try:
-                reply = getpass.getpass(prompt, stream=self.narrate_to)
-            except EOFError:
-                reply = None
+        reply = asking.read_secret(self._prompt, self.input_stream, prompt, self.narrate_to)
         return None if reply is None else reply.strip()
 
     def confirm(self, question: str, default: bool = False) -> bool:
         """y/n; blank, end of input or no person present take the default."""
         if not self.interactive:
             return default
-        prompt = f"{question.rstrip()} {'[Y/n]' if default else '[y/N]'} "
-        while True:
-            reply = self._read(prompt)
-            if reply is None:
-                return default
-            word = reply.strip().lower()
-            if not word:
-                return default
-            if word in ("y", "yes"):
-                return True
-            if word in ("n", "no"):
-                return False
+        return asking.confirm(self._read, question, default)
 
     def choose_keep(self, agents: list[KeepChoice]) -> list[str]:
         """Which new agents join the library; nobody present keeps none."""
@@ -450,17 +362,7 @@ class PlainUI:
             for number, a in enumerate(agents, 1)
         ]
         self._prompt("New agents from this run:\n" + "\n".join(listing) + "\n")
-        names = [a["name"] for a in agents]
-        for _ in range(KEEP_ASKS):
-            reply = self._read("Keep which? all, none, or names/numbers [none] ")
-            if reply is None:
-                return []
-            chosen = parse_keep(reply, names)
-            if chosen is not None:
-                return chosen
-            self._prompt(f"Not understood: {one_line(reply, 60)!r}. Names: {', '.join(names)}\n")
-        self._prompt("Keeping none.\n")
-        return []
+        return asking.keep(self._read, self._prompt, [a["name"] for a in agents])
 
     # ---- what commands show --------------------------------------------------------------------
 

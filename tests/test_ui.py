@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+import asking
 import events
 import ui
 from kinds import AgentKind, Phase
@@ -332,13 +333,13 @@ def test_choose_keep(typed: str, kept: list[str]) -> None:
 
 def test_parse_keep_does_not_understand_unknown_names_or_out_of_range_numbers() -> None:
     names = ["alpha", "beta", "gamma"]
-    assert ui.parse_keep("a, c", names) is None
-    assert ui.parse_keep("gamma, alpha", names) == ["alpha", "gamma"]
-    assert ui.parse_keep("alpha 0", names) is None
-    assert ui.parse_keep("alpha 4", names) is None
-    assert ui.parse_keep("alpha delta", names) is None
-    assert ui.parse_keep("ALL", names) == names
-    assert ui.parse_keep("  ", names) == []
+    assert asking.parse_keep("a, c", names) is None
+    assert asking.parse_keep("gamma, alpha", names) == ["alpha", "gamma"]
+    assert asking.parse_keep("alpha 0", names) is None
+    assert asking.parse_keep("alpha 4", names) is None
+    assert asking.parse_keep("alpha delta", names) is None
+    assert asking.parse_keep("ALL", names) == names
+    assert asking.parse_keep("  ", names) == []
 
 
 def test_an_answer_the_keep_question_does_not_understand_is_asked_again() -> None:
