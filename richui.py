@@ -18,8 +18,10 @@ if it differs (the council refined it, say, which the board says in the panel's 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -174,6 +176,11 @@ def _verbatim_tokens(tokens: list[Token]) -> list[Token]:
     return kept
 
 
+def can_drive(stream: TextIO) -> bool:
+    """Whether rich can redraw a live display on `stream`: a terminal, and not a dumb one."""
+    return Console(file=stream).is_interactive
+
+
 class RichUI(PlainUI):
     """PlainUI's surface with a wordmark, a live board, Markdown answers and tables."""
 
@@ -210,6 +217,8 @@ class RichUI(PlainUI):
             self.error_console = consoles[id(self.err)]
         self._state = threading.Lock()
         self._live: Live | None = None
+        self._waiting: Live | None = None
+        """The spinner `waiting` shows before the board is up."""
         self._spinner = Spinner("dots")
         self._phases = {phase: _Phase() for phase in PHASES}
         self._agents: dict[str, _Agent] = {}
@@ -237,11 +246,13 @@ class RichUI(PlainUI):
             self.console.print(renderable)
 
     def _stop_live(self) -> None:
+        """Take down the board (leaving its last frame) and the spinner of `waiting`, if up."""
         with self._state:
             self._settled = True
-        live, self._live = self._live, None
-        if live is not None:
-            live.stop()
+        for live in (self._live, self._waiting):
+            if live is not None:
+                live.stop()
+        self._live = self._waiting = None
 
     def _shows_pieces(self) -> bool:
         """Only while the live display is up, on the console the answer belongs on."""
@@ -262,6 +273,27 @@ class RichUI(PlainUI):
         art.append(f"    {TAGLINE}", style="italic")
         self.console.print(art)
         self.console.print(Text(f"v{version} · model {model} · home {clean(home)}", style="dim"))
+
+    @contextlib.contextmanager
+    def waiting(self, what: str) -> Iterator[None]:
+        """A spinner from the moment work starts, until it ends or anything else is shown (a
+        question, a problem, the run's board): only ever one live display is up."""
+        if not self.quiet and self._live is None and self._waiting is None:
+            self._waiting = Live(
+                Spinner("dots", Text(f"{what}…", style="cyan"), style="bold cyan"),
+                console=self.console,
+                refresh_per_second=12,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._waiting.start()
+        try:
+            yield
+        finally:
+            if self._waiting is not None:
+                self._waiting.stop()
+                self._waiting = None
 
     def task_started(self, task: str) -> None:
         self._stop_live()

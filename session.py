@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 KEY_ASKS = 3
 """How often a key the API rejects is asked for again at a terminal, before giving up."""
+WAITING = "reading the task"
+"""What the spinner says between Enter and the run's own display."""
 CHAT_MAX_WORDS = 12
 """Only input this short is worth a small-talk check; anything longer is a task."""
 
@@ -124,9 +126,10 @@ class Session:
         previous = os.environ.get("ANTHROPIC_API_KEY")
         os.environ["ANTHROPIC_API_KEY"] = key
         try:
-            llm.complete(
-                "Reply with OK.", model=config.settings().fast_model, effort=None, max_tokens=16
-            )
+            with self.ui.waiting("testing the key"):
+                llm.complete(
+                    "Reply with OK.", model=config.settings().fast_model, effort=None, max_tokens=16
+                )
         except Exception:
             if previous is None:
                 del os.environ["ANTHROPIC_API_KEY"]
@@ -168,16 +171,19 @@ class Session:
         `spent` is the run's ledger if calls were already made for it (the small-talk check);
         `retry` is the earlier run this one retries (no clarifying question then either).
         """
-        import intake
-        import orchestrator
-        import scratch
-
         self.task = task
         spent = spent or ledger.Usage()
-        if self.interactive and not self.conversation.turns and retry is None:
-            question = intake.clarifying_question(task, usage=spent.phase(Spend.INTAKE))
-            reply = self.ui.ask(question) if question else None
-            if question and reply:
+        question: str | None = None
+        with self.ui.waiting(WAITING):  # the pipeline's first import, then maybe a call
+            import intake
+            import orchestrator
+            import scratch
+
+            if self.interactive and not self.conversation.turns and retry is None:
+                question = intake.clarifying_question(task, usage=spent.phase(Spend.INTAKE))
+        if question:
+            reply = self.ui.ask(question)
+            if reply:
                 task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
         if config.settings().sandbox == "off":
             self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
@@ -258,7 +264,7 @@ class Session:
         return rows
 
     def _keep(self, pending: list[PendingAgent]) -> list[str]:
-        """--keep, --discard, or ask; the chosen new agents join the library."""
+        """--keep, --discard, or ask (never when quiet); the chosen new agents join the library."""
         import library
 
         if not pending:
@@ -266,8 +272,8 @@ class Session:
         names = [p.name for p in pending]
         if self.invocation.keep is True:
             chosen = names
-        elif self.invocation.keep is False or not self.interactive:
-            chosen = []
+        elif self.invocation.keep is False or self.invocation.quiet or not self.interactive:
+            chosen = []  # quiet: the answer alone, so no question after it
         else:
             chosen = self.ui.choose_keep([KeepChoice(name=p.name, role=p.role) for p in pending])
         kept: list[str] = []
@@ -344,11 +350,12 @@ class Session:
         before anything is spent, and a task with files is never small talk.
         """
         self.warnings = []
-        attached = self.attach(text)
-        # The run's ledger from its first call: the small-talk check is counted against it.
-        spent = ledger.Usage(budget_usd=config.settings().budget_usd)
-        if not attached.files and self._small_talk(text, spent):
-            return cli.EXIT_OK
+        with self.ui.waiting(WAITING):  # on screen at once: the first model reply takes seconds
+            attached = self.attach(text)
+            # The run's ledger from its first call: the small-talk check is counted against it.
+            spent = ledger.Usage(budget_usd=config.settings().budget_usd)
+            if not attached.files and self._small_talk(text, spent):
+                return cli.EXIT_OK
         return self.run_task(attached.task, attached, spent)
 
     def attach(self, text: str) -> Attached:

@@ -22,11 +22,13 @@ the pipeline or rich.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 import asking
@@ -238,6 +240,12 @@ class PlainUI:
 
     def task_finished(self) -> None:
         """Nothing to take down: plain lines are already in the scrollback."""
+
+    @contextlib.contextmanager
+    def waiting(self, what: str) -> Iterator[None]:
+        """Work under way with nothing yet to show (the first model calls after Enter, before
+        the run's own display): RichUI spins; plain lines have no screen to animate."""
+        yield
 
     def answer(self, text: str) -> None:
         """The final answer; not again when it is exactly what was just streamed."""
@@ -595,9 +603,11 @@ def make_ui(
     interactive: bool = False,
     input_stream: TextIO | None = None,
 ) -> PlainUI:
-    """Choose the renderer once per session. --plain, AGENTGOD_PLAIN, --json, a stdout that is
-    not a terminal, or a missing rich all mean PlainUI; --json also silences narration, since
-    stdout then carries nothing but the session's one JSON object (problems still reach stderr)."""
+    """Choose the renderer once per session. --plain, AGENTGOD_PLAIN, --json, --quiet, a stdout
+    that is not a terminal, a terminal rich cannot drive (TERM=dumb: its live display would show
+    nothing until the end) or a missing rich all mean PlainUI. --json also silences narration,
+    since stdout then carries nothing but the session's one JSON object; --quiet leaves the answer
+    as plain text on stdout (problems and warnings still reach stderr)."""
     out = out or sys.stdout
     quiet = quiet or json_mode
     options: dict[str, Any] = {
@@ -607,13 +617,13 @@ def make_ui(
         "interactive": interactive,
         "input_stream": input_stream,
     }
-    if plain or json_mode or _plain_requested() or not _isatty(out):
+    if plain or quiet or _plain_requested() or not _isatty(out):
         return PlainUI(**options)
     try:
-        from richui import RichUI
+        from richui import RichUI, can_drive
     except ImportError:
         return PlainUI(**options)
-    return RichUI(**options)
+    return RichUI(**options) if can_drive(out) else PlainUI(**options)
 
 
 if TYPE_CHECKING:

@@ -474,7 +474,7 @@ def test_library_history_and_stats() -> None:
         ({}, "", True, RichUI),
         ({}, "0", True, RichUI),
         ({}, "False", True, RichUI),
-        ({"quiet": True}, "", True, RichUI),
+        ({"quiet": True}, "", True, ui.PlainUI),
     ],
 )
 def test_make_ui_chooses_once(
@@ -485,6 +485,7 @@ def test_make_ui_chooses_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AGENTGOD_PLAIN", env)
+    monkeypatch.setenv("TERM", "xterm-256color")
     out = TTY() if tty else io.StringIO()
     view = ui.make_ui(
         out=out,
@@ -494,6 +495,14 @@ def test_make_ui_chooses_once(
         json_mode=options.get("json_mode", False),
     )
     assert type(view) is expected
+
+
+@pytest.mark.parametrize("term", ["dumb", "unknown"])
+def test_a_terminal_rich_cannot_drive_gets_plain_lines(
+    term: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TERM", term)
+    assert type(ui.make_ui(out=TTY(), err=io.StringIO())) is ui.PlainUI
 
 
 def test_json_mode_silences_narration_but_not_problems() -> None:
