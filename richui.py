@@ -225,6 +225,8 @@ class RichUI(PlainUI):
         self._plan_summary = ""
         self._revision = 0
         self._answer = _Answer()
+        self._notes: list[Text] = []
+        """What the council, the judge and a revision said, in order: drawn below the answer."""
         self._settled = False
         """The display is coming down for good: its last frame shows the answer whole."""
         self._rendered: dict[tuple[str, int], list[list[Segment]]] = {}
@@ -303,7 +305,9 @@ class RichUI(PlainUI):
             self._plan_summary = ""
             self._revision = 0
             self._answer = _Answer()
+            self._notes = []
             self._settled = False
+        self._plan_order = {}
         if self.quiet:
             return
         self._live = Live(
@@ -365,7 +369,7 @@ class RichUI(PlainUI):
             table.add_column(
                 heading, justify="right" if heading in ("attempts", "time", "cost") else "left"
             )
-        for agent in agents:
+        for agent in self._in_plan_order(agents):
             ok = bool(agent.get("ok"))
             table.add_row(
                 Text(agent["name"], style="bold"),
@@ -528,11 +532,7 @@ class RichUI(PlainUI):
             header = Text(self._plan_summary, style="bold")
             if self._revision:
                 header.append(f" · revision {self._revision}", style="yellow")
-            rail = Text()
-            for number, phase in enumerate(PHASES):
-                if number:
-                    rail.append(" → ", style="dim")
-                rail.append_text(self._phase_cell(phase, self._phases[phase], now, frame))
+            rail = self._rail(now, frame)
             board = Table.grid(padding=(0, 2))
             board.add_column(no_wrap=True)
             board.add_column(no_wrap=True, style="bold")
@@ -548,6 +548,7 @@ class RichUI(PlainUI):
             answer = _Answer(**vars(self._answer))
             merging = self._phases[Phase.MERGE].state
             settled = self._settled
+            notes = list(self._notes)
         if answer.replaced is not None:
             parts.append(
                 Text(
@@ -556,8 +557,8 @@ class RichUI(PlainUI):
                 )
             )
         elif answer.text.strip():
-            parts.append(self._answer_panel(answer, parts, merging, settled))
-        return Group(*parts)
+            parts.append(self._answer_panel(answer, [*parts, *notes], merging, settled))
+        return Group(*parts, *notes)
 
     def _answer_panel(
         self, answer: _Answer, above: list[RenderableType], merging: str, settled: bool
@@ -581,12 +582,25 @@ class RichUI(PlainUI):
             padding=(1, 2),
         )
 
+    def _rail(self, now: float, frame: str) -> Text:
+        """The phases on one line: with every time where the screen is wide enough, else with
+        the running phase's time only, else closer together (callers hold _state)."""
+        for timed, arrow in ((True, " → "), (False, " → "), (False, " ")):
+            rail = Text(no_wrap=True, overflow="crop")
+            for number, phase in enumerate(PHASES):
+                if number:
+                    rail.append(arrow, style="dim")
+                rail.append_text(self._phase_cell(phase, self._phases[phase], now, frame, timed))
+            if rail.cell_len <= self.console.width:
+                break
+        return rail
+
     @staticmethod
-    def _phase_cell(name: str, phase: _Phase, now: float, frame: str) -> Text:
+    def _phase_cell(name: str, phase: _Phase, now: float, frame: str, timed: bool) -> Text:
         if phase.state == "active":
             return Text(f"{frame} {name} {duration(now - phase.since)}", style="bold cyan")
         mark, style = _PHASE_LOOK[phase.state]
-        timing = f" {duration(phase.seconds)}" if phase.state == "done" else ""
+        timing = f" {duration(phase.seconds)}" if phase.state == "done" and timed else ""
         return Text(f"{mark} {name}{timing}", style=style)
 
     @staticmethod
@@ -618,8 +632,19 @@ class RichUI(PlainUI):
 
     # ---- the pipeline's hooks ------------------------------------------------------------------
 
-    def phase_started(self, phase: Phase) -> None:
+    def _note(self, text: Text) -> None:
+        """A verdict in its place: under the board and the answer while the display is up."""
         with self._state:
+            if self._live is not None:
+                self._notes.append(text)
+                return
+        self._show(text)
+
+    def phase_started(self, phase: Phase) -> None:
+        """A plan starts a round: whatever came after it is the last round's, and pending."""
+        with self._state:
+            if phase is Phase.PLAN:
+                self._phases = {each: _Phase() for each in PHASES}
             self._phases[phase] = _Phase("active", time.monotonic())
 
     def phase_finished(self, phase: Phase, seconds: float) -> None:
@@ -630,6 +655,7 @@ class RichUI(PlainUI):
         self, complexity: str, agents: list[PlannedAgent], waves: list[list[str]]
     ) -> None:
         count = len(agents)
+        self._planned(agents)
         with self._state:
             self._plan_summary = (
                 f"{complexity} · {count} agent{'' if count == 1 else 's'} "
@@ -641,12 +667,13 @@ class RichUI(PlainUI):
             }
 
     def revision_started(self, revision: int, missing: str) -> None:
-        """A new round replans, so the rail up to the council starts over."""
+        """A revision merges (and judges) again, so the rail from the merge on starts over; a
+        new round's plan, if it comes to one, resets the rest (phase_started)."""
         with self._state:
             self._revision = revision
-            for phase in PHASES[:5]:
+            for phase in PHASES[PHASES.index(Phase.MERGE) : PHASES.index(Phase.ARCHIVE)]:
                 self._phases[phase] = _Phase()
-        self._show(Text(f"↻ revision {revision}: {one_line(missing)}", style="yellow"))
+        self._note(Text(f"↻ revision {revision}: {one_line(missing)}", style="yellow"))
 
     def agent_building(self, name: str, reused: bool) -> None:
         self._set_agent(name, "building", "from the library" if reused else "writing code")
@@ -707,13 +734,13 @@ class RichUI(PlainUI):
         )
         for weakness in weaknesses:
             text.append(f"\n  - {one_line(weakness)}", style="dim")
-        self._show(text)
+        self._note(text)
 
     def judged(self, done: bool, missing: str) -> None:
         if done:
-            self._show(Text("✓ judge: the answer covers the request", style="green"))
+            self._note(Text("✓ judge: the answer covers the request", style="green"))
         else:
-            self._show(Text(f"judge: incomplete — {one_line(missing)}", style="yellow"))
+            self._note(Text(f"judge: incomplete — {one_line(missing)}", style="yellow"))
 
     def budget_exhausted(self, spent_usd: float, budget_usd: float) -> None:
         self._show(

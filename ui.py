@@ -29,7 +29,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import asking
 from kinds import Phase
@@ -48,6 +48,8 @@ from replies import (
 
 if TYPE_CHECKING:
     from events import TaskEvents
+
+_Row = TypeVar("_Row", TranscriptAgent, KeepChoice)
 
 PHASES: tuple[Phase, ...] = tuple(Phase)
 """The phases of a run, in the order the rail shows them."""
@@ -175,6 +177,8 @@ class PlainUI:
         self.input_stream = input_stream
         self._lock = threading.RLock()
         self._name_width = _MIN_NAME_WIDTH
+        self._plan_order: dict[str, int] = {}
+        """Each planned agent's place, every round's plan in turn: how agents are listed."""
         self._streamed = ""
         """The answer as streamed since the last answer_started (the pieces as they came)."""
         self._streaming = False
@@ -224,6 +228,16 @@ class PlainUI:
         """What a command was asked to show: its answer, so stdout and never quieted."""
         self._write(self.out, text + "\n")
 
+    def _planned(self, agents: list[PlannedAgent]) -> None:
+        """Remember the plan's order (a later round's new agents after the earlier ones)."""
+        for agent in agents:
+            self._plan_order.setdefault(agent["name"], len(self._plan_order))
+
+    def _in_plan_order(self, rows: list[_Row]) -> list[_Row]:
+        """`rows` as the plan listed them, whatever order the agents finished in."""
+        last = len(self._plan_order)
+        return sorted(rows, key=lambda row: self._plan_order.get(row["name"], last))
+
     def _agent_line(self, name: str, state: str, detail: str = "") -> None:
         self._name_width = max(self._name_width, len(name))
         self._line("agent", f"{name:<{self._name_width}}  {state:<9}  {detail}".rstrip())
@@ -235,6 +249,7 @@ class PlainUI:
 
     def task_started(self, task: str) -> None:
         self._name_width = _MIN_NAME_WIDTH
+        self._plan_order = {}
         self._take_stream()
         self._line("task", one_line(task.strip().splitlines()[0] if task.strip() else "", 100))
 
@@ -284,7 +299,7 @@ class PlainUI:
         run_id: str | None = None,
     ) -> None:
         width = max([self._name_width, *(len(a["name"]) for a in agents)])
-        for agent in agents:
+        for agent in self._in_plan_order(agents):
             attempts = int(agent.get("attempts", 0))
             status = "done" if agent.get("ok") else "failed"
             kind = "" if agent.get("ok") else str(agent.get("kind") or "")
@@ -364,6 +379,7 @@ class PlainUI:
         """Which new agents join the library; nobody present keeps none."""
         if not self.interactive or not agents:
             return []
+        agents = self._in_plan_order(agents)
         width = max(len(a["name"]) for a in agents)
         listing = [
             f"  {number:>2}. {a['name']:<{width}}  {one_line(a.get('role', ''), 70)}"
@@ -488,6 +504,7 @@ class PlainUI:
         self, complexity: str, agents: list[PlannedAgent], waves: list[list[str]]
     ) -> None:
         self._name_width = max([_MIN_NAME_WIDTH, *(len(a["name"]) for a in agents)])
+        self._planned(agents)
         count = len(agents)
         self._line(
             "plan",

@@ -639,22 +639,104 @@ def test_rich_marks_work_cut_short_when_the_task_ends_early() -> None:
     assert re.search(r"writer +skipped", final)
 
 
-def test_rich_revision_restarts_the_rail() -> None:
-    console = recording()
+def last_rail(drawn: str) -> str:
+    """The phase rail of the last frame drawn: one line, from the plan to the archive."""
+    return [line for line in drawn.splitlines() if "plan" in line and "archive" in line][-1]
+
+
+def recording_at(width: int) -> Console:
+    return Console(record=True, width=width, height=50, force_terminal=True, file=io.StringIO())
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_rich_a_revision_restarts_the_rail_from_the_merge_and_a_new_plan_from_the_plan(
+    width: int,
+) -> None:
+    console = recording_at(width)
     view = RichUI(console=console)
     view.task_started("task")
     view.phase_started(Phase.PLAN)
+    view.plan_ready("standard", PLAN, [["researcher"], ["writer"]])
     view.phase_finished(Phase.PLAN, 1.0)
+    view.phase_started(Phase.MERGE)
+    view.phase_finished(Phase.MERGE, 1.0)
     view.phase_started(Phase.JUDGE)
-    view.judged(False, "no sources")
     view.phase_finished(Phase.JUDGE, 0.2)
+    view.judged(False, "no sources")
+    assert "✓ judge" in last_rail(wait_for_frame(console, "judge: incomplete"))
     view.revision_started(1, "no sources")
+    view.phase_started(Phase.MERGE)
+    rail = last_rail(wait_for_frame(console, "↻ revision 1: no sources"))
+    assert "✓ plan" in rail and "○ judge" in rail
+    assert "✓ judge" not in rail, "no stale verdict while the revision runs"
+    view.phase_finished(Phase.MERGE, 1.0)
+    view.phase_started(Phase.PLAN)  # tier two: a new round
+    rail = last_rail(wait_for_frame(console, "plan 0."))
+    assert "○ merge" in rail and "✓ merge" not in rail
     view.task_finished()
     text = console.export_text()
-    assert "↻ revision 1: no sources" in text
     assert "judge: incomplete — no sources" in text
     final = text[text.rindex("plan") - 2 :]
-    assert final.startswith("- plan")
+    assert final.startswith("■ plan")
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_rich_the_verdicts_come_after_the_plan_and_the_answer_never_above(width: int) -> None:
+    console = recording_at(width)
+    view = RichUI(console=console)
+    view.task_started("task")
+    view.phase_started(Phase.PLAN)
+    view.plan_ready("standard", PLAN, [["researcher"], ["writer"]])
+    view.phase_finished(Phase.PLAN, 1.0)
+    view.phase_started(Phase.MERGE)
+    events.answer_stream(view)("The streamed answer.")
+    view.phase_finished(Phase.MERGE, 1.0)
+    view.phase_started(Phase.COUNCIL)
+    view.council_finished(["thin evidence"], False)
+    view.phase_finished(Phase.COUNCIL, 1.0)
+    view.phase_started(Phase.JUDGE)
+    view.judged(True, "")
+    view.phase_finished(Phase.JUDGE, 0.2)
+    view.task_finished()
+    view.answer("The streamed answer.")
+    text = console.export_text()
+    final = text[text.rindex("standard · 2 agents") :]  # the last frame, left on screen
+    answer = final.index("The streamed answer.")
+    council, judge = final.index("council: 1 weakness found"), final.index("✓ judge: the answer")
+    assert answer < council < judge
+    before = text[: text.rindex("standard · 2 agents")]
+    assert "✓ judge: the answer" not in before[before.rfind("standard · 2 agents") :]
+
+
+def _finished_late_first(view: ui.PlainUI) -> None:
+    """A plan of researcher then writer, where writer finished first."""
+    view.task_started("task")
+    view.plan_ready("standard", PLAN, [["researcher"], ["writer"]])
+    view.plan_ready("standard", [PLAN[1], {**PLAN[0], "name": "checker"}], [["writer", "checker"]])
+
+
+def test_transcript_and_keep_list_follow_the_plan_not_the_finishing_order() -> None:
+    view, _, err = plain(interactive=True, input_stream=io.StringIO("1\n"))
+    _finished_late_first(view)
+    checker = {**TRANSCRIPT_AGENTS[0], "name": "checker"}
+    view.transcript([checker, *TRANSCRIPT_AGENTS[::-1]], [], 0, False, None, [])
+    rows = [line.split()[1] for line in err.getvalue().splitlines() if "attempt" in line]
+    assert rows == ["researcher", "writer", "checker"]
+    keep = [KeepChoice(name=name, role="r") for name in ("checker", "writer")]
+    assert view.choose_keep(keep) == ["writer"]  # 1 is the first listed: the plan's order
+    assert err.getvalue().index("1. writer") < err.getvalue().index("2. checker")
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_rich_transcript_follows_the_plan_not_the_finishing_order(width: int) -> None:
+    console = recording_at(width)
+    view = RichUI(console=console)
+    _finished_late_first(view)
+    view.task_finished()
+    view.transcript(TRANSCRIPT_AGENTS[::-1], [], 0, False, None, [])
+    table = console.export_text()
+    table = table[table.index("run transcript") :]
+    assert table.index("researcher") < table.index("writer")
 
 
 def test_rich_questions_take_the_live_display_down_first() -> None:
