@@ -19,24 +19,24 @@ if it differs (the council refined it, say, which the board says in the panel's 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
 from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+import asking
 from kinds import Phase
 from replies import (
     CostSummary,
@@ -48,7 +48,17 @@ from replies import (
     StatsReply,
     TranscriptAgent,
 )
-from ui import PHASES, PlainUI, clean, cost_text, dollars, duration, one_line, tokens_text
+from richtext import (
+    Clamp,
+    Tail,
+    Verbatim,
+    fit,
+    history_table,
+    library_table,
+    middle,
+    stats_grid,
+)
+from ui import PHASES, PlainUI, clean, cost_text, dollars, duration, one_line
 
 WORDMARK = r"""
    _                     _       ___   ___   ___
@@ -59,6 +69,8 @@ WORDMARK = r"""
 """.strip("\n").splitlines()
 TAGLINE = "one request in, a team of agents out"
 
+_WIDE = 110
+"""Below this many columns the transcript puts each agent's role under its name."""
 _SPINNING = {"building": "yellow", "running": "cyan", "repairing": "magenta"}
 _SETTLED = {
     "waiting": ("·", "dim"),
@@ -103,77 +115,6 @@ class _Answer:
     """Written again from the start (an attempt failed part-way, or there was no room)."""
     replaced: str | None = None
     """Why it will not stand, once answer_replaced said so."""
-
-
-class _Tail:
-    """The end of an answer still being written: its last `limit` lines as rendered, under a
-    line counting the ones above; all of it when `limit` is None (the final frame).
-
-    The answer is rendered whole and then cut, so Markdown reads as it will in the end; the
-    lines are kept in `cache` per text and width, since the board is redrawn eight times a
-    second and the answer changes far less often.
-    """
-
-    def __init__(
-        self, text: str, limit: int | None, cache: dict[tuple[str, int], list[list[Segment]]]
-    ) -> None:
-        self.text = text
-        self.limit = limit
-        self.cache = cache
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        key = (self.text, options.max_width)
-        lines = self.cache.get(key)
-        if lines is None:
-            lines = console.render_lines(_Verbatim(self.text), options, pad=False)
-            self.cache.clear()
-            self.cache[key] = lines
-        if self.limit is not None and len(lines) > self.limit:
-            above = len(lines) - self.limit + 1
-            yield Text(f"… {above} line{'' if above == 1 else 's'} above", style="dim")
-            lines = lines[len(lines) - self.limit + 1 :]
-        for line in lines:
-            yield from line
-            yield Segment.line()
-
-
-class _Verbatim(Markdown):
-    """Markdown that shows every character the model wrote.
-
-    rich's own parser reads `<file>` or `Vec<u8>` as inline HTML and then drops it, joins the
-    lines of a paragraph with spaces, and strips their indentation. Here HTML is plain text, a
-    line break stays a line break, and a paragraph whose later lines are indented (code the
-    model forgot to fence) is shown as a code block, indentation intact.
-    """
-
-    def __init__(self, markup: str) -> None:
-        super().__init__("")
-        self.markup = markup
-        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
-        self.parsed = _verbatim_tokens(parser.parse(markup))
-
-
-def _verbatim_tokens(tokens: list[Token]) -> list[Token]:
-    """Soft breaks made hard; indented paragraphs made code blocks (see _Verbatim)."""
-    kept: list[Token] = []
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        inline = tokens[index + 1] if index + 1 < len(tokens) else None
-        if token.type == "paragraph_open" and inline is not None and inline.type == "inline":
-            lines = inline.content.split("\n")
-            if any(line[:1].isspace() for line in lines[1:]):
-                block = Token("fence", "code", 0, block=True, content=inline.content + "\n")
-                block.level = token.level
-                kept.append(block)
-                index += 3  # paragraph_open, inline, paragraph_close
-                continue
-        for child in token.children or []:
-            if child.type == "softbreak":
-                child.type = "hardbreak"
-        kept.append(token)
-        index += 1
-    return kept
 
 
 def can_drive(stream: TextIO) -> bool:
@@ -343,7 +284,7 @@ class RichUI(PlainUI):
             self.answer_console.print(Text("the final answer:", style="bold yellow"))
         self.answer_console.print(
             Panel(
-                _Verbatim(clean(text)),
+                Verbatim(clean(text)),
                 title="answer",
                 title_align="left",
                 border_style="cyan",
@@ -352,7 +293,11 @@ class RichUI(PlainUI):
         )
 
     def cost(self, summary: CostSummary, duration_seconds: float) -> None:
-        self._show(Text.assemble(("cost  ", "bold"), (cost_text(summary, duration_seconds), "dim")))
+        """One line where it fits, else broken only between its parts (never inside a number)."""
+        pieces = re.split(r"(?<= \| )|(?<= / )", "cost  " + cost_text(summary, duration_seconds))
+        line = Text(fit(pieces, self.console.width, " " * 6), style="dim")
+        line.stylize("bold not dim", 0, 4)
+        self._show(line)
 
     def transcript(
         self,
@@ -364,16 +309,23 @@ class RichUI(PlainUI):
         sandbox: list[str],
         run_id: str | None = None,
     ) -> None:
+        narrow = self.console.width < _WIDE
         table = Table(title="run transcript", title_justify="left", box=box.SIMPLE_HEAD)
-        for heading in ("agent", "role", "origin", "result", "attempts", "time", "cost"):
-            table.add_column(
-                heading, justify="right" if heading in ("attempts", "time", "cost") else "left"
-            )
+        for heading in ("agent", "role", "origin", "result", "tries", "time", "cost"):
+            if heading != "role" or not narrow:
+                table.add_column(
+                    heading,
+                    justify="right" if heading in ("tries", "time", "cost") else "left",
+                    no_wrap=heading != "role" and not (narrow and heading == "agent"),
+                )
+        # At 80 columns a role beside the facts would be a few words wide: it goes under the name.
+        room = self.console.width - 56 if narrow else self._name_room(56)
         for agent in self._in_plan_order(agents):
             ok = bool(agent.get("ok"))
+            name = Text(middle(agent["name"], room), style="bold", no_wrap=True)
+            role = Clamp(Text(one_line(agent.get("role", ""), 300), style="dim" if narrow else ""))
             table.add_row(
-                Text(agent["name"], style="bold"),
-                Text(one_line(agent.get("role", ""), 60), overflow="ellipsis"),
+                *([Group(name, role)] if narrow else [name, role]),
                 "reused" if agent.get("reused") else "new",
                 Text("done", "green") if ok else Text(f"failed ({agent.get('kind')})", "red"),
                 str(agent.get("attempts", 0)),
@@ -383,14 +335,28 @@ class RichUI(PlainUI):
         notes = Text()
         for failure in failures:
             notes.append(f"✗ {failure['name']}: {one_line(failure['reason'])}\n", style="red")
-        notes.append(f"{revisions} revision{'' if revisions == 1 else 's'}", style="dim")
+        facts = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
         if council_improved:
-            notes.append(" · council improved the answer", style="dim")
-        notes.append(f" · sandbox: {', '.join(sandbox) or 'none reported'}", style="dim")
-        notes.append(f" · saved to {run_file}" if run_file else " · not archived", style="dim")
+            facts.append("council improved the answer")
+        facts.append(f"sandbox: {', '.join(sandbox) or 'none reported'}")
         if run_id:
-            notes.append(f" · run {run_id} (agentgod show {run_id})", style="dim")
+            facts.append(f"run {run_id} (agentgod show {run_id})")
+        pieces = [f"{fact} · " for fact in facts[:-1]] + facts[-1:]
+        notes.append(fit(pieces, self.console.width, "") + "\n" + self._saved(run_file), "dim")
         self._show(Group(table, notes))
+
+    def _name_room(self, reserved: int) -> int:
+        """How many characters an agent's name may take beside `reserved` columns of other facts:
+        the rest of the screen's width, leaving a share to what follows the name."""
+        return max(16, (self.console.width - reserved) * 3 // 5)
+
+    def _saved(self, run_file: str | None) -> str:
+        """The run file on its own line, home as ~, broken (if need be) only after a "/"."""
+        if not run_file:
+            return "not archived"
+        home = str(Path.home()).rstrip("/") + "/"
+        shown = "~/" + run_file[len(home) :] if run_file.startswith(home) else run_file
+        return fit(re.split(r"(?<=/)", f"saved to {shown}"), self.console.width, "  ")
 
     def problem(self, headline: str, advice: str, technical: str) -> None:
         self._stop_live()
@@ -424,86 +390,40 @@ class RichUI(PlainUI):
         return super().confirm(question, default)
 
     def choose_keep(self, agents: list[KeepChoice]) -> list[str]:
+        """The new agents by number, whole name (it is what may be typed) and role in at most
+        two lines: beside the name on a wide screen, under it on a narrow one."""
         self._stop_live()
-        return super().choose_keep(agents)
+        if not self.interactive or not agents:
+            return []
+        agents = self._in_plan_order(agents)
+        narrow = self.console.width < _WIDE
+        listing = Table.grid(padding=(0, 2))
+        listing.add_column(justify="right")
+        listing.add_column(style="bold", no_wrap=not narrow)
+        if not narrow:
+            listing.add_column()
+        for number, agent in enumerate(agents, 1):
+            name = Text(agent["name"], style="bold")
+            role = Clamp(Text(one_line(agent.get("role", ""), 300), style="dim"))
+            listing.add_row(f"{number}.", *([Group(name, role)] if narrow else [name, role]))
+        self.console.print(Text("New agents from this run:"))
+        self.console.print(listing)
+        return asking.keep(self._read, self._prompt, [a["name"] for a in agents])
 
     def library(self, entries: list[LibraryRow]) -> None:
         if not entries:
             super().library(entries)
             return
-        table = Table(title="agent library", title_justify="left", box=box.SIMPLE_HEAD)
-        for heading in ("agent", "role", "gen", "won", "lost", "uses", "status"):
-            table.add_column(
-                heading, justify="right" if heading in ("gen", "won", "lost", "uses") else "left"
-            )
-        for e in entries:
-            status = Text("reliable", "green") if e.get("reliable") else Text("retired", "red")
-            if e.get("evolved"):
-                status.append(" · evolved", style="cyan")
-            table.add_row(
-                Text(e["name"], style="bold"),
-                one_line(e.get("role", ""), 60),
-                str(e["generation"]),
-                str(e["wins"]),
-                str(e["losses"]),
-                str(e["uses"]),
-                status,
-            )
-        self.answer_console.print(table)
+        self.answer_console.print(library_table(entries))
 
     def history(self, rows: list[HistoryRow]) -> None:
         if not rows:
             super().history(rows)
             return
-        table = Table(title="recent runs", title_justify="left", box=box.SIMPLE_HEAD)
-        for heading in ("run", "when", "result", "complexity", "cost", "time", "agents", "task"):
-            table.add_column(
-                heading, justify="right" if heading in ("cost", "time", "agents") else "left"
-            )
-        for row in rows:
-            usd = row.get("usd")
-            agents = row.get("agents")
-            table.add_row(
-                row["run_id"],
-                str(row.get("started_at", ""))[:16].replace("T", " "),
-                Text(row["status"], "green" if row.get("ok") else "red"),
-                str(row.get("complexity") or "-"),
-                dollars(float(usd)) if usd is not None else "-",
-                duration(float(row.get("duration_seconds") or 0.0)),
-                str(len(agents) if isinstance(agents, list | tuple) else agents or 0),
-                Text(one_line(row.get("task", ""), 60), overflow="ellipsis"),
-            )
-        self.answer_console.print(table)
+        self.answer_console.print(history_table(rows))
 
     def stats(self, stats: StatsReply) -> None:
-        tokens = stats.get("tokens", {})
-        mean = stats.get("mean_duration")
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="bold")
-        grid.add_column()
-        grid.add_row("runs", str(stats.get("runs", 0)))
-        grid.add_row(
-            "succeeded",
-            f"{stats.get('succeeded', 0)} ({float(stats.get('success_rate') or 0.0):.0%})",
-        )
-        grid.add_row(
-            "tokens",
-            tokens_text(
-                int(tokens.get("input", 0)),
-                int(tokens.get("output", 0)),
-                int(tokens.get("cache_write", 0)),
-                int(tokens.get("cache_read", 0)),
-            ).removeprefix("tokens "),
-        )
-        grid.add_row("spent", dollars(float(stats.get("usd") or 0.0)))
-        grid.add_row("mean duration", duration(float(mean)) if mean is not None else "-")
-        used = ", ".join(f"{name} ({uses})" for name, uses in stats.get("most_used", []))
-        reliable = ", ".join(
-            f"{name} ({ok}/{runs})" for name, ok, runs in stats.get("most_reliable", [])
-        )
-        grid.add_row("most used", used or "-")
-        grid.add_row("most reliable", reliable or "-")
-        self.answer_console.print(grid)
+        self.answer_console.print(stats_grid(stats))
 
     def session_cost(self, summary: CostSummary) -> None:
         self.answer_console.print(
@@ -536,11 +456,12 @@ class RichUI(PlainUI):
             board = Table.grid(padding=(0, 2))
             board.add_column(no_wrap=True)
             board.add_column(no_wrap=True, style="bold")
-            board.add_column(no_wrap=True)
-            board.add_column(no_wrap=True, justify="right")
-            board.add_column(no_wrap=True, overflow="ellipsis", style="dim")
+            board.add_column(no_wrap=True, min_width=9)
+            board.add_column(no_wrap=True, justify="right", min_width=6)
+            board.add_column(style="dim")  # wraps first when the screen is narrow: one line cut
+            room = self._name_room(24)
             for agent in self._agents.values():
-                board.add_row(*self._agent_cells(agent, now, frame))
+                board.add_row(*self._agent_cells(agent, now, frame, room))
             parts: list[RenderableType] = [header] if self._plan_summary else []
             parts.append(rail)
             if self._agents:
@@ -575,7 +496,7 @@ class RichUI(PlainUI):
         elif merging == "stopped":
             title += " · stopped part-way"
         return Panel(
-            _Tail(clean(answer.text), limit, self._rendered),
+            Tail(clean(answer.text), limit, self._rendered),
             title=title,
             title_align="left",
             border_style="cyan",
@@ -604,7 +525,9 @@ class RichUI(PlainUI):
         return Text(f"{mark} {name}{timing}", style=style)
 
     @staticmethod
-    def _agent_cells(agent: _Agent, now: float, frame: str) -> tuple[Text, ...]:
+    def _agent_cells(
+        agent: _Agent, now: float, frame: str, room: int
+    ) -> tuple[RenderableType, ...]:
         elapsed: float | None
         if agent.state in _SPINNING:
             colour = _SPINNING[agent.state]
@@ -614,10 +537,14 @@ class RichUI(PlainUI):
             mark, elapsed = Text(symbol, style=colour), agent.seconds
         return (
             mark,
-            Text(agent.name + (" (reused)" if agent.reused else "")),
+            Text(
+                middle(agent.name, room - 9) + " (reused)"
+                if agent.reused
+                else middle(agent.name, room)
+            ),
             Text(agent.state, style=colour),
             Text(duration(elapsed) if elapsed is not None else ""),
-            Text(agent.note),
+            Clamp(Text(agent.note), 1),
         )
 
     def _agent(self, name: str) -> _Agent:

@@ -595,7 +595,7 @@ def scripted_run(view: RichUI) -> None:
 
 
 def test_rich_renders_a_whole_run() -> None:
-    console = recording()
+    console = recording_at(160)
     scripted_run(RichUI(console=console))
     text = console.export_text()
     for line in WORDMARK:
@@ -615,7 +615,7 @@ def test_rich_renders_a_whole_run() -> None:
     assert "• one" in text
     assert "1,234 in / 567 out / 100 cache-write / 890 cache-read | ~$0.0123 | 12.3s" in text
     assert "run transcript" in text
-    assert re.search(r"agent +role +origin +result +attempts +time", text)
+    assert re.search(r"agent +role +origin +result +tries +time", text)
     assert re.search(r"writer +writes the report +new +failed \(crash\) +2 +0\.4s", text)
     assert "saved to runs/run.json" in text
 

@@ -1,0 +1,219 @@
+"""richtext.py — rich renderables for what RichUI draws from model text and long facts.
+
+The answer exactly as the model wrote it (`Verbatim`), the end of one still being written (`Tail`),
+a cell cut to a few lines (`Clamp`), a name shortened in its middle so two long names stay apart
+(`middle`), and a line broken only where its separators allow (`fit`): the display must read at
+80 columns as at 160, never breaking a word, a number or a path mid-way. And the read-only
+commands' tables (library, history, stats), which need nothing of the live display.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import Markdown
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.table import Table
+from rich.text import Text
+
+from replies import HistoryRow, LibraryRow, StatsReply
+from ui import dollars, duration, one_line, tokens_text
+
+
+def middle(name: str, limit: int) -> str:
+    """`name` in at most `limit` characters: its start and, longer, its end (where names made
+    from one stem differ: `feedback_reader_north`, `feedback_reader_south`), joined by "…"."""
+    if len(name) <= limit:
+        return name
+    head = max(1, (limit - 1) * 2 // 5)
+    return f"{name[:head]}…{name[len(name) - (limit - 1 - head) :]}"
+
+
+def fit(pieces: Sequence[str], width: int, indent: str = "  ") -> str:
+    """`pieces` joined into lines of at most `width` (a piece longer than that alone on one),
+    each line after the first indented: a break falls only between two pieces."""
+    lines = [""]
+    for piece in pieces:
+        if lines[-1].strip() and len(lines[-1]) + len(piece.rstrip()) > width:
+            lines[-1] = lines[-1].rstrip()
+            lines.append(indent)
+        lines[-1] += piece.lstrip() if not lines[-1].strip() else piece
+    return "\n".join(lines).rstrip()
+
+
+class Clamp:
+    """A table cell of at most `lines` lines: the last one cut with "…" if the text goes on."""
+
+    def __init__(self, text: Text, lines: int = 2) -> None:
+        self.text = text
+        self.lines = lines
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.text)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        rendered = self.text.wrap(console, options.max_width)
+        shown = rendered[: self.lines]
+        if len(rendered) > self.lines:
+            last = shown[-1]
+            last.truncate(options.max_width - 1)
+            last.rstrip()
+            last.append("…")
+        yield from shown
+
+
+class Tail:
+    """The end of an answer still being written: its last `limit` lines as rendered, under a
+    line counting the ones above; all of it when `limit` is None (the final frame).
+
+    The answer is rendered whole and then cut, so Markdown reads as it will in the end; the
+    lines are kept in `cache` per text and width, since the board is redrawn eight times a
+    second and the answer changes far less often.
+    """
+
+    def __init__(
+        self, text: str, limit: int | None, cache: dict[tuple[str, int], list[list[Segment]]]
+    ) -> None:
+        self.text = text
+        self.limit = limit
+        self.cache = cache
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        key = (self.text, options.max_width)
+        lines = self.cache.get(key)
+        if lines is None:
+            lines = console.render_lines(Verbatim(self.text), options, pad=False)
+            self.cache.clear()
+            self.cache[key] = lines
+        if self.limit is not None and len(lines) > self.limit:
+            above = len(lines) - self.limit + 1
+            yield Text(f"… {above} line{'' if above == 1 else 's'} above", style="dim")
+            lines = lines[len(lines) - self.limit + 1 :]
+        for line in lines:
+            yield from line
+            yield Segment.line()
+
+
+class Verbatim(Markdown):
+    """Markdown that shows every character the model wrote.
+
+    rich's own parser reads `<file>` or `Vec<u8>` as inline HTML and then drops it, joins the
+    lines of a paragraph with spaces, and strips their indentation. Here HTML is plain text, a
+    line break stays a line break, and a paragraph whose later lines are indented (code the
+    model forgot to fence) is shown as a code block, indentation intact.
+    """
+
+    def __init__(self, markup: str) -> None:
+        super().__init__("")
+        self.markup = markup
+        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+        self.parsed = verbatim_tokens(parser.parse(markup))
+
+
+def verbatim_tokens(tokens: list[Token]) -> list[Token]:
+    """Soft breaks made hard; indented paragraphs made code blocks (see Verbatim)."""
+    kept: list[Token] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        inline = tokens[index + 1] if index + 1 < len(tokens) else None
+        if token.type == "paragraph_open" and inline is not None and inline.type == "inline":
+            lines = inline.content.split("\n")
+            if any(line[:1].isspace() for line in lines[1:]):
+                block = Token("fence", "code", 0, block=True, content=inline.content + "\n")
+                block.level = token.level
+                kept.append(block)
+                index += 3  # paragraph_open, inline, paragraph_close
+                continue
+        for child in token.children or []:
+            if child.type == "softbreak":
+                child.type = "hardbreak"
+        kept.append(token)
+        index += 1
+    return kept
+
+
+# ---- the read-only commands' tables ------------------------------------------------------------
+
+
+def library_table(entries: list[LibraryRow]) -> Table:
+    """`agentgod library`: each kept agent's record."""
+    table = Table(title="agent library", title_justify="left", box=box.SIMPLE_HEAD)
+    for heading in ("agent", "role", "gen", "won", "lost", "uses", "status"):
+        table.add_column(
+            heading, justify="right" if heading in ("gen", "won", "lost", "uses") else "left"
+        )
+    for e in entries:
+        status = Text("reliable", "green") if e.get("reliable") else Text("retired", "red")
+        if e.get("evolved"):
+            status.append(" · evolved", style="cyan")
+        table.add_row(
+            Text(e["name"], style="bold"),
+            one_line(e.get("role", ""), 60),
+            str(e["generation"]),
+            str(e["wins"]),
+            str(e["losses"]),
+            str(e["uses"]),
+            status,
+        )
+    return table
+
+
+def history_table(rows: list[HistoryRow]) -> Table:
+    """`agentgod history`: the recent runs, newest first."""
+    table = Table(title="recent runs", title_justify="left", box=box.SIMPLE_HEAD)
+    for heading in ("run", "when", "result", "complexity", "cost", "time", "agents", "task"):
+        table.add_column(
+            heading, justify="right" if heading in ("cost", "time", "agents") else "left"
+        )
+    for row in rows:
+        usd = row.get("usd")
+        agents = row.get("agents")
+        table.add_row(
+            row["run_id"],
+            str(row.get("started_at", ""))[:16].replace("T", " "),
+            Text(row["status"], "green" if row.get("ok") else "red"),
+            str(row.get("complexity") or "-"),
+            dollars(float(usd)) if usd is not None else "-",
+            duration(float(row.get("duration_seconds") or 0.0)),
+            str(len(agents) if isinstance(agents, list | tuple) else agents or 0),
+            Text(one_line(row.get("task", ""), 60), overflow="ellipsis"),
+        )
+    return table
+
+
+def stats_grid(stats: StatsReply) -> Table:
+    """`agentgod stats`: `success_rate` is a fraction (0..1)."""
+    tokens = stats.get("tokens", {})
+    mean = stats.get("mean_duration")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("runs", str(stats.get("runs", 0)))
+    grid.add_row(
+        "succeeded",
+        f"{stats.get('succeeded', 0)} ({float(stats.get('success_rate') or 0.0):.0%})",
+    )
+    grid.add_row(
+        "tokens",
+        tokens_text(
+            int(tokens.get("input", 0)),
+            int(tokens.get("output", 0)),
+            int(tokens.get("cache_write", 0)),
+            int(tokens.get("cache_read", 0)),
+        ).removeprefix("tokens "),
+    )
+    grid.add_row("spent", dollars(float(stats.get("usd") or 0.0)))
+    grid.add_row("mean duration", duration(float(mean)) if mean is not None else "-")
+    used = ", ".join(f"{name} ({uses})" for name, uses in stats.get("most_used", []))
+    reliable = ", ".join(
+        f"{name} ({ok}/{runs})" for name, ok, runs in stats.get("most_reliable", [])
+    )
+    grid.add_row("most used", used or "-")
+    grid.add_row("most reliable", reliable or "-")
+    return grid
