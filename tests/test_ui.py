@@ -1089,3 +1089,100 @@ def test_rich_an_answer_stopped_part_way_says_so_in_the_final_frame() -> None:
     final = drawn[drawn.rindex("■ merge") :]
     assert "answer · stopped part-way" in final
     assert "The first half" in final
+
+
+# ---- RichUI at 80 and 160 columns --------------------------------------------------------------
+
+NORTH = "customer_feedback_sentiment_analyzer_for_region_north"
+SOUTH = "customer_feedback_sentiment_analyzer_for_region_south"
+LONG_ROLE = (
+    "Reads every customer feedback message from the attached export, classifies the sentiment "
+    "of each one and writes a per-product summary with counts and the most telling quotes"
+)
+ROLE_WORDS = r"Reads|classifies|export|per-product|quotes"
+ROLE_WORDS = r"Reads|classifies|export|per-product|quotes"
+BIG: CostSummary = {
+    "llm_calls": 12,
+    "input_tokens": 123456,
+    "output_tokens": 12345,
+    "cache_write_tokens": 45678,
+    "cache_read_tokens": 234567,
+    "web_searches": 3,
+    "usd": 1.2345,
+    "estimate": False,
+}
+
+
+def long_named_run(width: int, home: Path) -> str:
+    """A run of two agents whose long names differ only at the end, as `width` columns show it."""
+    console = recording_at(width)
+    view = RichUI(console=console, interactive=True, input_stream=io.StringIO("none\n"))
+    planned: list[PlannedAgent] = [
+        {"name": name, "role": LONG_ROLE, "depends_on": [], "reused": reused}
+        for name, reused in ((NORTH, False), (SOUTH, True))
+    ]
+    view.task_started("task")
+    for phase in PHASES[:5]:
+        view.phase_started(phase)
+        if phase is Phase.PLAN:
+            view.plan_ready("standard", planned, [[NORTH, SOUTH]])
+        view.phase_finished(phase, 123.4)
+    view.agent_finished(NORTH, True, 2.0, AgentKind.OK, "", 1)
+    view.agent_finished(SOUTH, False, 3.2, AgentKind.CRASH, "ValueError: " + "long " * 30, 2)
+    view.phase_started(Phase.JUDGE)
+    view.judged(True, "")
+    view.task_finished()
+    view.cost(BIG, 123.4)
+    rows = [
+        {**TRANSCRIPT_AGENTS[0], "name": NORTH, "role": LONG_ROLE},
+        {**TRANSCRIPT_AGENTS[1], "name": SOUTH, "role": LONG_ROLE},
+    ]
+    run_file = str(home / "runs" / "20261201T134120Z_find-the-facts-about-otters-and-beavers.md")
+    view.transcript(rows, [], 1, True, run_file, ["landlock", "seccomp", "rlimits"], "1a2b3c4d")
+    view.choose_keep([{"name": NORTH, "role": LONG_ROLE}, {"name": SOUTH, "role": LONG_ROLE}])
+    return console.export_text()
+
+
+PHASES = tuple(Phase)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_rich_at_80_and_160_columns_nothing_wraps_mid_word_and_long_names_stay_apart(
+    width: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    text = long_named_run(width, tmp_path / ".agentgod")
+    lines = [line.rstrip() for line in text.splitlines()]
+    assert all(len(line) <= width for line in lines)
+    rail = last_rail(text)
+    assert rail.startswith("✓ plan") and rail.endswith("archive"), "the rail is one line"
+    cost = text[text.rindex("cost  12 calls") :].split("\nrun transcript")[0]
+    for part in ("123,456 in", "12,345 out", "45,678 cache-write", "234,567 cache-read"):
+        assert part in cost, f"{part!r} is whole"
+    assert "3 web searches | $1.23 | 123.4s" in cost
+    cost_lines = cost.splitlines()
+    assert len(cost_lines) == (1 if width >= 140 else 2)
+    assert all(line.startswith("      ") for line in cost_lines[1:])
+    saved = re.search(r"saved to (.+)((?:\n  .+)*)", text)
+    assert saved, text[-2000:]
+    path = saved.group(1).strip() + "".join(piece.strip() for piece in saved.group(2).split("\n"))
+    assert path == "~/.agentgod/runs/20261201T134120Z_find-the-facts-about-otters-and-beavers.md"
+    assert all(
+        line.rstrip().endswith("/") for line in [saved.group(1), *saved.group(2).split()][:-1]
+    )
+    assert re.search(r"run 1a2b3c4d \(agentgod show 1a2b3c4d\)", text), "the run id on one line"
+    transcript = text[text.rindex("run transcript") : text.index("New agents from this run")]
+    keep = text[text.index("New agents from this run") :]
+    for shown in (transcript, keep):
+        role_lines = [line for line in shown.splitlines() if re.search(ROLE_WORDS, line)]
+        assert 2 <= len(role_lines) <= 4, "each role in at most two lines"
+        if width == 80:
+            assert "telling quotes" not in shown and "…" in shown, "a longer role is cut"
+    board = text[text.rindex(rail) : text.rindex("✓ judge: the answer")]
+    for part in (board, transcript):
+        north = [line for line in part.splitlines() if "north" in line]
+        south = [line for line in part.splitlines() if "south" in line]
+        assert len(north) == len(south) == 1, "each name keeps its distinguishing tail"
+    assert NORTH in keep and SOUTH in keep, "whole names: they are what may be typed"
+    if width == 160:
+        assert NORTH in board and NORTH in transcript
