@@ -292,7 +292,11 @@ class Usage:
     @property
     def is_estimate(self) -> bool:
         """True when some model's price was not in the table."""
-        return any(price_of(model)[1] for model in self.snapshot())
+        return bool(self.unpriced())
+
+    def unpriced(self) -> list[str]:
+        """The models used whose price is not in the table (their cost is a guess)."""
+        return sorted(model for model in self.snapshot() if price_of(model)[1])
 
     def cost_summary(self) -> CostSummary:
         """Plain numbers for displays, JSON output and the run archive."""
@@ -306,6 +310,7 @@ class Usage:
             web_searches=total.searches,
             usd=round(self.cost_usd(), 6),
             estimate=self.is_estimate,
+            unpriced=self.unpriced(),
         )
 
 

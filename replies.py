@@ -7,7 +7,7 @@ to `json.dumps` and to the UI unchanged. No project imports, so any module may u
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 
 class CostSummary(TypedDict):
@@ -23,6 +23,8 @@ class CostSummary(TypedDict):
     usd: float
     estimate: bool
     """Some model's price was not in the table, so `usd` is a guess."""
+    unpriced: NotRequired[list[str]]
+    """Which models those were, so the guess can be explained where it is shown."""
 
 
 class TokenUsage(TypedDict):

@@ -33,7 +33,7 @@ from replies import (
     KeepChoice,
     chat_reply,
 )
-from ui import PlainUI
+from ui import PlainUI, estimate_note
 
 if TYPE_CHECKING:
     from artifacts import Artifact
@@ -221,6 +221,9 @@ class Session:
             answer = result.reply(self._keep(result.pending))
             answer["task"] = self.task  # as the person wrote it, before clarification
             answer["warnings"] = [*self.warnings, *result.warnings]
+            estimated = estimate_note(result.cost_summary())
+            if estimated:  # the reply's usd carries no "~": say why it is a guess
+                answer["warnings"].append(f"the cost is {estimated}")
             files = attached.files if attached else ()
             answer["attachments"] = [item.reply() for item in files]
             answer["artifacts"] = made

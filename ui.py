@@ -9,15 +9,13 @@ is watching (stdout at a terminal, stderr in a pipe) and `quiet` silences it; pr
 (stderr), always, because hiding decoration must never hide why a run died. What a command was
 asked to show (library, history, stats, /cost, /help) is that command's answer, so it goes to `out`.
 
-At a terminal the answer is shown as it is written (the answer_* hooks), and the final `answer`
-is then not printed again unless it differs from what was streamed; in a pipe or with --json the
-pieces are not written at all, so stdout holds exactly one answer.
+At a terminal the answer is shown as it is written (the answer_* hooks) and not printed again
+unless the final one differs; in a pipe or with --json stdout holds exactly one answer.
 
-Nothing of the pipeline is imported: every fact arrives as a plain argument, shaped as `replies`
-says, and the vocabularies come from `kinds` (both standard-library-only). The pipeline's hooks
-(`events.TaskEvents`, a Protocol) are implemented structurally, not by inheritance, and mypy checks
-`PlainUI` against them; so this module stays importable — and `agentgod --help` fast — without
-the pipeline or rich.
+Nothing of the pipeline is imported: facts arrive as plain arguments shaped as `replies` says,
+vocabularies come from `kinds`. The pipeline's hooks (`events.TaskEvents`, a Protocol) are
+implemented structurally and mypy checks `PlainUI` against them; so this module stays importable
+— and `agentgod --help` fast — without the pipeline or rich.
 """
 
 from __future__ import annotations
@@ -135,7 +133,17 @@ def cost_text(summary: CostSummary, duration_seconds: float | None = None) -> st
         parts.insert(2, f"{searches} web search{'' if searches == 1 else 'es'}")
     if duration_seconds is not None:
         parts.append(duration(duration_seconds))
+    note = estimate_note(summary)
+    if note:
+        parts.append(f"~ {note}")
     return " | ".join(parts)
+
+
+def estimate_note(summary: CostSummary) -> str | None:
+    """Why the dollars are a guess ("estimated: MODEL has no known price"); None when exact."""
+    names = summary.get("unpriced") or ["a model used"]
+    verb = "have" if len(names) > 1 else "has"
+    return f"estimated: {', '.join(names)} {verb} no known price" if summary["estimate"] else None
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -627,20 +635,19 @@ def make_ui(
     as plain text on stdout (problems and warnings still reach stderr)."""
     out = out or sys.stdout
     quiet = quiet or json_mode
-    options: dict[str, Any] = {
-        "out": out,
-        "err": err,
-        "quiet": quiet,
-        "interactive": interactive,
-        "input_stream": input_stream,
-    }
+
+    def build(kind: type[PlainUI]) -> PlainUI:
+        return kind(
+            out=out, err=err, quiet=quiet, interactive=interactive, input_stream=input_stream
+        )
+
     if plain or quiet or _plain_requested() or not _isatty(out):
-        return PlainUI(**options)
+        return build(PlainUI)
     try:
         from richui import RichUI, can_drive
     except ImportError:
-        return PlainUI(**options)
-    return RichUI(**options) if can_drive(out) else PlainUI(**options)
+        return build(PlainUI)
+    return build(RichUI if can_drive(out) else PlainUI)
 
 
 if TYPE_CHECKING:

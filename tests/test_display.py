@@ -7,6 +7,7 @@ no sleeps, only what the program drew.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable
@@ -129,3 +130,18 @@ def test_a_dumb_terminal_gets_plain_progress_lines_as_the_run_goes(
     terminal.expect("MERGED: fact_finder")
     assert terminal.close() == 0
     assert not re.search("╭|" + SPINNER, terminal.text)
+
+
+def test_an_unknown_models_cost_is_explained_in_the_cost_line_and_in_json(
+    factory: Factory, isolated_home: Path
+) -> None:
+    drawn = agentgod(isolated_home, factory.api, "--discard", TASK, FAST_MODEL="claude-mystery-9")
+    assert drawn.returncode == 0, drawn.stderr
+    note = "~ estimated: claude-mystery-9 has no known price"
+    assert drawn.stderr.count(note) == 1, drawn.stderr
+    done = agentgod(isolated_home, factory.api, "--json", TASK, FAST_MODEL="claude-mystery-9")
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    assert "the cost is estimated: claude-mystery-9 has no known price" in reply["warnings"]
+    exact = json.loads(agentgod(isolated_home, factory.api, "--json", TASK).stdout)
+    assert not any("estimated" in warning for warning in exact["warnings"])

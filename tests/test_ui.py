@@ -366,6 +366,23 @@ def test_cost_line_separates_every_token_kind_and_marks_an_estimate() -> None:
     assert "~" not in exact
 
 
+@pytest.mark.parametrize("width", [80, 160])
+def test_an_estimated_cost_says_once_which_model_has_no_known_price(width: int) -> None:
+    guessed: CostSummary = {**SUMMARY, "unpriced": ["claude-mystery-9"]}
+    view, _, err = plain()
+    view.cost(guessed, 1.0)
+    view.cost({**SUMMARY, "estimate": False, "unpriced": []}, 1.0)
+    estimate, exact = err.getvalue().splitlines()
+    assert estimate.endswith("~$0.0123 | 1.0s | ~ estimated: claude-mystery-9 has no known price")
+    assert "estimated" not in exact
+    console = recording_at(width)
+    RichUI(console=console).cost(guessed, 1.0)
+    shown = console.export_text()
+    assert shown.count("~ estimated: claude-mystery-9 has no known price") == 1
+    assert all(len(line.rstrip()) <= width for line in shown.splitlines())
+    assert "a-1, b-2 have no known price" in ui.cost_text({**SUMMARY, "unpriced": ["a-1", "b-2"]})
+
+
 def test_session_cost_goes_to_stdout() -> None:
     view, out, _ = plain()
     view.session_cost(SUMMARY)
