@@ -1,10 +1,10 @@
-"""asking.py — putting a question to a person and reading the answer, for ui.PlainUI.
+"""asking.py — putting a question to a person and reading the answer: ui.PlainUI's `Questions`.
 
 A question interrupts a run the person may have typed into meanwhile, and is answered at the
 same terminal as the REPL's prompt. So keys typed before the question was shown are thrown away
 (they were meant for the next prompt), the answer never lands in the prompt's up-arrow history,
 and a reply to the keep question that is none of the words it understands is asked again rather
-than read as "none". Standard library only, like ui.
+than read as "none". Standard library only, like ui, which mixes `Questions` in.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import contextlib
 import getpass
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TextIO
+from typing import Protocol, TextIO
 
 KEEP_ALL = ("all", "keep", "yes", "y")
 KEEP_NONE = ("none", "no", "n", "discard")
@@ -100,7 +100,7 @@ def read_secret(show: Show, stream: TextIO | None, prompt: str, tty: TextIO) -> 
         return None
 
 
-def confirm(read: Read, question: str, default: bool) -> bool:
+def yes_or_no(read: Read, question: str, default: bool) -> bool:
     """y/n, asked until it is one of them; blank or end of input take the default."""
     prompt = f"{question.rstrip()} {'[Y/n]' if default else '[y/N]'} "
     while True:
@@ -127,3 +127,44 @@ def keep(read: Read, show: Show, names: Sequence[str]) -> list[str]:
         show(f"Not understood: {shown!r}. Names: {', '.join(names)}\n")
     show("Keeping none.\n")
     return []
+
+
+class Asker(Protocol):
+    """What a UI gives its questions: whether anyone can answer, where answers come from (a
+    stream in tests and embedding, else the terminal) and how a question is shown."""
+
+    interactive: bool
+    input_stream: TextIO | None
+    narrate_to: TextIO
+
+    def _prompt(self, text: str) -> None: ...
+
+
+class Questions:
+    """ui.PlainUI's questions, for any Asker; nobody present means no answer, or the default."""
+
+    def _read(self: Asker, prompt: str) -> str | None:
+        """One line from the person, or None at end of input (see read_line)."""
+        return read_line(self._prompt, self.input_stream, prompt)
+
+    def ask(self: Asker, question: str) -> str | None:
+        if not self.interactive:
+            return None
+        reply = read_line(self._prompt, self.input_stream, f"{question.rstrip()} ")
+        return None if reply is None else reply.strip()
+
+    def ask_secret(self: Asker, question: str) -> str | None:
+        """Like ask, without echo (an API key)."""
+        if not self.interactive:
+            return None
+        prompt = f"{question.rstrip()} "
+        reply = read_secret(self._prompt, self.input_stream, prompt, self.narrate_to)
+        return None if reply is None else reply.strip()
+
+    def confirm(self: Asker, question: str, default: bool = False) -> bool:
+        """y/n; blank, end of input or no person present take the default."""
+        if not self.interactive:
+            return default
+        return yes_or_no(
+            lambda prompt: read_line(self._prompt, self.input_stream, prompt), question, default
+        )

@@ -162,7 +162,7 @@ def _count(value: Any) -> int:
     return len(value) if isinstance(value, list | tuple) else int(value or 0)
 
 
-class PlainUI:
+class PlainUI(asking.Questions):
     """The whole surface as aligned, colourless lines; never an escape code."""
 
     def __init__(
@@ -357,31 +357,7 @@ class PlainUI:
         not what a person or a script should know about the answer)."""
         self._write(self.err, "[warn]".ljust(_TAG_WIDTH) + one_line(text, 400) + "\n")
 
-    # ---- questions -----------------------------------------------------------------------------
-
-    def _read(self, prompt: str) -> str | None:
-        """One line from the person, or None at end of input (see asking.read_line)."""
-        return asking.read_line(self._prompt, self.input_stream, prompt)
-
-    def ask(self, question: str) -> str | None:
-        if not self.interactive:
-            return None
-        reply = self._read(f"{question.rstrip()} ")
-        return None if reply is None else reply.strip()
-
-    def ask_secret(self, question: str) -> str | None:
-        """Like ask, without echo (an API key); None if not interactive or at end of input."""
-        if not self.interactive:
-            return None
-        prompt = f"{question.rstrip()} "
-        reply = asking.read_secret(self._prompt, self.input_stream, prompt, self.narrate_to)
-        return None if reply is None else reply.strip()
-
-    def confirm(self, question: str, default: bool = False) -> bool:
-        """y/n; blank, end of input or no person present take the default."""
-        if not self.interactive:
-            return default
-        return asking.confirm(self._read, question, default)
+    # ---- questions (ask, ask_secret and confirm: asking.Questions) -------------------------------
 
     def choose_keep(self, agents: list[KeepChoice]) -> list[str]:
         """Which new agents join the library; nobody present keeps none."""
