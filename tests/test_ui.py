@@ -754,6 +754,26 @@ def test_rich_transcript_follows_the_plan_not_the_finishing_order(width: int) ->
     assert table.index("researcher") < table.index("writer")
 
 
+def test_rich_waiting_spins_until_the_work_ends_or_something_else_is_shown() -> None:
+    console = recording()
+    view = RichUI(console=console, interactive=True, input_stream=io.StringIO("y\n"))
+    with view.waiting("reading the task"):
+        wait_for_frame(console, "reading the task…")
+        assert view.confirm("Go on?") is True  # a question takes the spinner down first
+        assert console.export_text().endswith("Go on? [y/N] ")
+    with view.waiting("reading the task"):
+        wait_for_frame(console, "reading the task…")
+    view.task_started("task")  # a second live display would raise: the spinner is gone
+    view.task_finished()
+    silent, out, err = plain()
+    with silent.waiting("reading the task"):
+        pass
+    quiet = recording()
+    with RichUI(console=quiet, quiet=True).waiting("reading the task"):
+        pass
+    assert out.getvalue() == err.getvalue() == quiet.export_text() == ""
+
+
 def test_rich_questions_take_the_live_display_down_first() -> None:
     console = recording()
     view = RichUI(console=console, interactive=True, input_stream=io.StringIO("y\n"))
