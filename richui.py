@@ -58,7 +58,7 @@ from richtext import (
     middle,
     stats_grid,
 )
-from ui import PHASES, PlainUI, clean, cost_text, dollars, duration, one_line
+from ui import FIELD_WIDTH, PHASES, PlainUI, clean, cost_text, dollars, duration, one_line
 
 WORDMARK = r"""
    _                     _       ___   ___   ___
@@ -182,6 +182,14 @@ class RichUI(PlainUI):
 
     def _prompt(self, text: str) -> None:
         self.console.print(Text(clean(text)), end="", highlight=False)
+
+    def _field(self, label: str, text: str) -> None:
+        """The text wraps inside its own column, so a long role never runs under its label."""
+        grid = Table.grid()
+        grid.add_column(width=FIELD_WIDTH, no_wrap=True)
+        grid.add_column(overflow="fold")
+        grid.add_row(Text(label), Text(clean(text)))
+        self.answer_console.print(grid)
 
     def _show(self, renderable: RenderableType) -> None:
         """Narration: above the live display while it is up, nothing at all when quiet."""

@@ -56,6 +56,8 @@ _TAG_WIDTH = 11
 _MAX_PLACES = 8
 """Decimals of the smallest amount `dollars` shows apart from zero."""
 _MIN_NAME_WIDTH = 10
+FIELD_WIDTH = 10
+"""The label column of `agentgod show`: 'retry of' and two spaces."""
 # C0 and C1 control characters except tab and newline: model output reaches a terminal through
 # here, and an escape sequence in an answer must not be able to repaint or retitle it.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -236,6 +238,10 @@ class PlainUI(asking.Questions):
         """What a command was asked to show: its answer, so stdout and never quieted."""
         self._write(self.out, text + "\n")
 
+    def _field(self, label: str, text: str) -> None:
+        """One labelled line of a command's result (`agentgod show`), the text in one column."""
+        self._result(f"{label:<{FIELD_WIDTH}}{text}")
+
     def _planned(self, agents: list[PlannedAgent]) -> None:
         """Remember the plan's order (a later round's new agents after the earlier ones)."""
         for agent in agents:
@@ -409,13 +415,13 @@ class PlainUI(asking.Questions):
             f"run {run['run_id']}  {run['status']}  {str(run['started_at'])[:19].replace('T', ' ')}"
             f"  {dollars(float(cost.get('usd', 0.0)))}  {duration(float(run['duration_seconds']))}"
         )
-        self._result(f"task      {one_line(str(run['task']).splitlines()[0], 200)}")
+        self._field("task", one_line(str(run["task"]).splitlines()[0], 200))
         effort = f" at {run['effort']} effort" if run.get("effort") else ""
-        self._result(f"model     {run.get('model') or '-'}{effort}")
+        self._field("model", f"{run.get('model') or '-'}{effort}")
         if run.get("retry_of"):
-            self._result(f"retry of  {run['retry_of']}")
+            self._field("retry of", str(run["retry_of"]))
         if run.get("reasoning"):
-            self._result(f"plan      {one_line(str(run['reasoning']), 400)}")
+            self._field("plan", one_line(str(run["reasoning"]), 400))
         agents = run.get("agents") or []
         width = max([_MIN_NAME_WIDTH, *(len(a["name"]) for a in agents)])
         for agent in agents:
@@ -425,8 +431,8 @@ class PlainUI(asking.Questions):
                 f"\n{agent['name']:<{width}}  {status}  {agent['attempts']} attempt(s)  "
                 f"{duration(float(agent['seconds']))}  {dollars(float(agent['usd']))}"
             )
-            self._result(f"  role    {one_line(agent['role'], 200)}")
-            self._result(f"  inputs  {inputs}")
+            self._field("  role", one_line(agent["role"], 200))
+            self._field("  inputs", inputs)
             shown = agent["output"] if agent["ok"] else agent.get("error", "")
             for line in (str(shown).strip() or "(nothing)").splitlines():
                 self._result(f"  | {line}")

@@ -1221,3 +1221,59 @@ def test_rich_at_80_and_160_columns_nothing_wraps_mid_word_and_long_names_stay_a
     assert NORTH in keep and SOUTH in keep, "whole names: they are what may be typed"
     if width == 160:
         assert NORTH in board and NORTH in transcript
+
+
+STORED_ROLE = (
+    "Collects the regional sales figures from every source the task names and normalises them "
+    "into one table with a column per region"
+)
+
+
+def stored(role: str = STORED_ROLE) -> dict[str, Any]:
+    """A recorded run as `agentgod show` gets it from history (history.StoredRun.to_json)."""
+    agent = {
+        "name": "collector",
+        "role": role,
+        "ok": True,
+        "kind": "ok",
+        "attempts": 1,
+        "seconds": 1.0,
+        "usd": 0.0002,
+        "inputs": [],
+        "output": "42",
+    }
+    return {
+        "run_id": "47556266",
+        "status": "ok",
+        "ok": True,
+        "started_at": "2026-12-01T14:19:27",
+        "duration_seconds": 6.3,
+        "cost": {"usd": 0.0045},
+        "task": "sum the sales per region",
+        "model": "claude-sonnet-5-5",
+        "effort": "medium",
+        "reasoning": "scripted plan",
+        "agents": [agent],
+        "answer": "The total is 42.",
+    }
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_rich_show_wraps_a_long_role_in_its_own_column(width: int) -> None:
+    console = recording_at(width)
+    RichUI(console=console).stored_run(stored())
+    lines = console.export_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  role    "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("  inputs  "))
+    role = lines[start:end]
+    assert all(line.startswith(" " * 10) for line in role[1:])  # never under the label
+    assert " ".join(" ".join(line[10:].split()) for line in role) == STORED_ROLE
+    assert len(role) == (2 if width == 80 else 1)
+    assert all(len(line) <= width for line in lines)
+
+
+def test_plain_show_keeps_each_field_on_one_line() -> None:
+    out = io.StringIO()
+    ui.PlainUI(out=out).stored_run(stored())
+    assert f"  role    {STORED_ROLE}\n" in out.getvalue()
+    assert "task      sum the sales per region\n" in out.getvalue()
