@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import config
 import executor
 import llm
 from broker import Channel
@@ -42,6 +43,7 @@ class AgentPool:
         space: RunSpace | None = None,
         inputs: Mapping[str, Path] = {},
         read_only: Sequence[Path] = (),
+        settings: config.Settings | None = None,
     ) -> None:
         self.timeout = timeout
         self.model = model
@@ -55,6 +57,8 @@ class AgentPool:
         """The user's attachments by name: known before the plan, so given at start."""
         self.read_only = tuple(read_only)
         """The files and folders mounted read-only for them (executor.start_agent's)."""
+        self.settings = settings
+        """The run's snapshot, so starting a process never reads the settings again."""
         self.closed = threading.Event()
         self._lock = threading.Lock()
         self._standby: list[executor.AgentProcess] = []
@@ -87,6 +91,7 @@ class AgentPool:
                 space=self.space,
                 inputs=self.inputs,
                 read_only=self.read_only,
+                settings=self.settings,
             )
             if not isinstance(started, executor.AgentProcess):
                 break
@@ -118,6 +123,7 @@ class AgentPool:
             space=self.space,
             inputs=self.inputs,
             read_only=self.read_only,
+            settings=self.settings,
         )
         if not isinstance(started, executor.AgentProcess):
             return None

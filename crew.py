@@ -17,6 +17,7 @@ and budget flags, warnings) comes in as a `RunState`, so this module never impor
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -204,7 +205,7 @@ class Crew:
         self._share_tokens = AGENT_SHARE_TOKENS if usage.budget_usd is not None else None
         """Under a budget, what one agent's calls may use together (the broker enforces it)."""
         self._broker = Broker(
-            llm.forward,
+            functools.partial(llm.forward, settings=settings),
             usage.phase(Spend.AGENTS),
             price=lambda model: models.price_of(model)[0],
             effort_for_model=models.effort_for_model,
@@ -221,6 +222,7 @@ class Crew:
             space=space,
             inputs=attached.inputs(),
             read_only=attached.mounts,
+            settings=settings,
         )
 
     def start_ahead(self) -> None:
@@ -234,9 +236,10 @@ class Crew:
 
     def reusable(self, name: str) -> str | None:
         """A library agent's source when it is reliable and still passes the guard untouched."""
-        if not library.reliable(name):
+        settings = self._run.settings
+        if not library.reliable(name, settings=settings):
             return None
-        source = library.lookup(name)
+        source = library.lookup(name, settings=settings)
         if source is None or generator.check_assembled(source):
             return None
         return source
@@ -448,7 +451,7 @@ class Crew:
         source = kept
         run.events.agent_building(spec.name, source is not None)
         if spec.dependencies:
-            report = executor.install_dependencies(spec.dependencies)
+            report = executor.install_dependencies(spec.dependencies, run.settings)
             run.events.packages(spec.name, report.installed, report.refused, report.failed)
             if report.refused:
                 refused = ", ".join(report.refused)
@@ -484,7 +487,9 @@ class Crew:
         else:
             built = _Built(None, source, reused=True)
         if not run.stopped.is_set():
-            built.path = executor.save_agent_file(spec.name, source, self.space.folder)
+            built.path = executor.save_agent_file(
+                spec.name, source, self.space.folder, settings=run.settings
+            )
         return built
 
     # ---- run workers ---------------------------------------------------------------------------
@@ -554,7 +559,9 @@ class Crew:
                 break
             if run.stopped.is_set():
                 break
-            path = executor.save_agent_file(spec.name, source, self.space.folder)
+            path = executor.save_agent_file(
+                spec.name, source, self.space.folder, settings=run.settings
+            )
         return _Ran(result, attempt, seconds, source, source != original, spent)
 
     def _execute(
@@ -589,6 +596,7 @@ class Crew:
             space=self.space,
             inputs=attached.inputs(),
             read_only=attached.mounts,
+            settings=settings,
         )
         return result, door
 

@@ -68,23 +68,30 @@ class AgentResult:
 # ---- files -----------------------------------------------------------------------------------
 
 
-def save_agent_file(name: str, source: str, folder: Path | None = None) -> Path:
+def save_agent_file(
+    name: str,
+    source: str,
+    folder: Path | None = None,
+    *,
+    settings: config.Settings | None = None,
+) -> Path:
     """Write <folder>/<name>.py, refusing any name or folder that could land outside it.
 
     `folder` is a run's own (scratch.RunSpace.folder), which must exist: a run that is over has
     removed it, and a late write must fail rather than bring it back. Without one, the file goes
-    to generated_agents/ itself.
+    to generated_agents/ itself. `settings` is the run's snapshot (read now when not given).
     """
     if not AGENT_NAME.fullmatch(name):
         raise ValueError(f"unsafe agent name {name!r}")
-    root = config.settings().agents_dir
+    root = (settings or config.settings()).agents_dir
     if folder is None:
         root.mkdir(parents=True, exist_ok=True)
         folder = root
-    elif not folder.resolve().is_relative_to(root.resolve()):
+    resolved = folder.resolve()
+    if not resolved.is_relative_to(root.resolve()):
         raise ValueError(f"agent folder {folder} is outside {root}")
-    path = (folder / f"{name}.py").resolve()
-    if path.parent != folder.resolve():
+    path = (resolved / f"{name}.py").resolve()
+    if path.parent != resolved:
         raise ValueError(f"agent path {path} escapes {folder}")
     temporary = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     temporary.write_text(source, encoding="utf-8")
@@ -115,18 +122,18 @@ def _normalise(package: str) -> str:
     return re.sub(r"[-_.]+", "-", package.strip().lower())
 
 
-def venv_python() -> Path:
-    return config.settings().venv_dir / "bin" / "python"
+def venv_python(settings: config.Settings | None = None) -> Path:
+    return (settings or config.settings()).venv_dir / "bin" / "python"
 
 
-def agent_python() -> str:
+def agent_python(settings: config.Settings | None = None) -> str:
     """The agents' interpreter: the agent venv's, created (without pip) on first use.
 
     An empty venv of our own interpreter starts faster than ours (none of our site-packages'
     .pth files run) and keeps our packages out of agents' reach. If it cannot be made, agents
     run with our interpreter.
     """
-    python = venv_python()
+    python = venv_python(settings)
     if not python.exists():
         # Another agentgod may be creating it at the same moment; the check below decides.
         with _venv_lock, contextlib.suppress(OSError):
@@ -147,7 +154,9 @@ _PROBE = (
 )
 
 
-def install_dependencies(packages: list[str]) -> InstallReport:
+def install_dependencies(
+    packages: list[str], settings: config.Settings | None = None
+) -> InstallReport:
     """Install allow-listed packages into the isolated .agent_venv/, never into our interpreter."""
     import guardpolicy
 
@@ -157,8 +166,8 @@ def install_dependencies(packages: list[str]) -> InstallReport:
     wanted = [p for p in wanted if p in allowed]
     if not wanted:
         return report
-    python = venv_python()
-    if agent_python() != str(python):
+    python = venv_python(settings)
+    if agent_python(settings) != str(python):
         report.failed = wanted
         report.detail = f"the agent venv {python.parent.parent} could not be created"
         return report
@@ -433,9 +442,9 @@ def _describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
-def check_confinement() -> None:
+def check_confinement(settings: config.Settings | None = None) -> None:
     """Under SANDBOX=strict, refuse before anything is spent if agents cannot be confined."""
-    if config.settings().sandbox == "strict":
+    if (settings or config.settings()).sandbox == "strict":
         sandbox.require_strict()
 
 
@@ -523,6 +532,7 @@ def start_agent(
     space: RunSpace | None = None,
     inputs: Mapping[str, Path] = {},
     read_only: Sequence[Path] = (),
+    settings: config.Settings | None = None,
 ) -> AgentProcess | AgentResult:
     """Start an agent up to the point where it reads its input; an AgentResult if it cannot.
 
@@ -538,9 +548,10 @@ def start_agent(
     `inputs` are the user's attachments by name, which the agent finds through input_files(), and
     `read_only` the files and folders to mount for them (the attachments' roots): the agent may
     read those and each input, and write none of them. A path relative to our cwd is made
-    absolute, as the agent's cwd is its scratch.
+    absolute, as the agent's cwd is its scratch. `settings` is the run's snapshot (read now when
+    not given).
     """
-    settings = config.settings()
+    settings = settings or config.settings()
     name = name or (path.stem if path is not None else "agent")
     folder = space.folder if space is not None else settings.agents_dir
     if path is None and space is None:
@@ -549,7 +560,7 @@ def start_agent(
     model = model or settings.model
     inputs = {name: Path(path).absolute() for name, path in inputs.items()}
     mounts = [Path(path).absolute() for path in read_only] + list(inputs.values())
-    python = agent_python()
+    python = agent_python(settings)
     if not os.access(python, os.X_OK):
         if door is not None:
             door.close()
@@ -636,10 +647,12 @@ def execute_agent(
     space: RunSpace | None = None,
     inputs: Mapping[str, Path] = {},
     read_only: Sequence[Path] = (),
+    settings: config.Settings | None = None,
 ) -> AgentResult:
     """Run one agent file as a contained subprocess; every outcome is an AgentResult.
 
-    `inputs` and `read_only` are the user's attachments, as `start_agent` takes them.
+    `inputs` and `read_only` are the user's attachments, and `settings` the run's snapshot, as
+    `start_agent` takes them.
     """
     agent = start_agent(
         path,
@@ -649,6 +662,7 @@ def execute_agent(
         space=space,
         inputs=inputs,
         read_only=read_only,
+        settings=settings,
     )
     if isinstance(agent, AgentResult):
         return agent

@@ -233,12 +233,14 @@ class StoredRun:
 # ---- writing ---------------------------------------------------------------------------------
 
 
-def insert(record: RunRecord, run_file: Path | None) -> None:
+def insert(record: RunRecord, run_file: Path | None, path: Path | None = None) -> None:
     """Add a (redacted) run's rows; a damaged history is set aside and rebuilt first.
 
-    Raises what the database raised: runlog.archive turns it into a warning.
+    `path` is the database (historydb.database() when not given: a run passes its own, so it
+    does not read the settings again). Raises what the database raised: runlog.archive turns
+    it into a warning.
     """
-    path = historydb.database()
+    path = path or historydb.database()
     try:
         _insert_rows(path, record, run_file)
     except sqlite3.DatabaseError as error:

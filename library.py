@@ -74,9 +74,9 @@ class LibraryEntry:
 # ---- public API ------------------------------------------------------------------------------
 
 
-def lookup(name: str) -> str | None:
+def lookup(name: str, *, settings: config.Settings | None = None) -> str | None:
     """The stored source of `name`, or None for an unknown, unreadable or unsafe name."""
-    path = _agent_path(_folder(), name)
+    path = _agent_path(_folder(settings), name)
     if path is None:
         return None
     try:
@@ -85,7 +85,14 @@ def lookup(name: str) -> str | None:
         return None
 
 
-def remember(name: str, role: str, source: str, *, evolved: bool = False) -> LibraryEntry:
+def remember(
+    name: str,
+    role: str,
+    source: str,
+    *,
+    evolved: bool = False,
+    settings: config.Settings | None = None,
+) -> LibraryEntry:
     """Keep `source` as agent `name`, or replace the agent already kept under that name.
 
     Different source advances the generation and clears wins and losses, because the code that
@@ -95,7 +102,7 @@ def remember(name: str, role: str, source: str, *, evolved: bool = False) -> Lib
     if not _is_safe(name):
         raise ValueError(f"unsafe agent name {name!r}")
     role = _one_line(role)
-    folder = _folder()
+    folder = _folder(settings)
     path = folder / f"{name}.py"
     with _locked(folder, create=True):
         records = _load(folder)
@@ -124,13 +131,13 @@ def remember(name: str, role: str, source: str, *, evolved: bool = False) -> Lib
         return entry
 
 
-def record_outcome(name: str, won: bool) -> None:
+def record_outcome(name: str, won: bool, *, settings: config.Settings | None = None) -> None:
     """Count one use of a library agent and whether it won; unknown names are ignored.
 
     Bookkeeping only: a write the disk refuses loses this one tally rather than failing a run
     whose answer is already on the screen.
     """
-    folder = _folder()
+    folder = _folder(settings)
     if not _is_safe(name) or not folder.is_dir():
         return
     with contextlib.suppress(OSError), _locked(folder, create=True):
@@ -148,18 +155,18 @@ def record_outcome(name: str, won: bool) -> None:
         _save(folder, entry, records)
 
 
-def reliable(name: str) -> bool:
+def reliable(name: str, *, settings: config.Settings | None = None) -> bool:
     """False once an agent has lost at least RETIRE_AFTER_LOSSES times and more often than it won.
 
     An unknown name is not reliable either: there is nothing to reuse.
     """
-    entry = _snapshot().get(name)
+    entry = _snapshot(settings).get(name)
     return entry is not None and not _retired(entry)
 
 
-def describe_for_planner() -> str:
+def describe_for_planner(*, settings: config.Settings | None = None) -> str:
     """The reliable agents as planner context, or "" when there are none to offer."""
-    keep = [entry for entry in _snapshot().values() if not _retired(entry)]
+    keep = [entry for entry in _snapshot(settings).values() if not _retired(entry)]
     if not keep:
         return ""
     lines = [
@@ -266,8 +273,9 @@ def _declared_role(path: Path) -> str:
 # ---- the folder ------------------------------------------------------------------------------
 
 
-def _folder() -> Path:
-    return config.settings().inventory_dir / "agents"
+def _folder(settings: config.Settings | None = None) -> Path:
+    """The kept agents' folder, from the run's snapshot of the settings when there is one."""
+    return (settings or config.settings()).inventory_dir / "agents"
 
 
 def _is_safe(name: str) -> bool:
@@ -377,9 +385,9 @@ def _locked(folder: Path, *, create: bool) -> Iterator[None]:
 # ---- index -----------------------------------------------------------------------------------
 
 
-def _snapshot() -> dict[str, LibraryEntry]:
+def _snapshot(settings: config.Settings | None = None) -> dict[str, LibraryEntry]:
     """Every record, read under the lock; an absent library is empty and is not created."""
-    folder = _folder()
+    folder = _folder(settings)
     if not folder.is_dir():
         return {}
     with _locked(folder, create=False):

@@ -136,7 +136,7 @@ class _Conductor:
     # ---- the flow ------------------------------------------------------------------------------
 
     def run(self) -> TaskResult:
-        executor.check_confinement()
+        executor.check_confinement(self.settings)
         answer = self.round(self.task)
         for revision in range(1, self.settings.task_revisions + 1):
             verdict = self.judge(answer)
@@ -199,7 +199,7 @@ class _Conductor:
             plan = planner.plan_agents(
                 task_text,
                 usage=self.usage.phase(Spend.PLAN),
-                library_hint=library.describe_for_planner(),
+                library_hint=library.describe_for_planner(settings=self.settings),
                 effort=self.settings.effort,
                 settings=self.settings,
                 attachments=self.attached.describe(),
@@ -392,9 +392,9 @@ class _Conductor:
         """
         try:
             for name, won in self.crew.library_outcomes.items():
-                library.record_outcome(name, won)
+                library.record_outcome(name, won, settings=self.settings)
             for name, (role, source) in self.crew.evolved.items():
-                library.remember(name, role, source, evolved=True)
+                library.remember(name, role, source, evolved=True, settings=self.settings)
         except Exception as error:
             self.warn(f"the library could not be updated: {problems.explain(error).technical}")
 
@@ -489,7 +489,7 @@ class _Conductor:
             attachments=[item.reply() for item in self.attached.files],
             artifacts=[item.reply() for item in self.artifacts.list()],
         )
-        path = runlog.archive(record, warn=self.warn)
+        path = runlog.archive(record, warn=self.warn, settings=self.settings)
         self.events.archived(str(path) if path else None)
         self.events.phase_finished(Phase.ARCHIVE, 0.0)
         return path

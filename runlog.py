@@ -165,24 +165,29 @@ class RunRecord:
 # ---- writing ---------------------------------------------------------------------------------
 
 
-def archive(record: RunRecord, warn: Callable[[str], None] | None = None) -> Path | None:
+def archive(
+    record: RunRecord,
+    warn: Callable[[str], None] | None = None,
+    settings: config.Settings | None = None,
+) -> Path | None:
     """Write the run's Markdown file and its history row; returns the file, or None.
 
     The two writes are independent: a database that refuses still leaves the file (and its path is
     returned), and a file that cannot be written still leaves a history row with no run_file. This
     never raises; what could not be written is told to `warn`, so the loss is never silent.
+    `settings` is the run's snapshot (read now when not given): where runs/ is.
     """
     say = warn or (lambda text: None)
     try:
         clean = _redacted(record)
-        folder = config.settings().runs_dir
+        folder = (settings or config.settings()).runs_dir
     except Exception as error:  # never fail a run that is already answered and paid for
         say(f"the run was not archived: {_reason(error)}")
         return None
     run_file: Path | None = None
     try:
         _private_folder(folder)
-        run_file = _write_new_file(folder, _file_stem(clean), _render(clean))
+        run_file = _write_new_file(folder, _file_stem(clean), _render(clean, folder))
     except Exception as error:
         say(
             f"the run file could not be written in {folder} ({_reason(error)}); "
@@ -190,7 +195,7 @@ def archive(record: RunRecord, warn: Callable[[str], None] | None = None) -> Pat
         )
         run_file = None
     try:
-        store.insert(clean, run_file)
+        store.insert(clean, run_file, folder / historydb.DB_NAME)
     except Exception as error:
         say(
             f"the run was not added to the history in {folder / historydb.DB_NAME} "
@@ -226,8 +231,11 @@ SMALL_OUTPUT_LINES = 12
 history (`agentgod show`), so the file stays a page a person reads."""
 
 
-def _render(record: RunRecord) -> str:
-    """The run as a Markdown document, written for a person (pass a redacted record)."""
+def _render(record: RunRecord, runs_dir: Path) -> str:
+    """The run as a Markdown document, written for a person (pass a redacted record).
+
+    `runs_dir` is the folder the file goes in: artifacts are linked relative to it.
+    """
     cost = record.cost
     outcome = _OUTCOMES[record.status]
     summary = (
@@ -251,7 +259,7 @@ def _render(record: RunRecord) -> str:
     if not record.ok:
         parts += ["## Error", record.error or _UNSTATED[record.status]]
     if record.attachments or record.artifacts:
-        parts += ["## Files", _files(record)]
+        parts += ["## Files", _files(record, runs_dir)]
     if record.outputs:
         parts.append("## Agent outputs (not merged)")
         for name, text in record.outputs.items():
@@ -489,7 +497,7 @@ def _failures(failures: list[tuple[str, str]]) -> str:
     return "\n\n".join(f"### `{name}`\n\n{_fenced(reason)}" for name, reason in failures)
 
 
-def _files(record: RunRecord) -> str:
+def _files(record: RunRecord, runs_dir: Path) -> str:
     """The attachments by name and path, the artifacts as links relative to the run file."""
     lines = [
         f"- Attached: `{item['name']}` ({human_size(item['bytes'])}, {item['kind']}) "
@@ -499,7 +507,7 @@ def _files(record: RunRecord) -> str:
     for item in record.artifacts:
         link = Path(item["path"])
         with contextlib.suppress(ValueError):  # not under runs/: a plain path will do
-            link = link.relative_to(config.settings().runs_dir)
+            link = link.relative_to(runs_dir)
         lines.append(
             f"- Made by `{item['agent']}`: [{item['name']}]({link.as_posix()}) "
             f"({human_size(item['bytes'])})"

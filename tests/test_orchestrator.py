@@ -410,6 +410,28 @@ def test_run_file_and_history_row_with_secrets_redacted(
     assert "[redacted]" in rows[0][1]
 
 
+def test_a_run_reads_its_settings_once_so_a_home_changed_midway_does_not_split_it(
+    factory: Factory, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's snapshot is passed down: its record goes where the run began, whatever the
+    environment says by the time it is archived."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def merge_and_move(request: object) -> str:
+        monkeypatch.setenv("AGENTGOD_HOME", str(elsewhere))
+        return "MERGED"
+
+    factory.plans = [plan(agent_spec("fact_finder"), complexity="simple")]
+    factory.merge_reply = merge_and_move
+    result = orchestrator.handle_task("where does the record go?")
+    assert result.answer == "MERGED"
+    assert result.run_file is not None and result.run_file.parent == isolated_home / "runs"
+    db = sqlite3.connect(isolated_home / "runs" / "history.db")
+    assert db.execute("SELECT task FROM runs").fetchall() == [("where does the record go?",)]
+    assert not (elsewhere / "runs").exists()
+
+
 def test_a_failed_run_is_archived_too(
     factory: Factory, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
