@@ -24,7 +24,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -67,6 +67,27 @@ _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "agentgod_llm_deadline", default=None
 )
 """time.monotonic() by which the call running on this thread must be over."""
+_waiting: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar(
+    "agentgod_llm_waiting", default=None
+)
+"""Work to start once this thread's next request is sent (see while_waiting)."""
+
+
+@contextlib.contextmanager
+def while_waiting(work: Callable[[], None]) -> Iterator[None]:
+    """Within the block, run `work` once, the moment this thread's first request has been sent.
+
+    The model's thinking time is the product's idle time: work that only has to be done by the
+    end of the run (the record's redaction) starts then, rather than before the request, where
+    it would delay it. `work` must be quick (hand the job to a thread of its own). When the block
+    sends no request, `work` never runs.
+    """
+    pending = [work]
+    token = _waiting.set(pending)
+    try:
+        yield
+    finally:
+        _waiting.reset(token)
 
 
 class StructuredReplyError(ValueError):
@@ -212,6 +233,9 @@ class _DeadlineStream:
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        pending = _waiting.get()
+        if pending:  # the request is out; what waited for it may start
+            pending.pop()()
         data: bytes = self._inner.read(max_bytes, _remaining(timeout, _read_expired))
         return data
 

@@ -18,6 +18,7 @@ prints.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ import executor
 import judgment
 import ledger
 import library
+import llm
 import merger
 import models
 import planner
@@ -132,6 +134,8 @@ class _Conductor:
         self.warnings_lock = threading.Lock()
         self.crew = Crew(self, space)
         """Who writes, starts, runs and repairs the agents, round after round."""
+        self.redactions = runlog.Redactions()
+        """The record's texts redacted while the model is busy, not after it (see archive)."""
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -257,7 +261,10 @@ class _Conductor:
             raise causes[0]  # no agent could even be written: the API's failure, not theirs
         if not outputs:
             raise AllAgentsFailedError(this_round.failures, self.settings.agent_timeout_seconds)
-        this_round.answer = self.merge(task_text, outputs, ordered, this_round, effort)
+        # The agents' record is final: it is redacted while the model writes the merge.
+        final = [text for a in this_round.agents for text in (a.source, a.output, a.error)]
+        with llm.while_waiting(functools.partial(self.redactions.ahead, final)):
+            this_round.answer = self.merge(task_text, outputs, ordered, this_round, effort)
         if self.convenes(plan.complexity):
             this_round.answer = self.convene_council(task_text, this_round.answer, effort)
         return this_round.answer
@@ -365,13 +372,14 @@ class _Conductor:
         phase = time.monotonic()
         effort = models.effort_for(self.rounds[-1].complexity, self.settings.effort)
         try:
-            verdict = judgment.judge(
-                self.task,
-                answer,
-                usage=self.usage.phase(Spend.JUDGE),
-                effort=effort,
-                settings=self.settings,
-            )
+            with llm.while_waiting(functools.partial(self.redactions.ahead, [answer])):
+                verdict = judgment.judge(
+                    self.task,
+                    answer,
+                    usage=self.usage.phase(Spend.JUDGE),
+                    effort=effort,
+                    settings=self.settings,
+                )
         except ledger.BudgetExhaustedError as error:
             self.note_budget(error.needed_usd)
             return None
@@ -433,6 +441,7 @@ class _Conductor:
         """The run is over: the crew's processes and doors go with it, and the log is shut."""
         self.crew.close()
         self.log.close()
+        self.redactions.close()
 
     # ---- archive -------------------------------------------------------------------------------
 
@@ -489,7 +498,9 @@ class _Conductor:
             attachments=[item.reply() for item in self.attached.files],
             artifacts=[item.reply() for item in self.artifacts.list()],
         )
-        path = runlog.archive(record, warn=self.warn, settings=self.settings)
+        path = runlog.archive(
+            record, warn=self.warn, settings=self.settings, redactions=self.redactions
+        )
         self.events.archived(str(path) if path else None)
         self.events.phase_finished(Phase.ARCHIVE, 0.0)
         return path

@@ -15,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +33,7 @@ from ledger import Call
 from redact import redact
 from replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
 from scratch import new_run_id
+from signals import shield_from_signals
 from ui import human_size
 
 _V = TypeVar("_V")
@@ -165,21 +168,79 @@ class RunRecord:
 # ---- writing ---------------------------------------------------------------------------------
 
 
+class Redactions:
+    """A run's texts redacted ahead of its archive, on a thread of their own.
+
+    Redacting every agent's code (each carries the inlined runtime, ~22 KB) and output is most
+    of the archive's cost. Handed over with `ahead` as soon as a round's agents are final, it is
+    done while the model writes the merge and the verdict, instead of after them. `written`
+    gives exactly what redacting at the archive gives: a text is redacted again when the secrets
+    redaction replaces are no longer those it was redacted with (a key read from a new .env).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+        self._ahead: dict[str, Future[str]] = {}
+        self._secrets = _secrets()
+        self._worker = ThreadPoolExecutor(
+            1, thread_name_prefix="agentgod-redact", initializer=shield_from_signals
+        )
+
+    def ahead(self, texts: Iterable[str]) -> None:
+        """Redact these texts in the background, in order (none once closed)."""
+        with self._lock:
+            if self._closed:
+                return
+            for text in texts:
+                if text and text not in self._ahead:
+                    self._ahead[text] = self._worker.submit(_written, text)
+
+    def writer(self) -> Callable[[str], str]:
+        """`_written`, taking what was done ahead when the secrets are still the same."""
+        with self._lock:
+            ahead = dict(self._ahead) if _secrets() == self._secrets else {}
+
+        def written(text: str) -> str:
+            done = ahead.get(text)
+            return done.result() if done is not None else _written(text)
+
+        return written
+
+    def close(self) -> None:
+        """Drop what is still queued: the thread ends with the run."""
+        with self._lock:
+            self._closed = True
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+def _secrets() -> tuple[str, ...]:
+    """What redact replaces literally, as far as it can change during a run: the key variables
+    of the environment and the key config reads (the environment's, else .env's)."""
+    return (
+        os.environ.get("ANTHROPIC_API_KEY", ""),
+        os.environ.get("ANTHROPIC_AUTH_TOKEN", ""),
+        config.env("ANTHROPIC_API_KEY"),
+    )
+
+
 def archive(
     record: RunRecord,
     warn: Callable[[str], None] | None = None,
     settings: config.Settings | None = None,
+    redactions: Redactions | None = None,
 ) -> Path | None:
     """Write the run's Markdown file and its history row; returns the file, or None.
 
     The two writes are independent: a database that refuses still leaves the file (and its path is
     returned), and a file that cannot be written still leaves a history row with no run_file. This
     never raises; what could not be written is told to `warn`, so the loss is never silent.
-    `settings` is the run's snapshot (read now when not given): where runs/ is.
+    `settings` is the run's snapshot (read now when not given): where runs/ is; `redactions`
+    holds what was redacted ahead.
     """
     say = warn or (lambda text: None)
     try:
-        clean = _redacted(record)
+        clean = _redacted(record, redactions.writer() if redactions else _written)
         folder = (settings or config.settings()).runs_dir
     except Exception as error:  # never fail a run that is already answered and paid for
         say(f"the run was not archived: {_reason(error)}")
@@ -300,65 +361,67 @@ def _written(text: str) -> str:
     return _CONTROL.sub("", redact(text.replace("\r\n", "\n")))
 
 
-def _scrubbed(value: _V) -> _V:
-    """A JSON-like value (str, list, dict, numbers) with every string in it _written."""
-    return cast(_V, _scrub(value))
-
-
-def _scrub(value: object) -> object:
+def _scrub(value: object, written: Callable[[str], str]) -> object:
     if isinstance(value, str):
-        return _written(value)
+        return written(value)
     if isinstance(value, list | tuple):
-        return [_scrub(item) for item in value]
+        return [_scrub(item, written) for item in value]
     if isinstance(value, dict):
-        return {_scrub(key): _scrub(item) for key, item in value.items()}
+        return {_scrub(key, written): _scrub(item, written) for key, item in value.items()}
     return value
 
 
-def _optional(text: str | None) -> str | None:
-    return None if text is None else _written(text)
+def _redacted(record: RunRecord, written: Callable[[str], str] = _written) -> RunRecord:
+    """A copy of the record with every piece of text passed through redact (and _CONTROL).
 
+    `written` does it: `_written`, or a run's `Redactions` that did part of it ahead.
+    """
 
-def _redacted(record: RunRecord) -> RunRecord:
-    """A copy of the record with every piece of text passed through redact (and _CONTROL)."""
+    def optional(text: str | None) -> str | None:
+        return None if text is None else written(text)
+
+    def scrubbed(value: _V) -> _V:
+        """A JSON-like value (str, list, dict, numbers) with every string in it `written`."""
+        return cast(_V, _scrub(value, written))
+
     return replace(
         record,
-        run_id=_written(record.run_id),
-        conversation_id=_optional(record.conversation_id),
-        retry_of=_optional(record.retry_of),
-        model=_written(record.model),
-        effort=_optional(record.effort),
-        reasoning=_written(record.reasoning),
-        plan=_scrubbed(record.plan),
+        run_id=written(record.run_id),
+        conversation_id=optional(record.conversation_id),
+        retry_of=optional(record.retry_of),
+        model=written(record.model),
+        effort=optional(record.effort),
+        reasoning=written(record.reasoning),
+        plan=scrubbed(record.plan),
         calls=[
-            replace(call, phase=_written(call.phase), model=_written(call.model))
+            replace(call, phase=written(call.phase), model=written(call.model))
             for call in record.calls
         ],
-        phases=_scrubbed(record.phases),
-        attachments=_scrubbed(record.attachments),
-        artifacts=_scrubbed(record.artifacts),
-        task=_written(record.task),
-        answer=_written(record.answer),
-        error=_written(record.error),
-        complexity=_written(record.complexity) if record.complexity else record.complexity,
-        waves=[[_written(name) for name in wave] for wave in record.waves],
+        phases=scrubbed(record.phases),
+        attachments=scrubbed(record.attachments),
+        artifacts=scrubbed(record.artifacts),
+        task=written(record.task),
+        answer=written(record.answer),
+        error=written(record.error),
+        complexity=written(record.complexity) if record.complexity else record.complexity,
+        waves=[[written(name) for name in wave] for wave in record.waves],
         agents=[
             replace(
                 agent,
-                name=_written(agent.name),
-                role=_written(agent.role),
-                kind=_written(agent.kind),
-                error=_written(agent.error),
-                source=_written(agent.source),
-                inputs=[_written(name) for name in agent.inputs],
-                output=_written(agent.output),
+                name=written(agent.name),
+                role=written(agent.role),
+                kind=written(agent.kind),
+                error=written(agent.error),
+                source=written(agent.source),
+                inputs=[written(name) for name in agent.inputs],
+                output=written(agent.output),
             )
             for agent in record.agents
         ],
-        failures=[(_written(name), _written(reason)) for name, reason in record.failures],
-        sandbox=[_written(layer) for layer in record.sandbox],
-        warnings=[_written(warning) for warning in record.warnings],
-        outputs={_written(name): _written(text) for name, text in record.outputs.items()},
+        failures=[(written(name), written(reason)) for name, reason in record.failures],
+        sandbox=[written(layer) for layer in record.sandbox],
+        warnings=[written(warning) for warning in record.warnings],
+        outputs={written(name): written(text) for name, text in record.outputs.items()},
     )
 
 

@@ -305,3 +305,34 @@ def test_a_dripping_stream_is_cut_off_at_the_deadline_too(
         llm.completion("Say it", model=MODEL, effort=None, max_tokens=256, on_text=seen.append)
     (request,) = fake_api.wait_ended(1)
     assert 0 < request.sent < request.length
+
+
+def test_work_while_waiting_starts_once_the_request_is_out_and_before_its_reply(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    started = threading.Event()
+    runs: list[str] = []
+
+    def answer_once_the_work_started(request: object) -> str:
+        # The reply waits for the work: if it only ran after the reply, this would time out.
+        return "seen" if started.wait(10) else "the work had not started"
+
+    fake_api.route(lambda request: True, answer_once_the_work_started)
+
+    def work() -> None:
+        runs.append("ran")
+        started.set()
+
+    with llm.while_waiting(work):
+        text = llm.complete("Say something", model=MODEL, effort=None)
+        llm.complete("Say it again", model=MODEL, effort=None)
+    assert text == "seen"
+    assert runs == ["ran"], "once, for the first request only"
+
+
+def test_work_while_waiting_never_runs_without_a_request(fake_api: FakeMessagesAPI) -> None:
+    runs: list[str] = []
+    with llm.while_waiting(lambda: runs.append("ran")):
+        pass
+    llm.complete("Outside the block", model=MODEL, effort=None)
+    assert runs == []

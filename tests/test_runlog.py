@@ -465,3 +465,38 @@ def test_secrets_in_code_outputs_plan_and_reasoning_are_redacted_everywhere() ->
             assert secret.encode() not in blob
     [(source, output)] = query("SELECT source, output FROM run_agents WHERE name = 'spec_reader'")
     assert (source, output) == ("KEY = '[redacted]'\n", "the header was [redacted]")
+
+
+def test_what_was_redacted_ahead_is_stored_exactly_as_redacting_at_the_archive_stores_it() -> None:
+    def planted(run_id: str) -> runlog.RunRecord:
+        record = full_record(run_id=run_id)
+        record.agents[0].source = f"KEY = '{ANTHROPIC_KEY}'\n{SOURCE}"
+        record.agents[0].output = f"the header was {BEARER}\x1b[31m"
+        return record
+
+    runlog.archive(planted("0000aaaa"))
+    redactions = runlog.Redactions()
+    ahead = planted("0000bbbb")
+    redactions.ahead(text for agent in ahead.agents for text in (agent.source, agent.output))
+    runlog.archive(ahead, redactions=redactions)
+    redactions.close()
+    rows = query("SELECT name, source, output FROM run_agents ORDER BY run_id, name")
+    assert rows[:2] == rows[2:]
+    assert "[redacted]" in rows[0][1] and "[redacted]" in rows[0][2]
+
+
+def test_a_key_read_after_the_texts_were_redacted_ahead_is_still_redacted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    new_key = "zq8LiveKeyWithoutAnyKnownShape77"
+    record = full_record()
+    record.agents[0].output = f"the agent saw {new_key}"
+    redactions = runlog.Redactions()
+    redactions.ahead([record.agents[0].output])
+    assert new_key in redactions.writer()(record.agents[0].output), "not a secret yet"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", new_key)
+    runlog.archive(record, redactions=redactions)
+    redactions.close()
+    assert query("SELECT output FROM run_agents WHERE name = 'spec_reader'") == [
+        ("the agent saw [redacted]",)
+    ]
