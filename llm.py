@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import json
 import random
 import threading
@@ -433,7 +434,7 @@ def _send(
     sent = json.dumps(request, default=str)
     schema = request.get("output_format")
     if schema is not None:
-        sent += json.dumps(schema.model_json_schema())
+        sent += _schema_text(schema)
     hold = usage.hold(
         request["model"], input_tokens=estimate_tokens(sent), max_tokens=request["max_tokens"]
     )
@@ -443,6 +444,13 @@ def _send(
         return reply
     finally:
         usage.release(hold)
+
+
+@functools.cache
+def _schema_text(output_format: type[Any]) -> str:
+    """An output format's JSON schema as sent, for the hold's estimate: the same class always
+    gives the same schema, and deriving it costs milliseconds on every structured call."""
+    return json.dumps(output_format.model_json_schema())
 
 
 def _streaming(client: anthropic.Anthropic, on_text: TextSink) -> Callable[..., Any]:
