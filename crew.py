@@ -439,9 +439,25 @@ class Crew:
             raise
         if built.path is not None and not self._run.stopped.is_set():
             built.warm = warm
+            if warm is not None:
+                self._arm(warm, spec, built.path, effort)
         elif warm is not None:
             warm.discard()
         return built
+
+    def _arm(
+        self, warm: executor.AgentProcess, spec: planner.AgentSpec, path: Path, effort: str
+    ) -> None:
+        """The agent's grant, then its code: it loads while its upstream agents still run."""
+        if warm.door is not None:
+            warm.door.name = spec.name
+            warm.door.update_grant(
+                effort=effort,
+                share_tokens=self._share_for(spec),
+                web_allowed=spec.web,
+                max_searches=self._searches_for(spec),
+            )
+        warm.give_code(path)
 
     def _write(
         self, spec: planner.AgentSpec, kept: str | None, upstream: list[str], effort: str
@@ -574,15 +590,7 @@ class Crew:
         warm: executor.AgentProcess | None,
     ) -> tuple[executor.AgentResult, Channel | None]:
         """One attempt: the warm process if there is one, else a fresh one with its own door."""
-        if warm is not None:
-            if warm.door is not None:
-                warm.door.name = spec.name
-                warm.door.update_grant(
-                    effort=effort,
-                    share_tokens=self._share_for(spec),
-                    web_allowed=spec.web,
-                    max_searches=self._searches_for(spec),
-                )
+        if warm is not None:  # armed with its grant and code when it was built
             return warm.run(task_text, upstream, path=path), warm.door
         door = self._open_door(spec.name, effort, spec)
         settings, attached = self._run.settings, self._run.attached

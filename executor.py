@@ -472,6 +472,29 @@ class AgentProcess:
     """The folder it may read and waits in, when it started ahead of its code."""
     space: RunSpace | None = None
     """The run whose scratch directory it has, if it belongs to one."""
+    code: Path | None = None
+    """The file it was given (`give_code`), when it started ahead of its code."""
+
+    def give_code(self, path: Path) -> None:
+        """Name the agent's file now, ahead of its input: it loads while its upstream agents
+        still run, so compiling and executing the file is off the critical path too.
+
+        The file must be in the folder the agent waits in: it can read nothing else. The agent
+        then waits for its input in the footer; nothing above the footer may depend on it.
+        """
+        if not self.awaiting_code:
+            raise ValueError(f"{self.name} already has its code")
+        if self.folder is None or path.resolve().parent != self.folder.resolve():
+            raise ValueError(f"{path} is not in the folder the agent waits in")
+        self.name = path.stem
+        if self.door is not None:
+            self.door.name = self.name
+        assert self.process.stdin is not None
+        with contextlib.suppress(OSError):  # it died already: run() will tell why
+            # Unbuffered, and a line into an empty pipe: it never blocks.
+            os.write(self.process.stdin.fileno(), path.name.encode("ascii") + b"\n")
+        self.awaiting_code = False
+        self.code = path
 
     def run(
         self,
@@ -482,8 +505,8 @@ class AgentProcess:
     ) -> AgentResult:
         """Hand the agent its input and collect the outcome; the timeout starts now.
 
-        An agent started ahead of its code is also told its file, which must be in the folder
-        it waits in: it can read nothing else.
+        An agent started ahead of its code that was not given it yet (`give_code`) is given
+        it now, with `path`; one that was must be run with the same path, or none.
         """
         payload = json.dumps(
             {"task": task, "previous_outputs": previous_outputs}, ensure_ascii=True
@@ -491,12 +514,9 @@ class AgentProcess:
         if self.awaiting_code:
             if path is None:
                 raise ValueError("an agent started ahead of its code needs the code's path")
-            if self.folder is None or path.resolve().parent != self.folder.resolve():
-                raise ValueError(f"{path} is not in the folder the agent waits in")
-            self.name = path.stem
-            if self.door is not None:
-                self.door.name = self.name
-            payload = path.name.encode("ascii") + b"\n" + payload
+            self.give_code(path)
+        elif path is not None and self.code is not None and path != self.code:
+            raise ValueError(f"{self.name} was given {self.code}, not {path}")
         started = time.monotonic()
         try:
             streams = _pump(self.process, payload, started + self.timeout)

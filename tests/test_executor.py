@@ -523,6 +523,34 @@ def test_a_standby_agent_is_given_the_attachments_when_it_starts(
     assert json.loads(result.output)["sales"] == SALES
 
 
+def test_an_agent_given_its_code_ahead_runs_it_and_refuses_another_file(
+    fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
+) -> None:
+    inputs = {"sales.csv": user_files / "sales.csv", "reports": user_files / "reports"}
+    pool = AgentPool(
+        timeout=30,
+        model="claude-sonnet-5-5",
+        preload=generator.RUNTIME_MODULES,
+        open_door=door,
+        inputs=inputs,
+        read_only=list(inputs.values()),
+    )
+    try:
+        agent = pool.take("reader_agent")
+        assert agent is not None
+        path = write_agent(READS_ITS_ATTACHMENTS, name="reader_agent")
+        agent.give_code(path)
+        with pytest.raises(ValueError, match="already has its code"):
+            agent.give_code(path)
+        with pytest.raises(ValueError, match="was given"):
+            agent.run("{}", {}, path=path.with_name("other_agent.py"))
+        result = agent.run("{}", {}, path=path)
+    finally:
+        pool.close()
+    assert result.ok, result.error
+    assert json.loads(result.output)["sales"] == SALES
+
+
 # ---- artifacts through the broker's door ---------------------------------------------------
 
 

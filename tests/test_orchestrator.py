@@ -410,6 +410,32 @@ def test_run_file_and_history_row_with_secrets_redacted(
     assert "[redacted]" in rows[0][1]
 
 
+def test_an_agent_started_ahead_loads_its_code_while_its_upstream_agent_still_works(
+    factory: Factory, isolated_home: Path
+) -> None:
+    """Its code is given when it is written, not when its inputs are ready: the downstream
+    agent's top level has run (it saved an artifact) before its upstream agent is answered."""
+    factory.plans = [plan(agent_spec("upstream"), agent_spec("downstream", ["upstream"]))]
+    factory.bodies["downstream"] = ["save_artifact('loaded.txt', 'early')\n" + ECHO_BODY]
+    seen: list[bool] = []
+
+    def upstream_reply(name: str, request: object) -> str:
+        if name == "upstream":
+            deadline = time.monotonic() + 10
+            while not list(isolated_home.glob("runs/*/artifacts/loaded.txt")):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+            seen.append(bool(list(isolated_home.glob("runs/*/artifacts/loaded.txt"))))
+        return f"result from {name}"
+
+    factory.agent_reply = upstream_reply
+    result = orchestrator.handle_task("t")
+    assert all(a.ok for a in result.agents)
+    assert seen == [True]
+    assert agent_keys(runtime_requests(factory)["downstream"]) == ["upstream"]
+
+
 def test_a_run_reads_its_settings_once_so_a_home_changed_midway_does_not_split_it(
     factory: Factory, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
