@@ -63,25 +63,41 @@ class AgentPool:
         self._lock = threading.Lock()
         self._standby: list[executor.AgentProcess] = []
         self._warm: dict[str, executor.AgentProcess] = {}
+        self._wanted = 0
+        """Processes asked of the background thread and not started yet."""
+        self._more = threading.Condition(self._lock)
+        self._spawner: threading.Thread | None = None
 
     def start_standby(self, count: int) -> None:
-        """Start `count` processes on a background thread; the planning call is not kept waiting.
+        """Start `count` more processes on the pool's background thread; nobody is kept waiting.
 
-        The thread then waits for the pool to close: under bubblewrap an agent dies with the
-        thread that started it (--die-with-parent follows the thread, not the process).
+        One thread starts them all, one after the other, and lives until the pool closes: under
+        bubblewrap an agent dies with the thread that started it (--die-with-parent follows the
+        thread, not the process).
         """
-        threading.Thread(
-            target=self._spawn, args=(count,), name="agentgod-standby", daemon=True
-        ).start()
+        with self._lock:
+            if count < 1 or self.closed.is_set():
+                return
+            self._wanted += count
+            self._more.notify()
+            if self._spawner is None:
+                self._spawner = threading.Thread(
+                    target=self._spawn, name="agentgod-standby", daemon=True
+                )
+                self._spawner.start()
 
-    def _spawn(self, count: int) -> None:
+    def _spawn(self) -> None:
         shield_from_signals()
         # Starting interpreters costs CPU; never compete with the SDK's import, which stands
         # between a fresh process and its first request.
         llm.client_ready.wait(timeout=SDK_WAIT_SECONDS)
-        for _ in range(count):
-            if self.closed.is_set():
-                break
+        while True:
+            with self._lock:
+                while not self._wanted and not self.closed.is_set():
+                    self._more.wait()
+                if self.closed.is_set():
+                    return
+                self._wanted -= 1
             started = executor.start_agent(
                 None,
                 timeout=self.timeout,
@@ -93,14 +109,14 @@ class AgentPool:
                 read_only=self.read_only,
                 settings=self.settings,
             )
-            if not isinstance(started, executor.AgentProcess):
-                break
             with self._lock:
+                if not isinstance(started, executor.AgentProcess):
+                    self._wanted = 0  # it cannot start one: builds start theirs and fail properly
+                    continue
                 if self.closed.is_set():
                     started.discard()
-                    break
+                    return
                 self._standby.append(started)
-        self.closed.wait()
 
     def take(self, name: str) -> executor.AgentProcess | None:
         """A process for `name`: a standby one, or one started now; None if none can be had.
@@ -157,6 +173,7 @@ class AgentPool:
         """The run is over: no process started ahead of need may outlive it."""
         with self._lock:
             self.closed.set()
+            self._more.notify_all()
             leftovers = [*self._standby, *self._warm.values()]
             self._standby.clear()
             self._warm.clear()

@@ -214,6 +214,11 @@ class Crew:
             known_urls=attached.texts(),
             save_artifact=run.artifacts.save,
         )
+        self._started_ahead = 0
+        """Processes start_ahead asked for this round, before its plan."""
+        self._more_needed = 0
+        """What the round's agents need beyond those, asked for by the first build (_top_up)."""
+        self._top_up_lock = threading.Lock()
         self._pool = AgentPool(
             timeout=settings.agent_timeout_seconds,
             model=settings.model,
@@ -226,13 +231,18 @@ class Crew:
         )
 
     def start_ahead(self) -> None:
-        """Before the plan: start processes for the agents it will hold (none under a budget).
+        """Before the plan: start processes for the first agents it will hold (none under a
+        budget).
 
-        As many as a plan may hold: the planner's thinking time is CPU no one else uses, and
-        every process started now is one not started while earlier agents run.
+        As many as the first builds take at once (MAX_PARALLEL_AGENTS, at most MAX_AGENTS):
+        each costs tens of milliseconds of CPU, and more would still be starting when the plan
+        arrives, competing with its reply. The rest are started once the round's first
+        generation request is out (`_top_up`), while the model writes code.
         """
         if self._ahead:
-            self._pool.start_standby(self._run.settings.max_agents)
+            settings = self._run.settings
+            self._started_ahead = min(settings.max_agents, settings.max_parallel_agents)
+            self._pool.start_standby(self._started_ahead)
 
     def reusable(self, name: str) -> str | None:
         """A library agent's source when it is reliable and still passes the guard untouched."""
@@ -279,6 +289,9 @@ class Crew:
             for a in fresh
         }
         tally.agents = list(records.values())
+        with self._top_up_lock:
+            self._more_needed = len(fresh) - self._started_ahead if self._ahead else 0
+            self._started_ahead = 0
         run.events.phase_started(Phase.BUILD)
         run.events.phase_started(Phase.RUN)
         phase = time.monotonic()
@@ -432,7 +445,8 @@ class Crew:
         """
         warm = self._pool.take(spec.name) if self._ahead else None
         try:
-            built = self._write(spec, kept, upstream, effort)
+            with llm.while_waiting(self._top_up):
+                built = self._write(spec, kept, upstream, effort)
         except BaseException:
             if warm is not None:
                 warm.discard()
@@ -458,6 +472,16 @@ class Crew:
                 max_searches=self._searches_for(spec),
             )
         warm.give_code(path)
+
+    def _top_up(self) -> None:
+        """A generation request is out: start the processes the rest of the round will take.
+
+        Once per round, by whichever build gets there first: the model's time is idle time.
+        """
+        with self._top_up_lock:
+            more, self._more_needed = self._more_needed, 0
+        if more > 0:
+            self._pool.start_standby(more)
 
     def _write(
         self, spec: planner.AgentSpec, kept: str | None, upstream: list[str], effort: str
