@@ -217,7 +217,8 @@ class Crew:
         self._started_ahead = 0
         """Processes start_ahead asked for this round, before its plan."""
         self._more_needed = 0
-        """What the round's agents need beyond those, asked for by the first build (_top_up)."""
+        """What the round's agents need beyond those (and beyond its kept agents, started as
+        soon as the plan is known): asked for by the first generation request (_top_up)."""
         self._top_up_lock = threading.Lock()
         self._pool = AgentPool(
             timeout=settings.agent_timeout_seconds,
@@ -290,8 +291,12 @@ class Crew:
         }
         tally.agents = list(records.values())
         with self._top_up_lock:
-            self._more_needed = len(fresh) - self._started_ahead if self._ahead else 0
+            more = len(fresh) - self._started_ahead if self._ahead else 0
             self._started_ahead = 0
+            # A kept agent is built at once, with no model call to wait for: its process now.
+            now = max(0, min(more, sum(kept[a.name] is not None for a in fresh)))
+            self._more_needed = more - now
+        self._pool.start_standby(now)
         run.events.phase_started(Phase.BUILD)
         run.events.phase_started(Phase.RUN)
         phase = time.monotonic()
