@@ -80,8 +80,9 @@ def while_waiting(work: Callable[[], None]) -> Iterator[None]:
 
     The model's thinking time is the product's idle time: work that only has to be done by the
     end of the run (the record's redaction) starts then, rather than before the request, where
-    it would delay it. `work` must be quick (hand the job to a thread of its own). When the block
-    sends no request, `work` never runs.
+    it would delay it. `work` must be quick and must not raise (hand the job to a thread of its
+    own): it runs inside the read of the reply. When the block sends no request, `work` never
+    runs.
     """
     pending = [work]
     token = _waiting.set(pending)

@@ -173,7 +173,7 @@ class Redactions:
 
     Redacting every agent's code (each carries the inlined runtime, ~22 KB) and output is most
     of the archive's cost. Handed over with `ahead` as soon as a round's agents are final, it is
-    done while the model writes the merge and the verdict, instead of after them. `written`
+    done while the model writes the merge and the verdict, instead of after them. `writer`
     gives exactly what redacting at the archive gives: a text is redacted again when the secrets
     redaction replaces are no longer those it was redacted with (a key read from a new .env).
     """
