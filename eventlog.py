@@ -6,6 +6,8 @@ run's log holds what its display was shown, in order, with the time of each mome
 "args": {parameter: value}}`, the arguments as plain JSON (StrEnums as their values, TypedDict rows
 as objects, tuples as lists) and every string redacted. `note(kind, text)` records a moment that
 is no hook (an interruption, the answer) in the same shape, as event "note".
+A streamed answer's `answer_delta` pieces are joined into one line before the next moment is
+written: redaction sees the whole text, so a key split across two pieces cannot reach the log.
 
 The log is written to disk the moment a hook fires, one `write` per whole line on a file opened
 O_APPEND (0600, in a 0700 folder made if missing): a reader never sees half a line except the last
@@ -44,6 +46,8 @@ from redact import redact
 
 NOTE = "note"
 """The event name of a `note`: a moment of the run that is not a TaskEvents hook."""
+STREAMED = "answer_delta"
+"""The hook whose pieces are joined before they are logged."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,9 @@ class EventLog(TaskEvents):
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._opened = time.monotonic()
+        self._streamed: list[str] = []
+        """answer_delta pieces not yet written: the streamed answer is logged (and redacted) as
+        one piece, so a key split across two pieces cannot slip past redaction into the log."""
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
@@ -120,8 +127,9 @@ class EventLog(TaskEvents):
         self._append(NOTE, {"kind": kind, "text": text})
 
     def close(self) -> None:
-        """Stop writing; later calls are ignored (and `failed` stays None)."""
+        """Stop writing (a stream still pending is written first); later calls are ignored."""
         with self._lock:
+            self._flush_stream()
             fd, self._fd = self._fd, None
             if fd is not None:
                 try:
@@ -146,28 +154,43 @@ class EventLog(TaskEvents):
         except TypeError:
             return
         bound.apply_defaults()
+        if name == STREAMED:
+            with self._lock:
+                self._streamed.append(str(bound.arguments["text"]))
+            return
         self._append(name, dict(bound.arguments))
 
     def _append(self, event: str, args: dict[str, Any]) -> None:
         with self._lock:
-            fd = self._fd
-            if fd is None:
-                return
-            line = {
-                "at": _now(),
-                "t": round(time.monotonic() - self._opened, 3),
-                "event": event,
-                "args": _plain(args),
-            }
-            data = memoryview((json.dumps(line) + "\n").encode("ascii"))
-            try:
-                while data:
-                    data = data[os.write(fd, data) :]
-            except OSError as exc:
-                self._fail(exc)
-                self._fd = None
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            self._flush_stream()
+            self._write(event, args)
+
+    def _flush_stream(self) -> None:
+        """The pieces streamed so far, joined, before what follows them (under the lock)."""
+        if self._streamed:
+            text, self._streamed = "".join(self._streamed), []
+            self._write(STREAMED, {"text": text})
+
+    def _write(self, event: str, args: dict[str, Any]) -> None:
+        """One line, under the lock."""
+        fd = self._fd
+        if fd is None:
+            return
+        line = {
+            "at": _now(),
+            "t": round(time.monotonic() - self._opened, 3),
+            "event": event,
+            "args": _plain(args),
+        }
+        data = memoryview((json.dumps(line) + "\n").encode("ascii"))
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        except OSError as exc:
+            self._fail(exc)
+            self._fd = None
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _log_hook(name: str) -> Callable[..., None]:

@@ -81,7 +81,8 @@ class TTY(io.StringIO):
 
 def test_a_logged_streamed_answer_replays_as_it_was_written_and_once(tmp_path: Path) -> None:
     """`agentgod show --replay` re-emits the answer hooks, then the answer note: a person at a
-    terminal sees the answer being written again, and no second copy after it."""
+    terminal sees each attempt at the answer again (the log keeps an attempt's pieces as one),
+    and no second copy after it."""
     path = tmp_path / "events.jsonl"
     with eventlog.EventLog(path) as log:
         sink = events.answer_stream(log)
@@ -92,8 +93,23 @@ def test_a_logged_streamed_answer_replays_as_it_was_written_and_once(tmp_path: P
     view = ui.PlainUI(out=out, err=io.StringIO())
     view.task_started("Write a pitch.")
     on_note = lambda note: view.answer(str(note.args["text"]))  # noqa: E731  (as verbs does)
-    assert eventlog.replay(path, view, wait=lambda _: None, on_note=on_note) == 7
+    assert eventlog.replay(path, view, wait=lambda _: None, on_note=on_note) == 4
     assert out.getvalue().endswith(
         "[answer]   being written:\nFrisches Brot.\n"
         "[answer]   written again from the start:\nFrisches Brot, jeden Morgen.\n"
     )
+
+
+def test_a_key_split_across_streamed_pieces_never_reaches_the_log(tmp_path: Path) -> None:
+    """Each piece alone looks harmless; only the whole answer shows the key, so that is what the
+    log redacts and keeps."""
+    key = "sk-ant-api03-" + "Q" * 40
+    path = tmp_path / "events.jsonl"
+    with eventlog.EventLog(path) as log:
+        sink = events.answer_stream(log)
+        for piece in ("The key is sk-an", key[5:20], key[20:], " and that is all."):
+            sink(piece)
+    logged = path.read_text(encoding="utf-8")
+    assert "Q" * 8 not in logged
+    streamed = [e.args["text"] for e in eventlog.read(path) if e.event == "answer_delta"]
+    assert streamed == ["The key is [redacted] and that is all."]
