@@ -26,7 +26,7 @@ from ledger import Call
 from replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
 
 if TYPE_CHECKING:
-    from runlog import RunRecord
+    from runrecord import RunRecord
 
 MIN_PREFIX = 4
 """The fewest characters of a run id that may name a run."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 import config
 
 if TYPE_CHECKING:
-    from runlog import RunRecord
+    from runrecord import RunRecord
 
 DB_NAME = "history.db"
 SCHEMA_VERSION = 2

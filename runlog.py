@@ -8,6 +8,9 @@ run is whole (every agent's code and output, every model call), for `agentgod sh
 Everything textual is redacted before it is written, so a key that leaked into an agent's output
 never reaches the disk. Archiving is best effort: by the time it runs, the answer has been printed
 and paid for, so a full disk or a locked database costs the archive, never the run.
+
+The record itself is runrecord's; `runlog.RunRecord` and `runlog.AgentRecord` are the same
+classes, named here because the orchestrator builds them for `archive`.
 """
 
 from __future__ import annotations
@@ -19,19 +22,20 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 import config
 import history as store
 import historydb
 from historydb import PRIVATE_FILE
 from kinds import RunStatus
-from ledger import Call
 from redact import redact
-from replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
+from replies import CostSummary
+from runrecord import AgentRecord as AgentRecord  # the records are runlog's to hand over
+from runrecord import RunRecord as RunRecord
 from scratch import new_run_id
 from signals import shield_from_signals
 from ui import human_size
@@ -44,125 +48,6 @@ PRIVATE_FOLDER = 0o700
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """Control characters except tab and newline: an ESC or BEL in a task must not reach a file that
 someone later `cat`s to a terminal."""
-
-# ---- what the orchestrator hands over ---------------------------------------------------------
-
-
-def no_usage() -> TokenUsage:
-    """Usage with every count at zero: an agent that made no model call."""
-    return TokenUsage(
-        llm_calls=0,
-        input_tokens=0,
-        output_tokens=0,
-        cache_write_tokens=0,
-        cache_read_tokens=0,
-        web_searches=0,
-    )
-
-
-@dataclass
-class AgentRecord:
-    """How one agent of the run fared."""
-
-    name: str
-    """The agent's safe name."""
-    role: str
-    """Its one-line role."""
-    reused: bool
-    """True when it came from the library instead of the generator."""
-    ok: bool
-    """Whether its final attempt succeeded."""
-    attempts: int
-    """Executions including repairs."""
-    seconds: float
-    """Wall-clock time of its executions."""
-    kind: str
-    """executor.AgentResult.kind of the final attempt: ok, crash, timeout, ..."""
-    error: str = ""
-    """The last failure's reason, if any (redacted again before it is written)."""
-    usd: float = 0.0
-    """What its own model calls cost, as the broker billed them."""
-    source: str = ""
-    """The exact code that ran (its final attempt), or "" when none did: `agentgod show --code`."""
-    inputs: list[str] = field(default_factory=list)
-    """The upstream agents whose outputs it was given, by name, in order."""
-    output: str = ""
-    """What its final attempt returned; "" when it failed."""
-    usage: TokenUsage = field(default_factory=no_usage)
-    """Its own model calls and what they used, every attempt together, as the broker billed them."""
-
-
-@dataclass
-class RunRecord:
-    """Everything worth keeping about one task; the orchestrator builds one per task."""
-
-    task: str
-    """The user's task as typed."""
-    ok: bool
-    """True when the run produced an answer."""
-    answer: str
-    """The final answer; "" on failure."""
-    error: str
-    """One-line headline of why the run failed; "" on success."""
-    complexity: str | None
-    """The planner's grade (simple, standard, deep); None when planning never finished."""
-    waves: list[list[str]]
-    """Agent names per execution wave, in order."""
-    agents: list[AgentRecord]
-    """One record per agent that took part."""
-    failures: list[tuple[str, str]]
-    """(name, reason) for each agent that was excluded after its repairs."""
-    revisions: int
-    """Extra rounds the judge asked for."""
-    council_improved: bool
-    """True when the council's refinement replaced the answer."""
-    cost: CostSummary
-    """What the run spent: llm_calls, the four token counts, usd, estimate."""
-    duration_seconds: float
-    """Wall-clock time of the whole task."""
-    started_at: datetime
-    """When the task started (UTC; a naive value is taken as UTC)."""
-    sandbox: list[str] = field(default_factory=list)
-    """Confinement layers that were active for the agents."""
-    budget_exhausted: bool = False
-    """True when BUDGET_USD stopped the run early."""
-    warnings: list[str] = field(default_factory=list)
-    """What went wrong that the run survived (a package pip refused, a judge that failed)."""
-    phases: dict[str, CostSummary] = field(default_factory=dict)
-    """The cost by where it went (kinds.Spend)."""
-    outputs: dict[str, str] = field(default_factory=dict)
-    """Agent outputs that were paid for but reached no answer (the merge failed), by agent."""
-    attachments: list[AttachmentReply] = field(default_factory=list)
-    """The user's files the agents could read (named, never copied into the archive)."""
-    artifacts: list[ArtifactReply] = field(default_factory=list)
-    """The files the agents made, kept beside the run file under runs/<run id>/artifacts/."""
-    run_id: str = field(default_factory=new_run_id)
-    """The run's short id (scratch.new_run_id: its RunSpace's), by which `agentgod show` finds
-    it; a fresh one when not given."""
-    status: RunStatus = RunStatus.OK
-    """How the run ended. Left at its default, it follows `ok` and `budget_exhausted` (FAILED or
-    BUDGET when not ok), as callers that predate it expect; `ok` stays for the old queries."""
-    conversation_id: str | None = None
-    """The conversation the task belongs to (follow-ups share one); None outside any."""
-    retry_of: str | None = None
-    """The run id of the run this one retried, reusing what it had done."""
-    model: str = ""
-    """The main model: the one that planned, wrote the agents and merged."""
-    effort: str | None = None
-    """The effort the run was planned at (kinds.Effort); None when it was never chosen."""
-    reasoning: str = ""
-    """The planner's reasoning for its plan."""
-    plan: list[dict[str, Any]] = field(default_factory=list)
-    """The agents as planned (planner.AgentSpec as dicts: name, role, instructions, depends_on,
-    web, dependencies), before any ran."""
-    calls: list[Call] = field(default_factory=list)
-    """Every model call counted against the run, in order (ledger.Usage.call_log()), the ones
-    made before the plan included."""
-
-    def __post_init__(self) -> None:
-        """A caller that predates `status` says how the run ended with ok and budget_exhausted."""
-        if not self.ok and self.status is RunStatus.OK:
-            self.status = RunStatus.BUDGET if self.budget_exhausted else RunStatus.FAILED
 
 
 # ---- writing ---------------------------------------------------------------------------------
