@@ -309,13 +309,13 @@ def recover(path: Path, rebuild: Rebuild, without: Path | None = None) -> bool:
             companion = path.with_name(path.name + suffix)
             if companion.exists():
                 companion.rename(aside.with_name(aside.name + suffix))
-        import runlog  # the run files are runlog's format (and runlog imports history, this)
+        import runfile  # the run files' format (runfile imports history, so this)
         from scratch import new_run_id  # scratch asks history (so this) which ids are taken
 
         records = [
             (record, run_file)
             for run_file in sorted(path.parent.glob("*.md"))
-            if run_file != without and (record := runlog.read_run_file(run_file)) is not None
+            if run_file != without and (record := runfile.read_run_file(run_file)) is not None
         ]
         seen: set[str] = set()
         for record, run_file in records:

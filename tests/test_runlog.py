@@ -14,6 +14,7 @@ import config
 import history
 import historydb
 import ledger
+import runfile
 import runlog
 from kinds import RunStatus
 
@@ -297,8 +298,8 @@ def test_two_runs_in_the_same_second_get_two_files() -> None:
     ],
 )
 def test_slugify(task: str, slug: str) -> None:
-    assert runlog.slugify(task) == slug
-    assert len(slug) <= runlog.SLUG_LENGTH
+    assert runfile.slugify(task) == slug
+    assert len(slug) <= runfile.SLUG_LENGTH
 
 
 def test_secrets_are_redacted_in_the_file_and_the_database() -> None:
