@@ -18,6 +18,7 @@ from agents import write_agent, write_raw
 from conftest import TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
+import agentvenv
 import executor
 import generator
 import sandbox
@@ -330,7 +331,7 @@ def test_save_agent_file_writes_inside_generated_agents(isolated_home: Path) -> 
 
 
 def test_refused_packages_are_reported_and_never_installed(isolated_home: Path) -> None:
-    report = executor.install_dependencies(["definitely-not-allowed-pkg", "os-sys"])
+    report = agentvenv.install_dependencies(["definitely-not-allowed-pkg", "os-sys"])
     assert report.refused == ["definitely-not-allowed-pkg", "os-sys"]
     assert report.installed == report.failed == []
     assert not (isolated_home / ".agent_venv").exists()
@@ -339,13 +340,13 @@ def test_refused_packages_are_reported_and_never_installed(isolated_home: Path) 
 def test_allowed_packages_install_into_the_agent_venv_and_agents_can_use_them(
     fake_api: FakeMessagesAPI, isolated_home: Path
 ) -> None:
-    report = executor.install_dependencies(["Tabulate", "numpy", "tabulate"])
+    report = agentvenv.install_dependencies(["Tabulate", "numpy", "tabulate"])
     assert report.installed == ["tabulate"], report.detail
     assert report.refused == ["numpy"]
     assert report.failed == []
     venv_python = isolated_home / ".agent_venv" / "bin" / "python"
-    assert executor.agent_python() == str(venv_python)
-    again = executor.install_dependencies(["tabulate"])
+    assert agentvenv.agent_python() == str(venv_python)
+    again = agentvenv.install_dependencies(["tabulate"])
     assert again.installed == ["tabulate"], "already present: probed, not reinstalled"
     path = write_agent(
         """
