@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import agentvenv
 import config
 import executor
 import generator
@@ -496,7 +497,7 @@ class Crew:
         source = kept
         run.events.agent_building(spec.name, source is not None)
         if spec.dependencies:
-            report = executor.install_dependencies(spec.dependencies, run.settings)
+            report = agentvenv.install_dependencies(spec.dependencies, run.settings)
             run.events.packages(spec.name, report.installed, report.refused, report.failed)
             if report.refused:
                 refused = ", ".join(report.refused)

@@ -4,8 +4,7 @@ Every way an agent can fail — crash, hang, unstartable, silent, a flood of out
 sandbox — comes back as an `AgentResult`, never as an exception, so one bad agent can never take the
 run down. The child gets a minimal environment, a scratch directory as cwd/HOME/TMPDIR, its own
 process group (killed whole on timeout and after exit) and resource limits; sandbox.py adds the
-OS-level layers on top, agentvenv.py the interpreter (and packages) they run on; the crew
-installs through `executor.install_dependencies`, the same function as agentvenv's.
+OS-level layers on top, agentvenv.py the interpreter (and packages) they run on.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ import config
 import redact
 import sandbox
 from agent_runtime import INPUT_FILES_VARIABLE
-from agentvenv import agent_python as agent_python  # the crew's one door: files, pip, processes
-from agentvenv import install_dependencies as install_dependencies
+from agentvenv import agent_python
 from broker import Channel
 from kinds import AGENT_NAME, AgentKind
 from scratch import RunSpace

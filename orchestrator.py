@@ -39,6 +39,7 @@ import models
 import planner
 import problems
 import runlog
+import runrecord
 import signals
 import taskgraph
 from attachments import Attached
@@ -450,7 +451,7 @@ class _Conductor:
         self.events.phase_started(Phase.ARCHIVE)
         last = self.rounds[-1] if self.rounds else None
         agents = [a for r in self.rounds for a in r.agents]
-        record = runlog.RunRecord(
+        record = runrecord.RunRecord(
             task=self.task,
             ok=result is not None,
             answer=result.answer if result else "",
@@ -458,7 +459,7 @@ class _Conductor:
             complexity=last.complexity if last else None,
             waves=last.waves if last else [],
             agents=[
-                runlog.AgentRecord(
+                runrecord.AgentRecord(
                     a.name,
                     a.role,
                     a.reused,

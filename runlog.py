@@ -8,9 +8,7 @@ there the run is whole (every agent's code and output, every model call), for `a
 Everything textual is redacted before it is written, so a key that leaked into an agent's output
 never reaches the disk. Archiving is best effort: by the time it runs, the answer has been printed
 and paid for, so a full disk or a locked database costs the archive, never the run.
-
-The record itself is runrecord's; `runlog.RunRecord` and `runlog.AgentRecord` are the same
-classes, named here because the orchestrator builds them for `archive`.
+The record itself (`runrecord.RunRecord`) is built by the orchestrator and handed to `archive`.
 """
 
 from __future__ import annotations
@@ -31,8 +29,7 @@ import historydb
 import runfile
 from historydb import PRIVATE_FILE
 from redact import redact
-from runrecord import AgentRecord as AgentRecord  # the records are runlog's to hand over
-from runrecord import RunRecord as RunRecord
+from runrecord import RunRecord
 from signals import shield_from_signals
 
 _V = TypeVar("_V")

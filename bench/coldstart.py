@@ -29,6 +29,7 @@ from unittest import mock
 
 import agents
 
+import agentvenv
 import executor
 import sandbox
 from bench import harness, sandbox_coldstart
@@ -83,7 +84,7 @@ def measure(runs: int, with_venv: str | None) -> dict[str, dict[str, Any]]:
         if with_venv:
             venv = home / ".agent_venv"
             subprocess.run([with_venv, "-m", "venv", "--without-pip", str(venv)], check=True)
-        python = executor.agent_python()
+        python = agentvenv.agent_python()
         agent = agents.write_agent(NOOP_BODY, "noop_agent")
         bases = {}
         for kind, source in (("bare", "pass\n"), ("agent", agent.read_text(encoding="utf-8"))):

@@ -34,6 +34,7 @@ import intake
 import ledger
 import problems
 import runlog
+import runrecord
 import ui
 
 
@@ -174,7 +175,7 @@ _archived = iter(range(1, 10_000))
 """Minutes after noon: each record starts later than the one before."""
 
 
-def _record(task: str, **overrides: Any) -> runlog.RunRecord:
+def _record(task: str, **overrides: Any) -> runrecord.RunRecord:
     values: dict[str, Any] = {
         "task": task,
         "ok": True,
@@ -182,7 +183,9 @@ def _record(task: str, **overrides: Any) -> runlog.RunRecord:
         "error": "",
         "complexity": "simple",
         "waves": [["fact_finder"]],
-        "agents": [runlog.AgentRecord("fact_finder", "finds | facts", False, True, 2, 1.5, "ok")],
+        "agents": [
+            runrecord.AgentRecord("fact_finder", "finds | facts", False, True, 2, 1.5, "ok")
+        ],
         "failures": [],
         "revisions": 0,
         "council_improved": False,
@@ -200,7 +203,7 @@ def _record(task: str, **overrides: Any) -> runlog.RunRecord:
         "started_at": datetime(2026, 5, 1, 12, tzinfo=UTC) + timedelta(minutes=next(_archived)),
     }
     values.update(overrides)
-    return runlog.RunRecord(**values)
+    return runrecord.RunRecord(**values)
 
 
 def _mode(path: Path) -> int:

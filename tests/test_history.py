@@ -30,6 +30,7 @@ from test_runlog import (
 import history
 import historydb
 import runlog
+import runrecord
 import scratch
 from kinds import RunStatus
 
@@ -119,8 +120,8 @@ def test_last_is_the_newest_successful_answer() -> None:
     assert latest.started_at == STARTED + timedelta(minutes=1)
 
 
-def agent(name: str, ok: bool) -> runlog.AgentRecord:
-    return runlog.AgentRecord(name, "Does things", False, ok, 1, 1.0, "ok" if ok else "crash")
+def agent(name: str, ok: bool) -> runrecord.AgentRecord:
+    return runrecord.AgentRecord(name, "Does things", False, ok, 1, 1.0, "ok" if ok else "crash")
 
 
 def test_stats_add_up() -> None:
@@ -349,7 +350,7 @@ def test_any_record_round_trips_with_its_secrets_redacted(
 ) -> None:
     assume(ok or secret_at != "answer")  # a failed run keeps no answer
 
-    def record(leak: str) -> runlog.RunRecord:
+    def record(leak: str) -> runrecord.RunRecord:
         value = {
             name: f"{text} {leak}" if name == secret_at else text for name, text in texts.items()
         }

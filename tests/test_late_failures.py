@@ -26,6 +26,7 @@ import merger
 import orchestrator
 import problems
 import runlog
+import runrecord
 
 TASK = "Compare two options"
 MALFORMED = '{"id": "msg_1", "type": "message", "role": "assistant"}'
@@ -254,7 +255,7 @@ def test_a_locked_database_is_a_warning_after_the_busy_wait(isolated_home: Path)
     holder = sqlite3.connect(runs / historydb.DB_NAME, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        record = runlog.RunRecord(
+        record = runrecord.RunRecord(
             task="t",
             ok=True,
             answer="a",

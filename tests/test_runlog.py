@@ -16,6 +16,7 @@ import historydb
 import ledger
 import runfile
 import runlog
+import runrecord
 from kinds import RunStatus
 
 STARTED = datetime(2026, 11, 30, 9, 30, 12, tzinfo=UTC)
@@ -42,7 +43,7 @@ def cost(**overrides: Any) -> dict[str, Any]:
     return {**summary, **overrides}
 
 
-def make_record(**overrides: Any) -> runlog.RunRecord:
+def make_record(**overrides: Any) -> runrecord.RunRecord:
     values: dict[str, Any] = {
         "task": "Compare the three laptops and recommend one",
         "ok": True,
@@ -51,9 +52,9 @@ def make_record(**overrides: Any) -> runlog.RunRecord:
         "complexity": "standard",
         "waves": [["spec_reader", "price_lister"], ["verdict_writer"]],
         "agents": [
-            runlog.AgentRecord("spec_reader", "Reads specs", True, True, 1, 1.5, "ok"),
-            runlog.AgentRecord("price_lister", "Lists prices", False, True, 2, 2.25, "ok"),
-            runlog.AgentRecord(
+            runrecord.AgentRecord("spec_reader", "Reads specs", True, True, 1, 1.5, "ok"),
+            runrecord.AgentRecord("price_lister", "Lists prices", False, True, 2, 2.25, "ok"),
+            runrecord.AgentRecord(
                 "verdict_writer", "Writes a verdict", False, False, 3, 75.0, "timeout", "timed out"
             ),
         ],
@@ -66,7 +67,7 @@ def make_record(**overrides: Any) -> runlog.RunRecord:
         "sandbox": ["env", "scratch", "landlock"],
     }
     values.update(overrides)
-    return runlog.RunRecord(**values)
+    return runrecord.RunRecord(**values)
 
 
 LONG_OUTPUT = "\n".join(f"Row {number}: a measured value" for number in range(40))
@@ -88,10 +89,10 @@ def call(phase: str, minute: int, **counts: Any) -> ledger.Call:
     )
 
 
-def full_record(**overrides: Any) -> runlog.RunRecord:
+def full_record(**overrides: Any) -> runrecord.RunRecord:
     """A record with every field issue 12 added filled in, as the orchestrator will build it."""
     agents = [
-        runlog.AgentRecord(
+        runrecord.AgentRecord(
             "spec_reader",
             "Reads specs",
             False,
@@ -111,7 +112,7 @@ def full_record(**overrides: Any) -> runlog.RunRecord:
                 "web_searches": 1,
             },
         ),
-        runlog.AgentRecord(
+        runrecord.AgentRecord(
             "verdict_writer",
             "Writes a verdict",
             True,
@@ -261,7 +262,7 @@ def test_failed_run_file_says_why_and_has_no_answer() -> None:
 def test_text_from_agents_cannot_break_the_document() -> None:
     reason = "Traceback:\n```\nboom\n```"
     record = make_record(
-        agents=[runlog.AgentRecord("pipe_agent", "Splits a | b", False, False, 1, 0.5, "crash")],
+        agents=[runrecord.AgentRecord("pipe_agent", "Splits a | b", False, False, 1, 0.5, "crash")],
         failures=[("pipe_agent", reason)],
     )
     path = runlog.archive(record)
@@ -307,7 +308,7 @@ def test_secrets_are_redacted_in_the_file_and_the_database() -> None:
         task=f"Use {ANTHROPIC_KEY} to summarise",
         answer=f"Here it is: {BEARER}\n\n{PEM}\n\nDone.",
         agents=[
-            runlog.AgentRecord(
+            runrecord.AgentRecord(
                 "leaky_agent", "Leaks", False, False, 1, 0.1, "crash", f"auth: {ANTHROPIC_KEY}"
             )
         ],
@@ -469,7 +470,7 @@ def test_secrets_in_code_outputs_plan_and_reasoning_are_redacted_everywhere() ->
 
 
 def test_what_was_redacted_ahead_is_stored_exactly_as_redacting_at_the_archive_stores_it() -> None:
-    def planted(run_id: str) -> runlog.RunRecord:
+    def planted(run_id: str) -> runrecord.RunRecord:
         record = full_record(run_id=run_id)
         record.agents[0].source = f"KEY = '{ANTHROPIC_KEY}'\n{SOURCE}"
         record.agents[0].output = f"the header was {BEARER}\x1b[31m"
