@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,14 +30,12 @@ from historydb import PRIVATE_FILE
 from redact import redact
 from runrecord import RunRecord
 from signals import shield_from_signals
+from ui import clean
 
 _V = TypeVar("_V")
 
 PRIVATE_FOLDER = 0o700
 """runs/ is its owner's only, as every record in it is (historydb.PRIVATE_FILE)."""
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""Control characters except tab and newline: an ESC or BEL in a task must not reach a file that
-someone later `cat`s to a terminal."""
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -116,7 +113,7 @@ def archive(
     """
     say = warn or (lambda text: None)
     try:
-        clean = _redacted(record, redactions.writer() if redactions else _written)
+        scrubbed = _redacted(record, redactions.writer() if redactions else _written)
         folder = (settings or config.settings()).runs_dir
     except Exception as error:  # never fail a run that is already answered and paid for
         say(f"the run was not archived: {_reason(error)}")
@@ -124,7 +121,9 @@ def archive(
     run_file: Path | None = None
     try:
         _private_folder(folder)
-        run_file = _write_new_file(folder, runfile.file_stem(clean), runfile.render(clean, folder))
+        run_file = _write_new_file(
+            folder, runfile.file_stem(scrubbed), runfile.render(scrubbed, folder)
+        )
     except Exception as error:
         say(
             f"the run file could not be written in {folder} ({_reason(error)}); "
@@ -132,7 +131,7 @@ def archive(
         )
         run_file = None
     try:
-        store.insert(clean, run_file, folder / historydb.DB_NAME)
+        store.insert(scrubbed, run_file, folder / historydb.DB_NAME)
     except Exception as error:
         say(
             f"the run was not added to the history in {folder / historydb.DB_NAME} "
@@ -157,8 +156,9 @@ def _private_folder(folder: Path) -> None:
 
 
 def _written(text: str) -> str:
-    """Text as it may be stored: redacted, and without control characters."""
-    return _CONTROL.sub("", redact(text.replace("\r\n", "\n")))
+    """Text as it may be stored: redacted, and without control characters (ui.clean), since an
+    ESC or BEL in a task must not reach a file that someone later `cat`s to a terminal."""
+    return clean(redact(text))
 
 
 def _scrub(value: object, written: Callable[[str], str]) -> object:
@@ -172,7 +172,7 @@ def _scrub(value: object, written: Callable[[str], str]) -> object:
 
 
 def _redacted(record: RunRecord, written: Callable[[str], str] = _written) -> RunRecord:
-    """A copy of the record with every piece of text passed through redact (and _CONTROL).
+    """A copy of the record with every piece of text passed through redact (and ui.clean).
 
     `written` does it: `_written`, or a run's `Redactions` that did part of it ahead.
     """
