@@ -17,6 +17,7 @@ import mimetypes
 import re
 from pathlib import PurePath
 
+from agent_runtime import IMAGE_TYPES
 from ui import clean
 
 PREVIEW_LINES = 10
@@ -24,12 +25,6 @@ PREVIEW_CHARS = 1000
 CSV_SAMPLE_ROWS = 3
 """Data rows a CSV's preview shows under its header: enough to see the delimiter and quoting."""
 
-_IMAGES = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
 _TEXT_MEDIA = frozenset({"application/json", "application/xml", "application/javascript"})
 _SNIFFED_MEDIA = frozenset(
     {"application/pdf", "image/png", "image/jpeg", "image/gif", "image/webp"}
@@ -81,7 +76,7 @@ def _kind(head: bytes, name: str, textual: bool) -> tuple[str, str]:
     second."""
     if head.startswith(b"%PDF-"):
         return "pdf", "application/pdf"
-    for magic, media_type in _IMAGES:
+    for magic, media_type in IMAGE_TYPES:  # the images the agents' file_block sends
         if head.startswith(magic):
             return "image", media_type
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
