@@ -64,6 +64,11 @@ def _main():
         sys.exit(3)
     sys.stdout.write(text if text.endswith("\\n") else text + "\\n")
     sys.stdout.flush()
+    if os.environ.get(BROKER_FD_VARIABLE):
+        # Under AgentGOD the answer is all that leaves (the scratch goes, the broker's frames
+        # were answered): end now rather than tear the interpreter down, and await no thread.
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

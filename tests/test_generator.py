@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from fakeapi import FakeMessagesAPI, Reply, Request
 import codeguard
 import generator
 import ledger
+from agent_runtime import BROKER_FD_VARIABLE
 
 GOOD_BODY = """
 def run(task, previous_outputs):
@@ -182,6 +184,84 @@ def test_an_archived_agent_finds_its_key_in_a_dotenv_up_the_tree(
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert fake_api.messages()[0].api_key == "sk-ant-archived-key-123456789"
+
+
+# ---- how an agent ends ---------------------------------------------------------------------
+
+_LINGERING = """
+import threading
+
+def run(task, previous_outputs):
+    log = open("log.txt", "w")
+    log.write("written before the answer")
+    sys.stderr.write("a diagnostic without a newline")
+    threading.Thread(target=threading.Event().wait).start()  # never ends, never a daemon
+    return "the answer"
+"""
+
+
+def _run_file(
+    source: str, folder: Path, *, brokered: bool, stdin: str
+) -> subprocess.CompletedProcess[str]:
+    """Run an assembled agent as the executor would (the broker's fd when `brokered`)."""
+    agent = folder / "agent.py"
+    agent.write_text(source)
+    ours, theirs = socket.socketpair()
+    env = {"PATH": os.environ["PATH"]}
+    if brokered:
+        env[BROKER_FD_VARIABLE] = str(theirs.fileno())
+    with ours, theirs:
+        return subprocess.run(
+            [sys.executable, "-X", "utf8", "-I", str(agent)],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=folder,
+            pass_fds=(theirs.fileno(),),
+            timeout=60,
+        )
+
+
+def test_under_the_broker_an_agent_ends_with_its_answer_and_awaits_no_thread(
+    tmp_path: Path,
+) -> None:
+    done = _run_file(agent_source(_LINGERING), tmp_path, brokered=True, stdin='{"task": "t"}')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "the answer\n"
+    assert done.stderr == "a diagnostic without a newline", "buffered stderr is flushed first"
+
+
+def test_standalone_an_agent_still_ends_like_any_python_program(tmp_path: Path) -> None:
+    body = _LINGERING.replace("threading.Event().wait", "lambda: None")  # a thread that ends
+    done = _run_file(agent_source(body), tmp_path, brokered=False, stdin='{"task": "t"}')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "the answer\n"
+    assert (tmp_path / "log.txt").read_text() == "written before the answer", (
+        "an unclosed file is flushed by the interpreter's own shutdown"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "stdin", "code", "expected"),
+    [
+        (
+            "def run(task, previous_outputs):\n    raise ValueError('bad ' + task)\n",
+            '{"task": "input"}',
+            1,
+            "ValueError: bad input",
+        ),
+        ("def run(task, previous_outputs):\n    return ' '\n", '{"task": "t"}', 3, "empty result"),
+        ("def run(task, previous_outputs):\n    return 'x'\n", "", 2, "no input arrived"),
+    ],
+)
+def test_under_the_broker_a_failing_agent_still_reports_why(
+    tmp_path: Path, body: str, stdin: str, code: int, expected: str
+) -> None:
+    done = _run_file(agent_source(body), tmp_path, brokered=True, stdin=stdin)
+    assert done.returncode == code
+    assert expected in done.stderr
+    assert done.stdout == ""
 
 
 # ---- generation through the fake API ------------------------------------------------------
