@@ -22,7 +22,8 @@ First every inherited fd but 0, 1, 2 and the kept ones (the broker's socket) is 
 - **seccomp**: the filter sandbox_seccomp.py builds (a denylist of system calls, through the
   system libseccomp), compiled first and loaded last. That module sits beside this file and is
   imported only when the layer is asked for; both are CHILD_FILES, which the child must be able
-  to read.
+  to read, as is agent_runtime.py: a process started before its code compiles the runtime every
+  agent file inlines while it waits, so once named only the model's part and the footer compile.
 
 Only then does it run `site` (so a venv's `.pth` code is already confined) and the agent, as
 `__main__`, with `sys.argv` as if it had been started directly. A wall that cannot be raised stops
@@ -34,12 +35,17 @@ import errno
 import os
 import stat
 import sys
-from types import TracebackType  # already loaded by ctypes
+from types import CodeType, TracebackType  # already loaded by ctypes
 
 BOOT_FAILURE_EXIT = 125  # the bootstrap could not raise a wall it was asked for
 _FOLDER = os.path.dirname(os.path.abspath(__file__))
-CHILD_FILES = (os.path.abspath(__file__), os.path.join(_FOLDER, "sandbox_seccomp.py"))
-"""What the child reads before its walls are up: this script and the seccomp module beside it."""
+_RUNTIME = os.path.join(_FOLDER, "agent_runtime.py")
+CHILD_FILES = (os.path.abspath(__file__), os.path.join(_FOLDER, "sandbox_seccomp.py"), _RUNTIME)
+"""What the child reads: this script, the seccomp module and the agent runtime beside it."""
+_RUNTIME_LINES = (b"\n# ---- agent runtime: begin ----\n", b"# ---- agent runtime: end ----\n")
+"""agent_runtime's marker lines: what lies between them is inlined into every agent file."""
+_AFTER_RUNTIME = b"\nAGENT_NAME = "
+"""What follows the runtime in an agent file: the trusted header's first statement of its own."""
 LANDLOCK_NET_ABI = 4  # the first Landlock ABI with TCP port rules
 LANDLOCK_SCOPE_ABI = 6  # the first that scopes signals and abstract unix sockets
 
@@ -509,19 +515,82 @@ def main(argv: list[str]) -> None:
     import site  # now, so that .pth files in the venv run confined
 
     site.main()
+    runtime = None
     if os.path.isdir(agent):
-        agent = _await_code(agent, walls.preload)
+        agent, runtime = _await_code(agent, walls.preload)
     sys.argv = [agent, *args]
     with open(agent, "rb") as source:
-        code = compile(source.read(), agent, "exec")
+        parts = _compiled(source.read(), agent, runtime)
     module = type(sys)("__main__")
     module.__file__ = agent
     sys.modules["__main__"] = module
-    exec(code, module.__dict__)
+    for code in parts:
+        exec(code, module.__dict__)
 
 
-def _await_code(folder: str, preload: tuple[str, ...]) -> str:
-    """Started before the agent's code was written: import what it will, then learn its name.
+def _runtime_ahead() -> tuple[bytes, CodeType] | None:
+    """The runtime every agent file inlines, and its code, compiled before the agent's own exists.
+
+    Most of an agent file is the runtime: compiling it here, while the process waits for its
+    code, leaves only the model's part and the footer to compile once the file is named. None
+    when agent_runtime.py cannot be read (then the whole file is compiled, as always).
+    """
+    begin, end = _RUNTIME_LINES
+    try:
+        with open(_RUNTIME, "rb") as source:
+            text = source.read()
+    except OSError:
+        return None
+    start = text.find(begin) + len(begin)
+    stop = text.find(end, start)
+    if start < len(begin) or stop < 0:
+        return None
+    runtime = text[start:stop]
+    return runtime, compile(runtime, _RUNTIME, "exec")
+
+
+def _compiled(
+    source: bytes, agent: str, runtime: tuple[bytes, CodeType] | None
+) -> tuple[CodeType, ...]:
+    """The agent's code: what compiling the whole file gives, in one piece or two.
+
+    A file that is comment lines, then exactly the runtime compiled ahead, then the header's
+    `AGENT_NAME = ...` runs as that code, moved to the file's name and lines, followed by the
+    rest compiled now behind as many blank lines as precede it, so every line number (and
+    so every traceback) is the file's own. Module code runs statement by statement in one
+    namespace, so the two pieces in turn do what the whole does. Anything else compiles whole.
+    """
+    if runtime is not None:
+        text, code = runtime
+        at = source.find(text)
+        head, end = source[:at], at + len(text)
+        if (
+            at >= 0
+            and source.startswith(_AFTER_RUNTIME, end)
+            and (not head or head.endswith(b"\n"))
+            and b"coding" not in head  # a coding cookie would decode the whole file otherwise
+            and all(line.startswith(b"#") for line in head.split(b"\n")[:-1])
+        ):
+            lines = head.count(b"\n")
+            rest = b"\n" * (lines + text.count(b"\n")) + source[end:]
+            return _moved(code, agent, lines), compile(rest, agent, "exec")
+    return (compile(source, agent, "exec"),)
+
+
+def _moved(code: CodeType, filename: str, lines: int) -> CodeType:
+    """`code` (and every function inside it) as if compiled `lines` further down `filename`."""
+    consts = tuple(
+        _moved(const, filename, lines) if isinstance(const, CodeType) else const
+        for const in code.co_consts
+    )
+    return code.replace(
+        co_filename=filename, co_firstlineno=code.co_firstlineno + lines, co_consts=consts
+    )
+
+
+def _await_code(folder: str, preload: tuple[str, ...]) -> tuple[str, tuple[bytes, CodeType] | None]:
+    """Started before the agent's code was written: import what it will, compile the runtime
+    its file will hold (`_runtime_ahead`), then learn its name.
 
     The first line of stdin names the file inside `folder` — a bare name, so it cannot point
     anywhere else — and, after a space, the effort its model calls should use (the plan decides
@@ -532,12 +601,13 @@ def _await_code(folder: str, preload: tuple[str, ...]) -> str:
             __import__(name)
         except ImportError:
             pass  # the agent will import it again and see the error where it belongs
+    runtime = _runtime_ahead()
     name, _, effort = sys.stdin.readline().strip().partition(" ")
     if not name or "/" in name or name.startswith("."):
         raise _failure(f"no agent file name arrived on stdin (got {name!r})")
     if effort:
         os.environ["LLM_EFFORT"] = effort
-    return os.path.join(folder, name)
+    return os.path.join(folder, name), runtime
 
 
 if __name__ == "__main__":

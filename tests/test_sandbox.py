@@ -33,9 +33,11 @@ from typing import IO, Any
 
 import escapes
 import pytest
+from agents import agent_source
 from hypothesis import given
 from hypothesis import strategies as st
 
+import agent_runtime
 import sandbox
 import sandbox_boot
 
@@ -775,6 +777,61 @@ def test_the_bootstrap_imports_only_what_it_needs() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert set(done.stdout.split()) <= BOOTSTRAP_IMPORTS
+
+
+_FAILING_THROUGH_THE_RUNTIME = """
+def helper(value):
+    return format_previous(value)
+
+def run(task, previous_outputs):
+    return helper(len(task))
+"""
+
+
+def test_an_assembled_agent_runs_on_the_runtime_compiled_ahead() -> None:
+    """The standby compiles the runtime before its file exists; a file holding it uses that."""
+    runtime = sandbox_boot._runtime_ahead()
+    assert runtime is not None
+    assert runtime[0] == agent_runtime.runtime_source().encode()
+    source = agent_source(_FAILING_THROUGH_THE_RUNTIME).encode()
+    assert len(sandbox_boot._compiled(source, "agent.py", runtime)) == 2
+    changed = source.replace(b"import json\n", b"import json  # changed\n", 1)
+    assert len(sandbox_boot._compiled(changed, "agent.py", runtime)) == 1, "compiled whole"
+
+
+@pytest.mark.parametrize("mode", ["off", "auto"])
+def test_a_standby_agents_traceback_is_the_files_own(tmp_path: Path, mode: str) -> None:
+    """Runtime compiled ahead or not, every frame names the agent file and its true line."""
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    agent = folder / "failing.py"
+    agent.write_text(agent_source(_FAILING_THROUGH_THE_RUNTIME), encoding="utf-8")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    payload = '{"task": "t", "previous_outputs": {}}'
+    launch = sandbox.prepare(
+        folder, python=sys.executable, scratch=scratch, api_url="http://127.0.0.1:1", mode=mode
+    )
+    standby = subprocess.run(
+        launch.argv,
+        input=f"failing.py\n{payload}",
+        capture_output=True,
+        text=True,
+        cwd=scratch,
+        timeout=60,
+        preexec_fn=launch.preexec,
+    )
+    direct = subprocess.run(
+        [sys.executable, "-X", "utf8", "-I", str(agent)],
+        input=payload,
+        capture_output=True,
+        text=True,
+        cwd=scratch,
+        timeout=60,
+    )
+    assert direct.returncode == standby.returncode == 1
+    assert "in format_previous" in direct.stderr, "a frame inside the runtime"
+    assert standby.stderr == direct.stderr
 
 
 @pytest.mark.parametrize("mode", ["off", "auto"])
