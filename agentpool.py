@@ -1,9 +1,9 @@
 """agentpool.py — agent processes started ahead of need, so start-up is never on the critical path.
 
 While the planner thinks, a background thread starts *standby* processes (interpreter, sandbox
-walls and the runtime's imports) that block on stdin, knowing neither their agent nor its effort;
-each build worker then takes one, or starts one named for its agent, before it asks for the
-agent's code. They wait in the run's own folder (scratch.RunSpace), so they can read only this
+walls, the runtime's imports and its compiled code) that block on stdin, knowing neither their
+agent nor its effort; each build worker then takes one, or starts one named for its agent, before
+it asks for the agent's code. They wait in the run's own folder (scratch.RunSpace), so they can read only this
 run's agents, never those of another run in the same home. A process held here is *warm*: its
 code exists and it waits for its inputs. The user's attachments are known before the plan, so
 every process is started with them (their names in its environment, their paths mounted
