@@ -1,13 +1,12 @@
 """agentpool.py — agent processes started ahead of need, so start-up is never on the critical path.
 
 While the planner thinks, a background thread starts *standby* processes (interpreter, sandbox
-walls, the runtime's imports and its compiled code) that block on stdin, knowing neither their
-agent nor its effort; each build worker then takes one, or starts one named for its agent, before
-it asks for the agent's code. They wait in the run's own folder (scratch.RunSpace), so they can read only this
-run's agents, never those of another run in the same home. A process held here is *warm*: its
-code exists and it waits for its inputs. The user's attachments are known before the plan, so
-every process is started with them (their names in its environment, their paths mounted
-read-only).
+walls, the runtime's imports and its compiled code) that block on stdin, knowing neither their agent
+nor its effort; each build worker then takes one, or starts one named for its agent, before it asks
+for the agent's code. They wait in the run's own folder (scratch.RunSpace), so they can read only
+this run's agents, never those of another run in the same home. A process held here is *warm*: its
+code exists and it waits for its inputs. The user's attachments are known before the plan, so every
+process is started with them (their names in its environment, their paths mounted read-only).
 Whatever is never used — more standby than agents, an agent skipped, a run stopped — is killed,
 with its scratch, when the pool closes. Not under a budget: an agent's share of the budget is
 fixed when its process starts, and should be measured against what is left when it runs.
