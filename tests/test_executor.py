@@ -501,11 +501,10 @@ def test_the_child_environment_names_the_attachments_as_json(tmp_path: Path) -> 
     assert "AGENTGOD_INPUT_FILES" not in executor.child_environment(tmp_path, model="m", door=None)
 
 
-def test_a_standby_agent_is_given_the_attachments_when_it_starts(
-    fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
-) -> None:
+def attachment_pool(door: OpenDoor, user_files: Path) -> AgentPool:
+    """Standby agents started with the user's files (a file and a folder) attached."""
     inputs = {"sales.csv": user_files / "sales.csv", "reports": user_files / "reports"}
-    pool = AgentPool(
+    return AgentPool(
         timeout=30,
         model="claude-sonnet-5-5",
         preload=generator.RUNTIME_MODULES,
@@ -513,6 +512,12 @@ def test_a_standby_agent_is_given_the_attachments_when_it_starts(
         inputs=inputs,
         read_only=list(inputs.values()),
     )
+
+
+def test_a_standby_agent_is_given_the_attachments_when_it_starts(
+    fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
+) -> None:
+    pool = attachment_pool(door, user_files)
     try:
         agent = pool.take("reader_agent")
         assert agent is not None
@@ -527,15 +532,7 @@ def test_a_standby_agent_is_given_the_attachments_when_it_starts(
 def test_an_agent_given_its_code_ahead_runs_it_and_refuses_another_file(
     fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
 ) -> None:
-    inputs = {"sales.csv": user_files / "sales.csv", "reports": user_files / "reports"}
-    pool = AgentPool(
-        timeout=30,
-        model="claude-sonnet-5-5",
-        preload=generator.RUNTIME_MODULES,
-        open_door=door,
-        inputs=inputs,
-        read_only=list(inputs.values()),
-    )
+    pool = attachment_pool(door, user_files)
     try:
         agent = pool.take("reader_agent")
         assert agent is not None
