@@ -29,6 +29,40 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
 )
 
+_CLUES: tuple[tuple[str, ...], ...] = (
+    ("sk-",),
+    ("bearer",),
+    ("key", "secret", "token", "passw"),
+    ("-----BEGIN ",),
+    ("AKIA",),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+)
+"""Per pattern, substrings one of which every match contains: a text holding none of them cannot
+match, and most texts (event fields, short record strings) hold none, so the regex never runs.
+Lowercase for the patterns that ignore case (see `_may_match`)."""
+
+
+_RULES: tuple[tuple[re.Pattern[str], tuple[str, ...], bool], ...] = tuple(
+    (pattern, clues, bool(pattern.flags & re.IGNORECASE))
+    for pattern, clues in zip(_PATTERNS, _CLUES, strict=True)
+)
+"""Each pattern with its clues and whether it ignores case (read once: flags are slow enums)."""
+
+
+def _may_match(clues: tuple[str, ...], folded: bool, text: str) -> bool:
+    """Whether a pattern with these clues could match `text`; False only when it cannot.
+
+    For a pattern that ignores case (`folded`) the clues are looked for in the lowered text, but
+    only when the text is ASCII: there lowering is exactly what IGNORECASE matches, while Unicode
+    case folding matches more (the long s U+017F matches "s"), so other text goes to the regex.
+    """
+    if folded:
+        if not text.isascii():
+            return True
+        text = text.lower()
+    return any(clue in text for clue in clues)
+
+
 _KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 _registered: set[str] = set()
 
@@ -59,8 +93,9 @@ def redact(text: str, *, secrets: tuple[str, ...] = ()) -> str:
     literal = [s for s in (*secrets, *_live_secrets()) if s and len(s) >= 8]
     for secret in sorted(set(literal), key=len, reverse=True):
         text = text.replace(secret, REDACTED)
-    for pattern in _PATTERNS:
-        text = pattern.sub(_replace, text)
+    for pattern, clues, folded in _RULES:
+        if _may_match(clues, folded, text):
+            text = pattern.sub(_replace, text)
     return text
 
 
@@ -80,7 +115,9 @@ def contains_secret(text: str) -> bool:
     """
     if any(len(secret) >= 8 and secret in text for secret in _live_secrets()):
         return True
-    for pattern in _PATTERNS:
+    for pattern, clues, folded in _RULES:
+        if not _may_match(clues, folded, text):
+            continue
         for match in pattern.finditer(text):
             if pattern.groups == 3:
                 value = match.group(3)

@@ -9,6 +9,8 @@ import httpx2
 import pytest
 from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI, Reply
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import config
 import ledger
@@ -232,6 +234,73 @@ def test_redaction_of_key_value_pairs_stays_on_one_line() -> None:
     assert redact.redact(caret_line + "api_key = abcdef123456") == (
         caret_line + "api_key = [redacted]"
     )
+
+
+# Whole secrets in every shape the patterns know, pieces of them, near misses, and names that
+# match only under Unicode case folding (the long s, the Kelvin sign), joined at random.
+_SECRETISH = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "sk-ant-api03-abcdefghijklmnopqr",
+                "Authorization: Bearer abcdefghijklmnop",
+                "bEaReR\n\tabcdefghijklmnop",
+                "api_key=abcdef1",
+                "X_API-KEY : 'abcdefgh'",
+                "SeCrEt=abcdefgh",
+                "my_token: abcdefgh",
+                "PASSWD=abcdefgh",
+                "password = abcdefgh",
+                "\u017fecret=abcdefgh",
+                "api_\u212aey=abcdefgh",
+                "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----",
+                "AKIAABCDEFGHIJKLMNOP",
+                "ghp_abcdefghijklmnopqrstuvwxyz01234",
+                "ghs_ABCDEFGHIJKLMNOPQRSTUVWXYZ01234",
+                "sk-",
+                "Bearer ",
+                "secret",
+                "passw",
+                "=",
+                ": ",
+                "'",
+                ",",
+                "-----BEGIN ",
+                "AKIA",
+                "ghx_",
+                "İ",
+                "é",
+                "\n",
+                " ",
+                "_",
+                "[redacted]",
+            ]
+        ),
+        st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"),
+        st.text(max_size=5),
+    ),
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=400)
+@given(_SECRETISH)
+@example("\u017fecret=abcdefgh")  # matched under Unicode case folding, though "secret" is not in it
+@example("api_\u212aey=abcdefgh")  # the Kelvin sign
+def test_a_pattern_skipped_for_want_of_its_clues_could_not_have_matched(text: str) -> None:
+    for pattern, clues, folded in redact._RULES:
+        if pattern.search(text) is not None:
+            assert redact._may_match(clues, folded, text), (pattern.pattern, text)
+
+
+@settings(max_examples=400)
+@given(_SECRETISH)
+@example("\u017fecret=abcdefgh")
+def test_redaction_is_what_every_pattern_applied_to_every_text_gives(text: str) -> None:
+    expected = text
+    for pattern in redact._PATTERNS:
+        expected = pattern.sub(redact._replace, expected)
+    assert redact.redact(text) == expected
 
 
 def test_a_foreign_class_with_an_sdk_name_is_not_taken_for_the_sdk_s() -> None:
