@@ -273,11 +273,13 @@ def check_assembled(source: str, *, declared: Collection[str] | None = None) -> 
     agent's planned packages) makes any other package's import a complaint: it is not installed.
     """
     start = source.find(BODY_START)
-    name = re.search(r"^AGENT_NAME = (.*)$", source[: max(start, 0)], re.MULTILINE)
-    role = re.search(r"^AGENT_ROLE = (.*)$", source[: max(start, 0)], re.MULTILINE)
+    name = _header_value(source, "AGENT_NAME", start)
+    role = _header_value(source, "AGENT_ROLE", start)
     if start < 0 or name is None or role is None:
         return ["the file is not an AgentGOD agent (runtime markers missing)"]
-    header = _header(name.group(1), role.group(1))
+    if not (_written_literal(name) and _written_literal(role, one_line=True)):
+        return ["the trusted runtime header was modified"]
+    header = _header(name, role)
     if not source.startswith(f"{header}\n{BODY_START}\n"):
         return ["the trusted runtime header was modified"]
     body = source[len(header) + len(BODY_START) + 2 :]
@@ -289,6 +291,32 @@ def check_assembled(source: str, *, declared: Collection[str] | None = None) -> 
         if marker in body:
             return [f"the agent's code contains the runtime's marker line {marker!r}"]
     return codeguard.check_agent_source(body, declared=declared)
+
+
+def _header_value(source: str, field: str, end: int) -> str | None:
+    """What the header's last `FIELD = …` line before `end` assigns, as written; None if none.
+
+    Searched from the end: the header closes with these lines, after the ~20 KB of runtime it
+    inlines. Whatever it finds, check_assembled then demands the exact header those values give.
+    """
+    at = source.rfind(f"\n{field} = ", 0, max(end, 0))
+    if at < 0:
+        return None
+    at += len(field) + 4
+    stop = source.find("\n", at, end)
+    return source[at : stop if stop >= 0 else end]
+
+
+def _written_literal(value: str, *, one_line: bool = False) -> bool:
+    """Whether `value` is what assemble_agent writes for a name (`repr`) or a role (`repr` of its
+    words joined by single spaces), so no statement can ride along on the header's lines."""
+    try:
+        text = ast.literal_eval(value)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return False
+    if not isinstance(text, str) or repr(text) != value:
+        return False
+    return not one_line or text == " ".join(text.split())
 
 
 def _brief(spec: AgentSpec, upstream: list[str], attachments: str = "") -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -152,6 +153,27 @@ def test_a_tampered_runtime_header_is_detected() -> None:
     assert generator.check_assembled("print('hi')\n") == [
         "the file is not an AgentGOD agent (runtime markers missing)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("AGENT_NAME", "'helper'; import subprocess"),
+        ("AGENT_NAME", "__import__('os').getcwd()"),
+        ("AGENT_NAME", '"helper"'),  # a literal, but not what repr writes
+        ("AGENT_ROLE", "'two  spaces'"),  # not the role's words joined by single spaces
+        ("AGENT_ROLE", "b'bytes'"),
+    ],
+)
+def test_a_header_line_holding_anything_but_the_written_literal_is_refused(
+    field: str, value: str
+) -> None:
+    """The header is rebuilt from the values its own lines hold, so a statement riding on the
+    name's line would rebuild into a matching header: only repr's own output is taken."""
+    source = agent_source(GOOD_BODY)
+    tampered = re.sub(rf"^{field} = .*$", lambda _: f"{field} = {value}", source, flags=re.M)
+    assert tampered != source
+    assert generator.check_assembled(tampered) == ["the trusted runtime header was modified"]
 
 
 def test_check_assembled_reports_body_relative_lines() -> None:
