@@ -128,7 +128,7 @@ class Recorder(Protocol):
 
 
 Send = Callable[[dict[str, Any]], Any]
-"""The road to the model: Messages keyword arguments -> the SDK Message (or the same as a dict)."""
+"""The road to the model: Messages keyword arguments -> the reply's JSON body (llm.forward)."""
 SaveArtifact = Callable[[str, str, bytes], str]
 """(agent name, artifact name, data) -> the name it was stored under; raises ValueError (with a
 `kind` of invalid, too_large or forbidden) to refuse."""
@@ -634,21 +634,14 @@ class Broker:
 
 
 def _plain(reply: Any) -> dict[str, Any]:
-    """A reply as plain JSON data: a dict as it is, an SDK Message as it came over the wire.
+    """The road's answer, which must be a Messages reply's JSON body as the API sent it.
 
-    `to_dict` leaves out what the server did not send, so content sent back on a continuation
-    is exactly what was received (encrypted fields intact, no nulls added), and the broker
-    needs none of the SDK's classes.
+    Sent back unchanged on a continuation, so content is exactly what was received (encrypted
+    fields intact, no nulls added), and the broker needs none of the SDK's classes.
     """
-    if isinstance(reply, dict):
-        return reply
-    to_dict = getattr(reply, "to_dict", None)
-    if not callable(to_dict):
+    if not isinstance(reply, dict):
         raise TypeError(f"the road answered a {type(reply).__name__}, not a message")
-    plain = to_dict(mode="json")
-    if not isinstance(plain, dict):
-        raise TypeError(f"the road's {type(reply).__name__} is not a message")
-    return plain
+    return reply
 
 
 def _failure(error: BaseException) -> tuple[str, str]:

@@ -224,5 +224,5 @@ def test_an_agent_call_through_the_broker_has_the_same_deadline(
 def test_an_agent_call_retries_a_malformed_200(fake_api: FakeMessagesAPI) -> None:
     fake_api.queue(Reply(body=MALFORMED[1]), Reply("fine"))
     reply = llm.forward(agent_request())
-    assert llm.response_text(reply) == "fine"
+    assert [block["text"] for block in reply["content"]] == ["fine"]
     assert len(fake_api.messages()) == 2
