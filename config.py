@@ -9,10 +9,13 @@ for redaction the moment it is.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -198,11 +201,28 @@ def _dotenv(path: Path) -> dict[str, str]:
         return values
 
 
+_reading: ContextVar[tuple[Path, dict[str, str]] | None] = ContextVar("_reading", default=None)
+"""The home and its .env while `settings` reads them, so a snapshot is read from one of each."""
+
+
+@contextlib.contextmanager
+def _one_reading() -> Iterator[Path]:
+    """Resolve the home and read its .env once for every setting read inside (this thread
+    only): a snapshot is then consistent, and ~20 times cheaper than a lookup per setting."""
+    where = home()
+    token = _reading.set((where, _dotenv(where / ".env")))
+    try:
+        yield where
+    finally:
+        _reading.reset(token)
+
+
 def env(name: str, default: str = "") -> str:
     """A setting's raw text: the real environment, else `<home>/.env`, else the default."""
     value = os.environ.get(name)
     if value is None:
-        value = _dotenv(home() / ".env").get(name)
+        reading = _reading.get()
+        value = (reading[1] if reading else _dotenv(home() / ".env")).get(name)
     return default if value is None or value.strip() == "" else value.strip()
 
 
@@ -251,6 +271,11 @@ def _megabytes(name: str, default: str) -> int:
 
 def settings() -> Settings:
     """Read and validate every setting now; raises ConfigError naming the first bad one."""
+    with _one_reading() as where:
+        return _read_settings(where)
+
+
+def _read_settings(where: Path) -> Settings:
     model = _model("MODEL", DEFAULT_MODEL)
     return Settings(
         model=model,
@@ -273,7 +298,7 @@ def settings() -> Settings:
         attach_max_bytes=_megabytes("ATTACH_MAX_MB", "100"),
         attach_max_files=_number("ATTACH_MAX_FILES", "50", 1, 1000, int),
         artifacts_max_bytes=_megabytes("ARTIFACTS_MAX_MB", "100"),
-        home=home(),
+        home=where,
         base_url=env("ANTHROPIC_BASE_URL") or None,
     )
 
