@@ -223,10 +223,15 @@ def query(read: Callable[[sqlite3.Connection], _T], empty: _T, rebuild: Rebuild)
     path = database()
     recovered = False
     while path.is_file():
-        _upgrade(path)
         for options in ("mode=ro", "immutable=1"):
             uri = f"{path.as_uri()}?{options}"
             try:
+                with contextlib.closing(
+                    sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+                ) as db:
+                    if _version(db) >= SCHEMA_VERSION:
+                        return read(db)
+                _upgrade(path)
                 with contextlib.closing(
                     sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
                 ) as db:
@@ -248,13 +253,8 @@ def _upgrade(path: Path) -> None:
     One that cannot be written is left as it is (what it holds is then read as far as the
     queries find their columns), and a damaged one is query's to repair.
     """
-    try:
-        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
-            if _version(db) >= SCHEMA_VERSION:
-                return
+    with contextlib.suppress(OSError, sqlite3.Error):
         open_for_writing(path).close()
-    except (OSError, sqlite3.Error):
-        return
 
 
 # ---- a damaged history ------------------------------------------------------------------------
