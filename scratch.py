@@ -11,6 +11,7 @@ keep (keeping is library.remember's job, not this module's), the space goes. Cle
 from __future__ import annotations
 
 import contextlib
+import queue
 import secrets
 import shutil
 import tempfile
@@ -59,6 +60,8 @@ class RunSpace:
         self._lock = threading.Lock()
         self._scratch: set[Path] = set()
         self._closed = False
+        self._released: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
+        self._remover: threading.Thread | None = None
 
     def scratch_dir(self, name: str) -> Path | None:
         """A fresh scratch directory for agent `name`, or None once the run is over."""
@@ -70,10 +73,27 @@ class RunSpace:
             return made
 
     def release(self, path: Path) -> None:
-        """Remove one agent's scratch directory: its process is gone."""
-        shutil.rmtree(path, ignore_errors=True)
+        """Have one agent's scratch directory removed: its process is gone.
+
+        Removed on the space's own thread, not the caller's: the caller is handing the agent's
+        answer on, and deleting a tree is dozens of system calls, each of which must win the
+        interpreter lock back from the run's other threads. `close` waits for what is queued.
+        """
         with self._lock:
-            self._scratch.discard(path)
+            if self._closed:
+                return  # close removes it with the rest
+            if self._remover is None:
+                self._remover = threading.Thread(
+                    target=self._remove_released, name="agentgod-scratch", daemon=True
+                )
+                self._remover.start()
+            self._released.put(path)  # under the lock: always ahead of close's end marker
+
+    def _remove_released(self) -> None:
+        while (path := self._released.get()) is not None:
+            shutil.rmtree(path, ignore_errors=True)
+            with self._lock:
+                self._scratch.discard(path)
 
     def close(self, *, keep_files: bool = False) -> None:
         """The run is over: every scratch directory goes, and the agent folder unless kept.
@@ -83,6 +103,11 @@ class RunSpace:
         """
         with self._lock:
             self._closed = True
+            remover = self._remover
+        if remover is not None:
+            self._released.put(None)
+            remover.join()
+        with self._lock:
             leftovers = list(self._scratch)
             self._scratch.clear()
         for path in leftovers:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import itertools
 import re
 import secrets
+import shutil
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_runlog import make_record
@@ -117,6 +119,35 @@ def test_a_run_space_is_its_own_folder_and_goes_with_its_scratch() -> None:
     assert (second.folder / "same_name.py").read_text(encoding="utf-8") == "two\n"
     second.close()
     assert list(config.settings().agents_dir.iterdir()) == []
+
+
+def test_released_scratch_is_removed_off_the_caller_s_thread_and_all_of_it_by_close(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent's answer goes on while its scratch is deleted; close still leaves none."""
+    removing: list[str] = []
+    real_rmtree = shutil.rmtree
+
+    def recording_rmtree(path: Any, **options: Any) -> None:
+        removing.append(threading.current_thread().name)
+        real_rmtree(path, **options)
+
+    monkeypatch.setattr(shutil, "rmtree", recording_rmtree)
+    space = scratch.RunSpace()
+    made = [space.scratch_dir(f"agent_{n}") for n in range(20)]
+    for work in made:
+        assert work is not None
+        (work / "deep" / "er").mkdir(parents=True)
+        (work / "deep" / "er" / "file.txt").write_text("x", encoding="utf-8")
+    for work in made[:15]:
+        assert work is not None
+        space.release(work)
+    space.close()
+    assert not any(work is not None and work.exists() for work in made)
+    assert removing[:15] == ["agentgod-scratch"] * 15, "released ones on the space's thread"
+    late = made[0]
+    assert late is not None
+    space.release(late)  # after close: nothing to do, and no error
 
 
 def test_a_closed_run_space_gives_no_more_scratch() -> None:
