@@ -88,8 +88,8 @@ def save_agent_file(
     resolved = folder.resolve()
     if not resolved.is_relative_to(root.resolve()):
         raise ValueError(f"agent folder {folder} is outside {root}")
-    path = (resolved / f"{name}.py").resolve()
-    if path.parent != resolved:
+    path = resolved / f"{name}.py"
+    if path.is_symlink():  # the name is a plain file name: only a link could lead elsewhere
         raise ValueError(f"agent path {path} escapes {folder}")
     temporary = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     temporary.write_text(source, encoding="utf-8")
@@ -370,7 +370,9 @@ class AgentProcess:
         """
         if not self.awaiting_code:
             raise ValueError(f"{self.name} already has its code")
-        if self.folder is None or path.resolve().parent != self.folder.resolve():
+        # Compared as written (both come resolved from the run's folder), not resolved again:
+        # these are system calls on the way to the agent's start, and a mismatch fails closed.
+        if self.folder is None or path.parent != self.folder or path.is_symlink():
             raise ValueError(f"{path} is not in the folder the agent waits in")
         self.name = path.stem
         if self.door is not None:

@@ -330,6 +330,17 @@ def test_save_agent_file_writes_inside_generated_agents(isolated_home: Path) -> 
     assert list(path.parent.iterdir()) == [path]
 
 
+def test_save_agent_file_never_writes_through_a_link(isolated_home: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.py"
+    outside.write_text("theirs\n", encoding="utf-8")
+    folder = isolated_home / "generated_agents"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "csv_reader.py").symlink_to(outside)
+    with pytest.raises(ValueError, match="escapes"):
+        executor.save_agent_file("csv_reader", "print('hi')\n")
+    assert outside.read_text(encoding="utf-8") == "theirs\n"
+
+
 def test_refused_packages_are_reported_and_never_installed(isolated_home: Path) -> None:
     report = agentvenv.install_dependencies(["definitely-not-allowed-pkg", "os-sys"])
     assert report.refused == ["definitely-not-allowed-pkg", "os-sys"]
@@ -542,6 +553,13 @@ def test_an_agent_given_its_code_ahead_runs_it_and_refuses_another_file(
             agent.give_code(path)
         with pytest.raises(ValueError, match="was given"):
             agent.run("{}", {}, path=path.with_name("other_agent.py"))
+        elsewhere = pool.take("reader_agent")
+        assert elsewhere is not None
+        try:
+            with pytest.raises(ValueError, match="not in the folder"):
+                elsewhere.give_code(user_files / "reader_agent.py")
+        finally:
+            elsewhere.discard()
         result = agent.run("{}", {}, path=path)
     finally:
         pool.close()
