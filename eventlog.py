@@ -9,11 +9,12 @@ is no hook (an interruption, the answer) in the same shape, as event "note".
 A streamed answer's `answer_delta` pieces are joined into one line before the next moment is
 written: redaction sees the whole text, so a key split across two pieces cannot reach the log.
 
-The log is written to disk the moment a hook fires, one `write` per whole line on a file opened
-O_APPEND (0600, in a 0700 folder made if missing): a reader never sees half a line except the last
-one of a crashed process, and `read` skips that. It never raises into the run — an OSError (a full
-disk, a folder taken away) stops the log and is kept in `failed` for the caller to mention once —
-because losing the record must not lose the run.
+A hook only queues a copy of its arguments and the time; the log's own thread redacts and writes
+each line, in order, one `write` per whole line on a file opened O_APPEND (0600, in a 0700 folder
+made if missing), so no thread running the agents waits on the disk. A reader never sees half a
+line except the last one of a crashed process, and `read` skips that. It never raises into the
+run — an OSError (a full disk, a folder taken away) stops the log and is kept in `failed` for the
+caller to mention once — because losing the record must not lose the run.
 
 `Tee` shows one run to several watchers (the UI and the log). `replay` re-emits a log into a UI at
 its original pace (sped up, long pauses cut), turning each argument back into the type its hook
@@ -31,6 +32,7 @@ import inspect
 import json
 import math
 import os
+import queue
 import threading
 import time
 import types
@@ -43,6 +45,7 @@ from typing import Any
 
 from events import HOOKS, TaskEvents
 from redact import redact
+from signals import shield_from_signals
 
 NOTE = "note"
 """The event name of a `note`: a moment of the run that is not a TaskEvents hook."""
@@ -71,21 +74,22 @@ _HOOKS: dict[str, _Hook] = {name: _hook(name) for name in HOOKS}
 # ---- writing ------------------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
-    """A hook argument as JSON: strings redacted, enums as their values, rows as objects."""
+def _plain(value: Any, text: Callable[[str], str]) -> Any:
+    """A hook argument as JSON: enums as their values, rows as objects, every string (and key)
+    through `text` (redact; str to copy as it is)."""
     if isinstance(value, enum.Enum):
-        return _plain(value.value)
+        return _plain(value.value, text)
     if isinstance(value, str):
-        return redact(value)
+        return text(value)
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
-        return {redact(str(key)): _plain(item) for key, item in value.items()}
+        return {text(str(key)): _plain(item, text) for key, item in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [_plain(item) for item in value]
-    return redact(str(value))
+        return [_plain(item, text) for item in value]
+    return text(str(value))
 
 
 def _now() -> str:
@@ -100,42 +104,58 @@ def run_log(runs_dir: Path, run_id: str) -> Path:
 class EventLog(TaskEvents):
     """Appends one JSON line per hook call to `path`; thread safe; never raises into the run.
 
-    `failed` is None while the log is being written, else why it stopped (redacted, one line).
-    A call that does not fit its hook's signature (a programming error the UI will report) is
-    left out of the log rather than raised. Lines reach the kernel one `write` each; they are not
-    fsynced, so a crash of the process loses at most the line being written, not of the machine.
+    A hook only takes a copy of its arguments and the time, and queues them: the log's own
+    thread redacts, encodes and writes each line, in the order the hooks fired. The threads that
+    run the agents therefore never wait on the disk, nor on each other's lines (each write lets
+    the interpreter lock go, and a line written under the run's event lock held it meanwhile).
+    `flush` waits until every line queued so far is written; `close` writes the rest and stops.
+
+    `failed` is None while the log is being written, else why it stopped (redacted, one line;
+    current after `flush`). A call that does not fit its hook's signature (a programming error
+    the UI will report) is left out of the log rather than raised. Lines reach the kernel one
+    `write` each, moments after their hook; they are not fsynced, so a crash of the process loses
+    at most its last moments' lines, not a machine's.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.failed: str | None = None
         self._lock = threading.Lock()
+        self._closed = False
         self._fd: int | None = None
         self._opened = time.monotonic()
-        self._streamed: list[str] = []
-        """answer_delta pieces not yet written: the streamed answer is logged (and redacted) as
-        one piece, so a key split across two pieces cannot slip past redaction into the log."""
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
             self._fd = os.open(path, flags, 0o600)
         except OSError as exc:
             self._fail(exc)
+            return
+        self._writer = threading.Thread(target=self._drain, name="agentgod-eventlog", daemon=True)
+        self._writer.start()
 
     def note(self, kind: str, text: str) -> None:
         """A moment that is not a hook: `note("interrupted", "SIGINT")`, `note("answer", text)`."""
-        self._append(NOTE, {"kind": kind, "text": text})
+        self._line(NOTE, {"kind": kind, "text": text})
+
+    def flush(self) -> None:
+        """Wait until every line queued so far is written (or the log has stopped)."""
+        done = threading.Event()
+        if self._put(_Flush(done)):
+            done.wait()
 
     def close(self) -> None:
-        """Stop writing (a stream still pending is written first); later calls are ignored."""
+        """Write what is queued (a pending stream too) and stop; later calls are ignored."""
         with self._lock:
-            self._flush_stream()
-            fd, self._fd = self._fd, None
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError as exc:
-                    self._fail(exc)
+            if self._closed:
+                return
+            self._closed = True
+            if self._writer is not None:
+                self._queue.put(None)
+        if self._writer is not None:
+            self._writer.join()
 
     def __enter__(self) -> EventLog:
         return self
@@ -148,6 +168,8 @@ class EventLog(TaskEvents):
             reason = exc.strerror or type(exc).__name__
             self.failed = redact(f"the event log {self.path} stopped: {reason}")
 
+    # ---- the hooks' side: a copy and the time, queued ----------------------------------------
+
     def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         try:
             bound = _HOOKS[name].signature.bind(*args, **kwargs)
@@ -155,34 +177,61 @@ class EventLog(TaskEvents):
             return
         bound.apply_defaults()
         if name == STREAMED:
-            with self._lock:
-                self._streamed.append(str(bound.arguments["text"]))
+            self._put(_Piece(str(bound.arguments["text"])))
             return
-        self._append(name, dict(bound.arguments))
+        self._line(name, dict(bound.arguments))
 
-    def _append(self, event: str, args: dict[str, Any]) -> None:
-        with self._lock:
-            self._flush_stream()
-            self._write(event, args)
+    def _line(self, event: str, args: dict[str, Any]) -> None:
+        # A copy now (plain JSON, not yet redacted): the caller may change what it passed.
+        self._put(_Line(event, _plain(args, str), _now(), self._age()))
 
-    def _flush_stream(self) -> None:
-        """The pieces streamed so far, joined, before what follows them (under the lock)."""
-        if self._streamed:
-            text, self._streamed = "".join(self._streamed), []
-            self._write(STREAMED, {"text": text})
+    def _put(self, item: _Item) -> bool:
+        with self._lock:  # never behind close's end marker
+            if self._closed or self._writer is None:
+                return False
+            self._queue.put(item)
+            return True
 
-    def _write(self, event: str, args: dict[str, Any]) -> None:
-        """One line, under the lock."""
+    # ---- the log's own thread ----------------------------------------------------------------
+
+    def _drain(self) -> None:
+        shield_from_signals()
+        streamed: list[str] = []
+        """answer_delta pieces not yet written: the streamed answer is logged (and redacted) as
+        one line, so a key split across two pieces cannot slip past redaction into the log."""
+        while True:
+            item = self._queue.get()
+            if isinstance(item, _Piece):
+                streamed.append(item.text)
+                continue
+            if streamed:  # written when the next moment comes, stamped with its time
+                at, t = (item.at, item.t) if isinstance(item, _Line) else (_now(), self._age())
+                self._write(_Line(STREAMED, {"text": "".join(streamed)}, at, t))
+                streamed = []
+            if isinstance(item, _Line):
+                self._write(item)
+            elif isinstance(item, _Flush):
+                item.done.set()
+            else:
+                break
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError as exc:
+                self._fail(exc)
+
+    def _age(self) -> float:
+        return time.monotonic() - self._opened
+
+    def _write(self, line: _Line) -> None:
+        """One line, redacted, in one write."""
         fd = self._fd
         if fd is None:
             return
-        line = {
-            "at": _now(),
-            "t": round(time.monotonic() - self._opened, 3),
-            "event": event,
-            "args": _plain(args),
-        }
-        data = memoryview((json.dumps(line) + "\n").encode("ascii"))
+        shape = {"at": line.at, "t": round(line.t, 3), "event": line.event}
+        shape["args"] = _plain(line.args, redact)
+        data = memoryview((json.dumps(shape) + "\n").encode("ascii"))
         try:
             while data:
                 data = data[os.write(fd, data) :]
@@ -191,6 +240,37 @@ class EventLog(TaskEvents):
             self._fd = None
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One moment, as the hook gave it, waiting for the log's thread."""
+
+    event: str
+    args: dict[str, Any]
+    """Plain JSON, not yet redacted."""
+    at: str
+    """The wall-clock time it happened (ISO-8601 UTC, ms)."""
+    t: float
+    """Seconds since the log was opened."""
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One piece of a streamed answer."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class _Flush:
+    """Set once every item queued before it is written."""
+
+    done: threading.Event
+
+
+_Item = _Line | _Piece | _Flush | None
+"""What the log's thread is handed; None: write the rest and stop."""
 
 
 def _log_hook(name: str) -> Callable[..., None]:

@@ -170,6 +170,7 @@ class _Conductor:
                 break
         self.bookkeep_library()
         self.log.note("answer", answer)
+        self.log.flush()
         if self.log.failed:
             self.warn(f"the run's event log stopped: {self.log.failed}")
         result = self.result(answer)

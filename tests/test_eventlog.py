@@ -207,6 +207,56 @@ def test_threads_writing_at_once_leave_whole_lines(tmp_path: Path) -> None:
     assert all(len(e.args["error"]) == 3000 for e in events)
 
 
+def test_a_hook_never_waits_for_the_disk_and_the_lines_keep_their_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log's thread writes; a hook fired while a write hangs returns at once."""
+    path = tmp_path / "events.jsonl"
+    gate, writing = threading.Event(), threading.Event()
+    real_write = eventlog.os.write
+
+    def slow_write(fd: int, data: Any) -> int:
+        writing.set()
+        gate.wait(timeout=30)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(eventlog.os, "write", slow_write)
+    log = eventlog.EventLog(path)
+    log.warn("first")
+    assert writing.wait(timeout=30), "the log's thread is writing the first line"
+    for n in range(50):  # all while that write hangs
+        log.warn(f"line {n}")
+    assert not gate.is_set() and eventlog.read(path) == []
+    gate.set()
+    log.close()
+    assert [e.args["text"] for e in eventlog.read(path)] == [
+        "first",
+        *(f"line {n}" for n in range(50)),
+    ]
+
+
+def test_what_a_hook_was_given_is_logged_as_it_was_then(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    installed = ["numpy"]
+    with eventlog.EventLog(path) as log:
+        log.packages("reader", installed, [], [])
+        installed.append("pandas")  # changed by the caller after the hook returned
+    assert eventlog.read(path)[0].args["installed"] == ["numpy"]
+
+
+def test_flush_makes_every_line_so_far_readable(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    log = eventlog.EventLog(path)
+    log.council_started()
+    log.answer_delta("half of ")
+    log.answer_delta("it")
+    log.judged(True, "")
+    log.flush()
+    assert [e.event for e in eventlog.read(path)] == ["council_started", "answer_delta", "judged"]
+    assert eventlog.read(path)[1].args["text"] == "half of it"
+    log.close()
+
+
 def test_an_unwritable_path_sets_failed_and_never_raises(tmp_path: Path) -> None:
     blocker = tmp_path / "runs"
     blocker.write_text("a file where the folder should be")
@@ -225,10 +275,12 @@ def test_a_full_disk_stops_the_log_once_and_the_run_goes_on() -> None:
     assert log.failed is None
 
     log.warn("first")
+    log.flush()
     first = log.failed
     assert first is not None and "No space left" in first
     log.warn("second")
     log.note("answer", "text")
+    log.flush()
     assert log.failed == first
     log.close()
 
