@@ -117,7 +117,7 @@ class _Conductor:
         self.usage = usage or ledger.Usage()
         self.log = eventlog.EventLog(eventlog.run_log(self.settings.runs_dir, space.id))
         """Every moment of the run as a JSON line, for `agentgod show RUN --replay`."""
-        # The log first: a moment is on disk before the display draws it.
+        # The log first: a moment is in the log's queue before the display draws it.
         self.events = SerialisedEvents(eventlog.Tee(self.log, events or NullEvents()))
         self.started = time.monotonic()
         self.started_at = datetime.now(UTC)
