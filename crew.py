@@ -305,7 +305,9 @@ class Crew:
             run.events.phase_finished(Phase.BUILD, 0.0)
         with self._worker_pools() as (builders, runners):
             work: dict[Future[Any], planner.AgentSpec] = {
-                builders.submit(self._build, a, kept[a.name], closures[a.name], effort): a
+                builders.submit(
+                    self._build, a, kept[a.name], closures[a.name], effort, task_text
+                ): a
                 for a in fresh
             }
             building = len(fresh)
@@ -443,11 +445,17 @@ class Crew:
     # ---- build workers -------------------------------------------------------------------------
 
     def _build(
-        self, spec: planner.AgentSpec, kept: str | None, upstream: list[str], effort: str
+        self,
+        spec: planner.AgentSpec,
+        kept: str | None,
+        upstream: list[str],
+        effort: str,
+        task_text: str,
     ) -> _Built:
         """Worker: take the library's copy, or write the agent; then save the scratch copy.
 
-        The agent's process is started first, so its start-up overlaps the writing of its code.
+        The agent's process is started first, so its start-up overlaps the writing of its code;
+        one that waits for no other agent gets its input here too, and starts work at once.
         """
         warm = self._pool.take(spec.name) if self._ahead else None
         try:
@@ -461,6 +469,8 @@ class Crew:
             built.warm = warm
             if warm is not None:
                 self._arm(warm, spec, built.path, effort)
+                if not upstream:  # no process starts ahead under a budget: none is skipped
+                    warm.give_input(task_text, {})
         elif warm is not None:
             warm.discard()
         return built

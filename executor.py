@@ -360,6 +360,12 @@ class AgentProcess:
     """The run whose scratch directory it has, if it belongs to one."""
     code: Path | None = None
     """The file it was given (`give_code`), when it started ahead of its code."""
+    given: bytes | None = None
+    """The input it was given ahead of `run` (`give_input`), which `run` must match."""
+    unsent: bytes = b""
+    """What of that input the pipe could not take at once: `run` sends it."""
+    given_at: float | None = None
+    """When it got its input ahead: its timeout counts from then."""
 
     def give_code(self, path: Path) -> None:
         """Name the agent's file now, ahead of its input: it loads while its upstream agents
@@ -384,6 +390,31 @@ class AgentProcess:
         self.awaiting_code = False
         self.code = path
 
+    def give_input(self, task: str, previous_outputs: dict[str, str]) -> None:
+        """Hand the agent its input now, from the thread that gave it its code: an agent that
+        waits for no other needs no trip through the scheduler to start, and `run` (with the
+        same input) then only collects what it says. Its timeout starts now.
+
+        What the pipe cannot take at once is left for `run` to send.
+        """
+        if self.awaiting_code or self.given is not None:
+            raise ValueError(f"{self.name} needs its code first, and takes one input")
+        payload = _payload(task, previous_outputs)
+        assert self.process.stdin is not None
+        descriptor = self.process.stdin.fileno()
+        os.set_blocking(descriptor, False)
+        sent = 0
+        try:
+            while sent < len(payload):
+                sent += os.write(descriptor, payload[sent : sent + 65536])
+        except BlockingIOError:
+            pass  # the pipe is full: run() sends the rest
+        except OSError:  # it died already, or closed stdin: run() will tell why
+            sent = len(payload)
+        self.given, self.unsent, self.given_at = payload, payload[sent:], time.monotonic()
+        if not self.unsent:
+            self.process.stdin.close()
+
     def run(
         self,
         task: str,
@@ -396,18 +427,19 @@ class AgentProcess:
         An agent started ahead of its code that was not given it yet (`give_code`) is given
         it now, with `path`; one that was must be run with the same path, or none.
         """
-        payload = json.dumps(
-            {"task": task, "previous_outputs": previous_outputs}, ensure_ascii=True
-        ).encode("ascii")
+        payload = _payload(task, previous_outputs)
         if self.awaiting_code:
             if path is None:
                 raise ValueError("an agent started ahead of its code needs the code's path")
             self.give_code(path)
         elif path is not None and self.code is not None and path != self.code:
             raise ValueError(f"{self.name} was given {self.code}, not {path}")
-        started = time.monotonic()
+        if self.given is not None and payload != self.given:
+            raise ValueError(f"{self.name} was given another input ahead")
+        started = self.given_at if self.given_at is not None else time.monotonic()
         try:
-            streams = _pump(self.process, payload, started + self.timeout)
+            unsent = self.unsent if self.given is not None else payload
+            streams = _pump(self.process, unsent, started + self.timeout)
         finally:
             exit_code = self.discard()
         return _result(self, streams, exit_code, time.monotonic() - started)
@@ -427,6 +459,13 @@ class AgentProcess:
         else:
             shutil.rmtree(self.scratch, ignore_errors=True)
         return exit_code
+
+
+def _payload(task: str, previous_outputs: dict[str, str]) -> bytes:
+    """An agent's input as its footer reads it from stdin."""
+    return json.dumps(
+        {"task": task, "previous_outputs": previous_outputs}, ensure_ascii=True
+    ).encode("ascii")
 
 
 def start_agent(

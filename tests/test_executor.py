@@ -567,6 +567,49 @@ def test_an_agent_given_its_code_ahead_runs_it_and_refuses_another_file(
     assert json.loads(result.output)["sales"] == SALES
 
 
+ECHOES_ITS_INPUT = """
+def run(task, previous_outputs):
+    return json.dumps({"task": task, "previous_outputs": previous_outputs})
+"""
+
+
+@pytest.mark.parametrize("size", [10, 300_000], ids=["small", "more-than-a-pipe-holds"])
+def test_an_agent_given_its_input_ahead_is_collected_by_run(
+    fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path, size: int
+) -> None:
+    """The builder hands a first-wave agent its input; run() only sends what the pipe could
+    not take and collects the answer, which is the same as if run() had given the input."""
+    task = "t" * size
+    pool = attachment_pool(door, user_files)
+    try:
+        agent = pool.take("echo_agent")
+        assert agent is not None
+        path = write_agent(ECHOES_ITS_INPUT, name="echo_agent")
+        agent.give_code(path)
+        agent.give_input(task, {})
+        assert (agent.unsent == b"") == (size == 10)
+        with pytest.raises(ValueError, match="takes one input"):
+            agent.give_input(task, {})
+        with pytest.raises(ValueError, match="another input"):
+            agent.run("other task", {}, path=path)
+        result = agent.run(task, {}, path=path)
+    finally:
+        pool.close()
+    assert result.ok, result.error
+    assert json.loads(result.output) == {"task": task, "previous_outputs": {}}
+
+
+def test_an_agent_without_its_code_cannot_take_its_input(door: OpenDoor, user_files: Path) -> None:
+    pool = attachment_pool(door, user_files)
+    try:
+        agent = pool.take("echo_agent")
+        assert agent is not None
+        with pytest.raises(ValueError, match="needs its code first"):
+            agent.give_input("t", {})
+    finally:
+        pool.close()
+
+
 # ---- artifacts through the broker's door ---------------------------------------------------
 
 
