@@ -163,9 +163,9 @@ class EventLog(TaskEvents):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _fail(self, exc: OSError) -> None:
+    def _fail(self, exc: Exception) -> None:
         if self.failed is None:
-            reason = exc.strerror or type(exc).__name__
+            reason = getattr(exc, "strerror", None) or type(exc).__name__
             self.failed = redact(f"the event log {self.path} stopped: {reason}")
 
     # ---- the hooks' side: a copy and the time, queued ----------------------------------------
@@ -225,17 +225,18 @@ class EventLog(TaskEvents):
         return time.monotonic() - self._opened
 
     def _write(self, line: _Line) -> None:
-        """One line, redacted, in one write."""
+        """One line, redacted, in one write. Whatever goes wrong stops the log, never its
+        thread: a flush or close waiting on it must still return."""
         fd = self._fd
         if fd is None:
             return
-        shape = {"at": line.at, "t": round(line.t, 3), "event": line.event}
-        shape["args"] = _plain(line.args, redact)
-        data = memoryview((json.dumps(shape) + "\n").encode("ascii"))
         try:
+            shape = {"at": line.at, "t": round(line.t, 3), "event": line.event}
+            shape["args"] = _plain(line.args, redact)
+            data = memoryview((json.dumps(shape) + "\n").encode("ascii"))
             while data:
                 data = data[os.write(fd, data) :]
-        except OSError as exc:
+        except Exception as exc:
             self._fail(exc)
             self._fd = None
             with contextlib.suppress(OSError):

@@ -235,6 +235,20 @@ def test_a_hook_never_waits_for_the_disk_and_the_lines_keep_their_order(
     ]
 
 
+def test_a_line_that_cannot_be_written_stops_the_log_but_never_a_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> str:
+        raise TypeError("not serialisable")
+
+    monkeypatch.setattr(eventlog.json, "dumps", broken)
+    log = eventlog.EventLog(tmp_path / "events.jsonl")
+    log.warn("first")
+    log.flush()  # returns: the log's thread is still there to answer it
+    assert log.failed is not None and "TypeError" in log.failed
+    log.close()
+
+
 def test_what_a_hook_was_given_is_logged_as_it_was_then(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     installed = ["numpy"]
