@@ -267,7 +267,9 @@ class Session:
         return rows
 
     def _keep(self, pending: list[PendingAgent]) -> list[str]:
-        """--keep, --discard, or ask (never when quiet); the chosen new agents join the library."""
+        """--keep, --discard, or ask (never when quiet or answering in JSON, whose one object
+        is for a program: the question would stand between it and the answer); the chosen new
+        agents join the library."""
         import library
 
         if not pending:
@@ -275,8 +277,10 @@ class Session:
         names = [p.name for p in pending]
         if self.invocation.keep is True:
             chosen = names
-        elif self.invocation.keep is False or self.invocation.quiet or not self.interactive:
-            chosen = []  # quiet: the answer alone, so no question after it
+        elif self.invocation.keep is False or self.invocation.quiet or self.invocation.json:
+            chosen = []  # the answer alone, so no question after it
+        elif not self.interactive:
+            chosen = []
         else:
             chosen = self.ui.choose_keep([KeepChoice(name=p.name, role=p.role) for p in pending])
         kept: list[str] = []

@@ -92,6 +92,22 @@ def test_no_spinner_in_a_pipe_or_with_json(
     assert "reading the task" not in terminal.text
 
 
+def test_json_at_a_terminal_asks_no_keep_question_and_keeps_only_with_keep(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    """The one object is for a program: no question stands between it and the answer."""
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="80")
+    terminal = open_terminal(env, "--json", TASK)
+    assert terminal.close() == 0, "it never waited for an answer"
+    assert "Keep which" not in terminal.text
+    assert '"kept": []' in terminal.text
+    assert not (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
+    kept = open_terminal(env, "--json", "--keep", TASK)
+    assert kept.close() == 0
+    assert '"kept": ["fact_finder"]' in kept.text
+    assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
+
+
 @pytest.mark.parametrize("columns", ["80", "160"])
 def test_quiet_at_a_terminal_is_the_plain_answer_with_no_panel_narration_or_question(
     factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal], columns: str
