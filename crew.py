@@ -221,6 +221,10 @@ class Crew:
         """What the round's agents need beyond those (and beyond its kept agents, started as
         soon as the plan is known): asked for by the first generation request (_top_up)."""
         self._top_up_lock = threading.Lock()
+        self._slots_lock = threading.Lock()
+        self._running: set[str] = set()
+        """This round's agents at work (given their input, or handed to a runner): never more
+        than MAX_PARALLEL_AGENTS, so no runner ever waits and the API sees no more at once."""
         self._pool = AgentPool(
             timeout=settings.agent_timeout_seconds,
             model=settings.model,
@@ -291,6 +295,8 @@ class Crew:
             for a in fresh
         }
         tally.agents = list(records.values())
+        with self._slots_lock:
+            self._running.clear()
         with self._top_up_lock:
             more = len(fresh) - self._started_ahead if self._ahead else 0
             self._started_ahead = 0
@@ -319,6 +325,8 @@ class Crew:
                     if schedule.done():
                         break
                 for spec in schedule.ready():
+                    if not self._take_slot(spec.name):
+                        continue  # all at work: it starts when one of them is done
                     schedule.start(spec.name)
                     upstream = {k: outputs[k] for k in closures[spec.name] if k in outputs}
                     started = runners.submit(
@@ -340,6 +348,7 @@ class Crew:
                         if not building:
                             run.events.phase_finished(Phase.BUILD, time.monotonic() - phase)
                     else:
+                        self._free_slot(spec.name)
                         self._absorb(records[spec.name], outcome, outputs, tally)
                         schedule.finish(spec.name)
             for future in work:  # still being written when the budget ran out
@@ -396,6 +405,7 @@ class Crew:
             return
         if built.warm is not None:
             built.warm.discard()
+            self._free_slot(record.name)
         if tally is not None and scheduling:
             self._reject(record, built, tally)
             schedule.finish(record.name)
@@ -469,7 +479,8 @@ class Crew:
             built.warm = warm
             if warm is not None:
                 self._arm(warm, spec, built.path, effort)
-                if not upstream:  # no process starts ahead under a budget: none is skipped
+                # No process starts ahead under a budget, so none given its input is skipped.
+                if not upstream and self._take_slot(spec.name):
                     warm.give_input(task_text, {})
         elif warm is not None:
             warm.discard()
@@ -488,6 +499,21 @@ class Crew:
                 max_searches=self._searches_for(spec),
             )
         warm.give_code(path)
+
+    def _take_slot(self, name: str) -> bool:
+        """Whether `name` may be at work now (it is counted if so); one its build worker
+        started already is. A worker that may not start it leaves it to the scheduler."""
+        with self._slots_lock:
+            if name in self._running:
+                return True
+            if len(self._running) >= self._run.settings.max_parallel_agents:
+                return False
+            self._running.add(name)
+            return True
+
+    def _free_slot(self, name: str) -> None:
+        with self._slots_lock:
+            self._running.discard(name)
 
     def _top_up(self) -> None:
         """A generation request is out: start the processes the rest of the round will take.

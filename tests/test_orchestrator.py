@@ -67,6 +67,26 @@ def test_a_simple_task_from_plan_to_archive(factory: Factory, isolated_home: Pat
     assert names[-2:] == ["archived", "phase_finished"]
 
 
+def test_no_more_agents_run_at_once_than_max_parallel_agents(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six agents that wait for none, two at a time: an agent handed its input by the worker
+    that wrote it still counts, so a wide first wave never exceeds the limit (rate limits)."""
+    monkeypatch.setenv("MAX_PARALLEL_AGENTS", "2")
+    names = [f"angle_{n}" for n in "abcdef"]
+    factory.plans = [{**plan(*(agent_spec(name) for name in names)), "independent": True}]
+    factory.agent_latency = 0.3
+    result = orchestrator.handle_task("Compare six angles")
+    assert all(a.ok for a in result.agents)
+    calls = [runtime_requests(factory)[name] for name in names]
+    moments = sorted([(r.arrived, 1) for r in calls] + [(r.replied, -1) for r in calls])
+    in_flight = peak = 0
+    for _, step in moments:
+        in_flight += step
+        peak = max(peak, in_flight)
+    assert peak == 2, f"{peak} agent calls were in flight at once"
+
+
 def test_four_independent_agents_overlap(factory: Factory) -> None:
     independent = [agent_spec(f"angle_{n}") for n in "abcd"]
     factory.plans = [plan(*independent, agent_spec("synthesis", [f"angle_{n}" for n in "abcd"]))]
