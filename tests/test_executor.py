@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
@@ -525,17 +526,26 @@ def attachment_pool(door: OpenDoor, user_files: Path) -> AgentPool:
     )
 
 
+@contextlib.contextmanager
+def standby_agent(
+    door: OpenDoor, user_files: Path, name: str
+) -> Iterator[tuple[AgentPool, executor.AgentProcess]]:
+    """One standby agent of an attachment pool, which is closed (its processes killed) after."""
+    pool = attachment_pool(door, user_files)
+    try:
+        agent = pool.take(name)
+        assert agent is not None
+        yield pool, agent
+    finally:
+        pool.close()
+
+
 def test_a_standby_agent_is_given_the_attachments_when_it_starts(
     fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
 ) -> None:
-    pool = attachment_pool(door, user_files)
-    try:
-        agent = pool.take("reader_agent")
-        assert agent is not None
+    with standby_agent(door, user_files, "reader_agent") as (_, agent):
         path = write_agent(READS_ITS_ATTACHMENTS, name="reader_agent")
         result = agent.run("{}", {}, path=path)
-    finally:
-        pool.close()
     assert result.ok, result.error
     assert json.loads(result.output)["sales"] == SALES
 
@@ -543,10 +553,7 @@ def test_a_standby_agent_is_given_the_attachments_when_it_starts(
 def test_an_agent_given_its_code_ahead_runs_it_and_refuses_another_file(
     fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
 ) -> None:
-    pool = attachment_pool(door, user_files)
-    try:
-        agent = pool.take("reader_agent")
-        assert agent is not None
+    with standby_agent(door, user_files, "reader_agent") as (pool, agent):
         path = write_agent(READS_ITS_ATTACHMENTS, name="reader_agent")
         agent.give_code(path)
         with pytest.raises(ValueError, match="already has its code"):
@@ -561,8 +568,6 @@ def test_an_agent_given_its_code_ahead_runs_it_and_refuses_another_file(
         finally:
             elsewhere.discard()
         result = agent.run("{}", {}, path=path)
-    finally:
-        pool.close()
     assert result.ok, result.error
     assert json.loads(result.output)["sales"] == SALES
 
@@ -580,10 +585,7 @@ def test_an_agent_given_its_input_ahead_is_collected_by_run(
     """The builder hands a first-wave agent its input; run() only sends what the pipe could
     not take and collects the answer, which is the same as if run() had given the input."""
     task = "t" * size
-    pool = attachment_pool(door, user_files)
-    try:
-        agent = pool.take("echo_agent")
-        assert agent is not None
+    with standby_agent(door, user_files, "echo_agent") as (_, agent):
         path = write_agent(ECHOES_ITS_INPUT, name="echo_agent")
         agent.give_code(path)
         agent.give_input(task, {})
@@ -593,21 +595,16 @@ def test_an_agent_given_its_input_ahead_is_collected_by_run(
         with pytest.raises(ValueError, match="another input"):
             agent.run("other task", {}, path=path)
         result = agent.run(task, {}, path=path)
-    finally:
-        pool.close()
     assert result.ok, result.error
     assert json.loads(result.output) == {"task": task, "previous_outputs": {}}
 
 
 def test_an_agent_without_its_code_cannot_take_its_input(door: OpenDoor, user_files: Path) -> None:
-    pool = attachment_pool(door, user_files)
-    try:
-        agent = pool.take("echo_agent")
-        assert agent is not None
-        with pytest.raises(ValueError, match="needs its code first"):
-            agent.give_input("t", {})
-    finally:
-        pool.close()
+    with (
+        standby_agent(door, user_files, "echo_agent") as (_, agent),
+        pytest.raises(ValueError, match="needs its code first"),
+    ):
+        agent.give_input("t", {})
 
 
 # ---- artifacts through the broker's door ---------------------------------------------------
