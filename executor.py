@@ -425,7 +425,9 @@ class AgentProcess:
         """Hand the agent its input and collect the outcome; the timeout starts now.
 
         An agent started ahead of its code that was not given it yet (`give_code`) is given
-        it now, with `path`; one that was must be run with the same path, or none.
+        it now, with `path`; one that was must be run with the same path, or none. One given
+        its input ahead (`give_input`) must be run with the same input: the rest of it is sent,
+        and the answer collected.
         """
         payload = _payload(task, previous_outputs)
         if self.awaiting_code:
