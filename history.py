@@ -295,10 +295,10 @@ def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
                 "artifacts": _json(record.artifacts),
             },
         )
-        for agent in record.agents:
-            _insert_row(
-                db,
-                "run_agents",
+        _insert_rows_of(
+            db,
+            "run_agents",
+            [
                 {
                     "run_id": run,
                     "name": agent.name,
@@ -319,12 +319,14 @@ def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
                     "cache_write_tokens": agent.usage["cache_write_tokens"],
                     "cache_read_tokens": agent.usage["cache_read_tokens"],
                     "web_searches": agent.usage["web_searches"],
-                },
-            )
-        for seq, call in enumerate(record.calls):
-            _insert_row(
-                db,
-                "run_calls",
+                }
+                for agent in record.agents
+            ],
+        )
+        _insert_rows_of(
+            db,
+            "run_calls",
+            [
                 {
                     "run_id": run,
                     "seq": seq,
@@ -337,8 +339,18 @@ def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
                     "web_searches": call.web_searches,
                     "usd": call.usd,
                     "at": utc(call.at).isoformat(timespec="microseconds"),
-                },
-            )
+                }
+                for seq, call in enumerate(record.calls)
+            ],
+        )
+
+
+def _insert_rows_of(db: sqlite3.Connection, table: str, rows: list[dict[str, object]]) -> None:
+    """INSERT rows that share their column names (ours, never the user's), in one statement."""
+    if rows:
+        columns = ", ".join(rows[0])
+        marks = ", ".join(f":{name}" for name in rows[0])
+        db.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
 
 
 def _insert_row(db: sqlite3.Connection, table: str, values: dict[str, object]) -> int:
