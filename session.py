@@ -277,10 +277,13 @@ class Session:
         names = [p.name for p in pending]
         if self.invocation.keep is True:
             chosen = names
-        elif self.invocation.keep is False or self.invocation.quiet or self.invocation.json:
-            chosen = []  # the answer alone, so no question after it
-        elif not self.interactive:
-            chosen = []
+        elif (
+            self.invocation.keep is False
+            or self.invocation.quiet
+            or self.invocation.json
+            or not self.interactive
+        ):
+            chosen = []  # nobody to ask, or the answer alone: no question after it
         else:
             chosen = self.ui.choose_keep([KeepChoice(name=p.name, role=p.role) for p in pending])
         kept: list[str] = []
