@@ -229,12 +229,8 @@ def query(read: Callable[[sqlite3.Connection], _T], empty: _T, rebuild: Rebuild)
                 with contextlib.closing(
                     sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
                 ) as db:
-                    if _version(db) >= SCHEMA_VERSION:
-                        return read(db)
-                _upgrade(path)
-                with contextlib.closing(
-                    sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-                ) as db:
+                    if _version(db) < SCHEMA_VERSION:
+                        _upgrade(path)  # on its own connection; this one then reads the new schema
                     return read(db)
             except sqlite3.Error as error:
                 if is_corrupt(error):
