@@ -18,12 +18,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-import config
-import executor
-import llm
-from broker import Channel
-from scratch import RunSpace
-from signals import shield_from_signals
+from agentgod import config, executor, llm
+from agentgod.broker import Channel
+from agentgod.scratch import RunSpace
+from agentgod.signals import shield_from_signals
 
 SDK_WAIT_SECONDS = 30.0
 """How long standby start-up defers to the SDK's import before it goes ahead anyway."""

@@ -19,7 +19,7 @@ import venv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import config
+from agentgod import config
 
 
 @dataclass
@@ -79,7 +79,7 @@ def install_dependencies(
     packages: list[str], settings: config.Settings | None = None
 ) -> InstallReport:
     """Install allow-listed packages into the isolated .agent_venv/, never into our interpreter."""
-    import guardpolicy
+    from agentgod import guardpolicy
 
     allowed = {_normalise(name) for name in guardpolicy.ALLOWED_PACKAGES}
     wanted = list(dict.fromkeys(_normalise(p) for p in packages if p.strip()))

@@ -33,8 +33,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_runtime import artifact_name_problem
-from replies import ArtifactReply
+from agentgod.agent_runtime import artifact_name_problem
+from agentgod.replies import ArtifactReply
 
 _MIB = 1024 * 1024
 

@@ -22,10 +22,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import filesniff
-import redact
-from replies import AttachmentReply
-from ui import human_size
+from agentgod import filesniff, redact
+from agentgod.replies import AttachmentReply
+from agentgod.ui import human_size
 
 SCAN_BYTES = 4 * 1024 * 1024
 """How much of each file is read to sniff its type, preview it and look for secrets."""

@@ -53,12 +53,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-import agent_runtime
-import brokerrequest
-import redact
-from brokerrequest import Grant, KnownUrls, Refusal, checked, listed, shown
-from ledger import search_usd, tokens_in_bytes, usage_count, usage_searches
-from signals import shield_from_signals
+from agentgod import agent_runtime, brokerrequest, redact
+from agentgod.brokerrequest import Grant, KnownUrls, Refusal, checked, listed, shown
+from agentgod.ledger import search_usd, tokens_in_bytes, usage_count, usage_searches
+from agentgod.signals import shield_from_signals
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 """A messages frame (what the agent sent) larger than this is refused as too_large."""

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import agent_runtime
-from kinds import EFFORT_LEVELS
+from agentgod import agent_runtime
+from agentgod.kinds import EFFORT_LEVELS
 
 MAX_IMAGES = 100
 """The API's limit on images in one request (on 200k-context models; others take more)."""

@@ -1,7 +1,8 @@
 """cli.py — the command-line contract.
 
-Imports only `kinds` from the project (standard library only), so `--version`, `--help` and
-usage errors answer before any dependency is installed. `parse` turns argv into an
+Imports only `kinds` from the project (standard library only), and only to build the parser, so
+`--version`, `--help` and usage errors answer before any dependency is installed, even as
+`python cli.py` in a checkout. `parse` turns argv into an
 `Invocation`; `apply` turns the per-run overrides into environment variables, so a flag and a
 `.env` value take the same road into config.settings() and there is no second configuration
 system to keep in sync.
@@ -17,8 +18,6 @@ import signal
 import sys
 from dataclasses import dataclass
 from typing import NoReturn, TextIO
-
-from kinds import CouncilMode, Effort
 
 __version__ = "0.1.0"
 
@@ -120,6 +119,8 @@ def _positive_dollars(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agentgod.kinds import CouncilMode, Effort
+
     parser = _Parser(
         prog="agentgod",
         description="An agent factory: plans, writes, guards and runs a team of LLM agents "
@@ -396,10 +397,14 @@ def main(argv: list[str] | None = None) -> int:
     if invocation.mode == "completion":
         sys.stdout.write(completion_script(invocation.task or "bash"))
         return EXIT_OK
-    import main as conversation
+    from agentgod import main as conversation
 
     return conversation.run(invocation)
 
 
 if __name__ == "__main__":
+    if not __package__:
+        # `python cli.py` in a checkout: the checkout is the package, importable as `agentgod`
+        # through its .pkg link.
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".pkg"))
     sys.exit(main())

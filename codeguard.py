@@ -32,9 +32,9 @@ How it judges, in order:
 import ast
 from collections.abc import Collection
 
-import guardpolicy as policy
-from guardargs import argument_problem
-from guardnames import (
+from agentgod import guardpolicy as policy
+from agentgod.guardargs import argument_problem
+from agentgod.guardnames import (
     BUILTIN,
     NameFacts,
     bound_name,

@@ -21,9 +21,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
-import redact
-from kinds import CouncilMode, Effort, SandboxMode, Switch
-from models import DEFAULT_FAST_MODEL, DEFAULT_MODEL
+from agentgod import redact
+from agentgod.kinds import CouncilMode, Effort, SandboxMode, Switch
+from agentgod.models import DEFAULT_FAST_MODEL, DEFAULT_MODEL
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 SETTING_NAMES = (

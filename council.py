@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field, model_validator
 
-import config
-import ledger
-import llm
-from kinds import Complexity, CouncilMode
+from agentgod import config, ledger, llm
+from agentgod.kinds import Complexity, CouncilMode
 
 REFINE_MAX_TOKENS = 16000
 """The refinement rewrites the whole answer: the merger's room, under the non-streaming ceiling."""

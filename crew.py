@@ -26,25 +26,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import agentvenv
-import config
-import executor
-import generator
-import ledger
-import library
-import llm
-import models
-import planner
-import signals
-import taskgraph
-from agentpool import AgentPool
-from artifacts import ArtifactStore
-from attachments import Attached
-from broker import AgentUsage, Broker, Channel
-from events import TaskEvents
-from kinds import AgentKind, Phase, Spend
-from results import AgentRun, Failure
-from scratch import RunSpace
+from agentgod import (
+    agentvenv,
+    config,
+    executor,
+    generator,
+    ledger,
+    library,
+    llm,
+    models,
+    planner,
+    signals,
+    taskgraph,
+)
+from agentgod.agentpool import AgentPool
+from agentgod.artifacts import ArtifactStore
+from agentgod.attachments import Attached
+from agentgod.broker import AgentUsage, Broker, Channel
+from agentgod.events import TaskEvents
+from agentgod.kinds import AgentKind, Phase, Spend
+from agentgod.results import AgentRun, Failure
+from agentgod.scratch import RunSpace
 
 # Failures a rewrite cannot fix: a hang would just hang again (and cost another full timeout),
 # an unstartable interpreter is the machine's problem, not the code's, and a spent budget stays

@@ -43,9 +43,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from events import HOOKS, TaskEvents
-from redact import redact
-from signals import shield_from_signals
+from agentgod.events import HOOKS, TaskEvents
+from agentgod.redact import redact
+from agentgod.signals import shield_from_signals
 
 NOTE = "note"
 """The event name of a `note`: a moment of the run that is not a TaskEvents hook."""

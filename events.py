@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kinds import AgentKind, Phase
-from replies import PlannedAgent
+from agentgod.kinds import AgentKind, Phase
+from agentgod.replies import PlannedAgent
 
 
 class TaskEvents(Protocol):

@@ -25,14 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import config
-import redact
-import sandbox
-from agent_runtime import INPUT_FILES_VARIABLE
-from agentvenv import agent_python
-from broker import Channel
-from kinds import AGENT_NAME, AgentKind
-from scratch import RunSpace
+from agentgod import config, redact, sandbox
+from agentgod.agent_runtime import INPUT_FILES_VARIABLE
+from agentgod.agentvenv import agent_python
+from agentgod.broker import Channel
+from agentgod.kinds import AGENT_NAME, AgentKind
+from agentgod.scratch import RunSpace
 
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 """Stdout beyond this is a runaway agent: it is killed and fails with kind "output_limit"."""

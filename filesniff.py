@@ -17,8 +17,8 @@ import mimetypes
 import re
 from pathlib import PurePath
 
-from agent_runtime import IMAGE_TYPES
-from ui import clean
+from agentgod.agent_runtime import IMAGE_TYPES
+from agentgod.ui import clean
 
 PREVIEW_LINES = 10
 PREVIEW_CHARS = 1000

@@ -17,14 +17,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import agent_runtime
-import codeguard
-import config
-import ledger
-import llm
+from agentgod import agent_runtime, codeguard, config, ledger, llm
 
 if TYPE_CHECKING:
-    from planner import AgentSpec
+    from agentgod.planner import AgentSpec
 
 BODY_START = "# ---- agent code (written by the model; checked by codeguard) ----"
 BODY_END = "# ---- runtime footer (trusted) ----"

@@ -12,8 +12,8 @@ only, and the visitor reports it.
 import ast
 from collections.abc import Collection
 
-import guardpolicy as policy
-from guardnames import NameFacts, has_splat, keyword_arg, literal_str
+from agentgod import guardpolicy as policy
+from agentgod.guardnames import NameFacts, has_splat, keyword_arg, literal_str
 
 
 def argument_problem(

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from typing import TypeVar
 
-import guardpolicy as policy
+from agentgod import guardpolicy as policy
 
 _Key = TypeVar("_Key", bound=Hashable)
 _Value = TypeVar("_Value")

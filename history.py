@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import historydb
-from kinds import RunStatus
-from ledger import Call
-from replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
+from agentgod import historydb
+from agentgod.kinds import RunStatus
+from agentgod.ledger import Call
+from agentgod.replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
 
 if TYPE_CHECKING:
-    from runrecord import RunRecord
+    from agentgod.runrecord import RunRecord
 
 MIN_PREFIX = 4
 """The fewest characters of a run id that may name a run."""

@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-import config
+from agentgod import config
 
 if TYPE_CHECKING:
-    from runrecord import RunRecord
+    from agentgod.runrecord import RunRecord
 
 DB_NAME = "history.db"
 SCHEMA_VERSION = 2
@@ -201,7 +201,7 @@ def _migrate(db: sqlite3.Connection) -> None:
 
 def _give_run_ids(db: sqlite3.Connection) -> None:
     """Runs recorded before run ids existed get one now, so `agentgod show` can name them."""
-    from scratch import new_run_id  # scratch asks history (so this) which ids are taken
+    from agentgod.scratch import new_run_id  # scratch asks history (so this) which ids are taken
 
     taken = {row[0] for row in db.execute("SELECT run_id FROM runs WHERE run_id IS NOT NULL")}
     for (row,) in db.execute("SELECT id FROM runs WHERE run_id IS NULL").fetchall():
@@ -305,8 +305,10 @@ def recover(path: Path, rebuild: Rebuild, without: Path | None = None) -> bool:
             companion = path.with_name(path.name + suffix)
             if companion.exists():
                 companion.rename(aside.with_name(aside.name + suffix))
-        import runfile  # the run files' format (runfile imports history, so this)
-        from scratch import new_run_id  # scratch asks history (so this) which ids are taken
+        from agentgod import runfile  # the run files' format (runfile imports history, so this)
+        from agentgod.scratch import (
+            new_run_id,  # scratch asks history (so this) which ids are taken
+        )
 
         records = [
             (record, run_file)

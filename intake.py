@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-import config
-import ledger
-import llm
+from agentgod import config, ledger, llm
 
 MAX_QUESTION_CHARS = 300
 """A clarifying question longer than this is cut: it has to fit on one prompt line."""

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
-import config
-import ledger
-import llm
+from agentgod import config, ledger, llm
 
 REVISION_NOTE = "A previous attempt fell short. Make sure the answer also:"
 

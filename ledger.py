@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from models import WEB_SEARCH_USD_PER_1000, Price, price_of
-from replies import CostSummary
+from agentgod.models import WEB_SEARCH_USD_PER_1000, Price, price_of
+from agentgod.replies import CostSummary
 
 
 @dataclass

@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import config
-from kinds import AGENT_NAME
+from agentgod import config
+from agentgod.kinds import AGENT_NAME
 
 """What planner.safe_agent_name produces; any other name could point outside the folder."""
 RETIRE_AFTER_LOSSES = 3

@@ -29,10 +29,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import config
-import models
-from ledger import Usage, estimate_tokens
-from signals import shield_from_signals
+from agentgod import config, models
+from agentgod.ledger import Usage, estimate_tokens
+from agentgod.signals import shield_from_signals
 
 if TYPE_CHECKING:
     import anthropic

@@ -15,13 +15,10 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-import cli
-import config
-import llm
-import signals
-from replies import ErrorDetail
-from session import Session, stdin_is_tty
-from ui import make_ui
+from agentgod import cli, config, llm, signals
+from agentgod.replies import ErrorDetail
+from agentgod.session import Session, stdin_is_tty
+from agentgod.ui import make_ui
 
 
 def cli_main() -> NoReturn:

@@ -12,9 +12,7 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import config
-import ledger
-import llm
+from agentgod import config, ledger, llm
 
 MAX_TOKENS = 16000
 """Room for a long answer, and a deadline (llm.deadline_seconds) of a few minutes."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kinds import EFFORT_LEVELS, Complexity, Effort
+from agentgod.kinds import EFFORT_LEVELS, Complexity, Effort
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_FAST_MODEL = "claude-haiku-5-5"

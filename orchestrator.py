@@ -25,30 +25,32 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import artifacts
-import config
-import council
-import eventlog
-import executor
-import judgment
-import ledger
-import library
-import llm
-import merger
-import models
-import planner
-import problems
-import runlog
-import runrecord
-import signals
-import taskgraph
-from attachments import Attached
-from conversation import Conversation
-from crew import Crew
-from events import NullEvents, SerialisedEvents, TaskEvents, answer_stream
-from kinds import Phase, RunStatus, Spend
-from results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskResult
-from scratch import RunSpace
+from agentgod import (
+    artifacts,
+    config,
+    council,
+    eventlog,
+    executor,
+    judgment,
+    ledger,
+    library,
+    llm,
+    merger,
+    models,
+    planner,
+    problems,
+    runlog,
+    runrecord,
+    signals,
+    taskgraph,
+)
+from agentgod.attachments import Attached
+from agentgod.conversation import Conversation
+from agentgod.crew import Crew
+from agentgod.events import NullEvents, SerialisedEvents, TaskEvents, answer_stream
+from agentgod.kinds import Phase, RunStatus, Spend
+from agentgod.results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskResult
+from agentgod.scratch import RunSpace
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, create_model, field_validator, model_validator
 
-import config
-import guardpolicy
-import ledger
-import llm
-import taskgraph
+from agentgod import config, guardpolicy, ledger, llm, taskgraph
 
 MAX_NAME_LENGTH = 40
 _PIP_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import redact
-from kinds import AgentKind
-from models import DEFAULT_FAST_MODEL, DEFAULT_MODEL
-from ui import dollars
+from agentgod import redact
+from agentgod.kinds import AgentKind
+from agentgod.models import DEFAULT_FAST_MODEL, DEFAULT_MODEL
+from agentgod.ui import dollars
 
 
 @dataclass(frozen=True)
@@ -325,10 +325,10 @@ Translator = Callable[[BaseException], Problem]
 # (module, class) → translator. The most specific class in the MRO wins, so OverloadedError is
 # not mistaken for its parent InternalServerError, nor APITimeoutError for APIConnectionError.
 _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
-    ("config", "MissingApiKeyError", _missing_key),
-    ("config", "ConfigError", _config),
-    ("config", "HomeError", _home),
-    ("attachments", "AttachmentError", _attachment),
+    ("agentgod.config", "MissingApiKeyError", _missing_key),
+    ("agentgod.config", "ConfigError", _config),
+    ("agentgod.config", "HomeError", _home),
+    ("agentgod.attachments", "AttachmentError", _attachment),
     ("anthropic", "AuthenticationError", _wrong_key),
     ("anthropic", "PermissionDeniedError", _permission),
     ("anthropic", "NotFoundError", _unknown_model),
@@ -337,16 +337,16 @@ _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
     ("anthropic", "InternalServerError", _server_error),
     ("anthropic", "BadRequestError", _bad_request),
     ("anthropic", "APITimeoutError", _timeout),
-    ("llm", "DeadlineExceeded", _timeout),
-    ("llm", "MalformedReplyError", _malformed),
+    ("agentgod.llm", "DeadlineExceeded", _timeout),
+    ("agentgod.llm", "MalformedReplyError", _malformed),
     ("anthropic", "APIConnectionError", _connection),
     ("pydantic", "ValidationError", _invalid_reply),
-    ("llm", "StructuredReplyError", _invalid_reply),
+    ("agentgod.llm", "StructuredReplyError", _invalid_reply),
     ("builtins", "KeyboardInterrupt", _interrupted),
-    ("sandbox", "SandboxUnavailable", _sandbox),
-    ("ledger", "BudgetExhaustedError", _budget),
-    ("results", "AllAgentsFailedError", _every_agent_failed),
-    ("merger", "MergeFailedError", _merge_failed),
+    ("agentgod.sandbox", "SandboxUnavailable", _sandbox),
+    ("agentgod.ledger", "BudgetExhaustedError", _budget),
+    ("agentgod.results", "AllAgentsFailedError", _every_agent_failed),
+    ("agentgod.merger", "MergeFailedError", _merge_failed),
 )
 
 

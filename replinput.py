@@ -78,7 +78,7 @@ class Prompt:
 def completions(word: str) -> list[str]:
     """What Tab offers for the word under the cursor: paths after `@`, or a slash command."""
     if word.startswith("@"):
-        import attachments
+        from agentgod import attachments
 
         return ["@" + path for path in attachments.complete(word[1:])]
     if word.startswith("/"):

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ledger
-from artifacts import Artifact
-from broker import AgentUsage
-from kinds import AgentKind
-from replies import (
+from agentgod import ledger
+from agentgod.artifacts import Artifact
+from agentgod.broker import AgentUsage
+from agentgod.kinds import AgentKind
+from agentgod.replies import (
     AgentReply,
     CostSummary,
     FailureReply,

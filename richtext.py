@@ -21,8 +21,8 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from replies import HistoryRow, LibraryRow, StatsReply
-from ui import dollars, duration, one_line, tokens_text
+from agentgod.replies import HistoryRow, LibraryRow, StatsReply
+from agentgod.ui import dollars, duration, one_line, tokens_text
 
 
 def middle(name: str, limit: int) -> str:

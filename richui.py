@@ -36,9 +36,9 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-import asking
-from kinds import Phase
-from replies import (
+from agentgod import asking
+from agentgod.kinds import Phase
+from agentgod.replies import (
     CostSummary,
     FailureReply,
     HistoryRow,
@@ -48,7 +48,7 @@ from replies import (
     StatsReply,
     TranscriptAgent,
 )
-from richtext import (
+from agentgod.richtext import (
     Clamp,
     Tail,
     Verbatim,
@@ -58,7 +58,7 @@ from richtext import (
     middle,
     stats_grid,
 )
-from ui import FIELD_WIDTH, PHASES, PlainUI, clean, cost_text, dollars, duration, one_line
+from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, clean, cost_text, dollars, duration, one_line
 
 WORDMARK = r"""
    _                     _       ___   ___   ___

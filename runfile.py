@@ -14,12 +14,12 @@ import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 
-import history as store
-from kinds import RunStatus
-from replies import CostSummary
-from runrecord import AgentRecord, RunRecord
-from scratch import new_run_id
-from ui import human_size
+from agentgod import history as store
+from agentgod.kinds import RunStatus
+from agentgod.replies import CostSummary
+from agentgod.runrecord import AgentRecord, RunRecord
+from agentgod.scratch import new_run_id
+from agentgod.ui import human_size
 
 SLUG_LENGTH = 40
 

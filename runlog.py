@@ -22,15 +22,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar, cast
 
-import config
-import history as store
-import historydb
-import runfile
-from historydb import PRIVATE_FILE
-from redact import redact
-from runrecord import RunRecord
-from signals import shield_from_signals
-from ui import clean
+from agentgod import config, historydb, runfile
+from agentgod import history as store
+from agentgod.historydb import PRIVATE_FILE
+from agentgod.redact import redact
+from agentgod.runrecord import RunRecord
+from agentgod.signals import shield_from_signals
+from agentgod.ui import clean
 
 _V = TypeVar("_V")
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kinds import RunStatus
-from ledger import Call
-from replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
-from scratch import new_run_id
+from agentgod.kinds import RunStatus
+from agentgod.ledger import Call
+from agentgod.replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
+from agentgod.scratch import new_run_id
 
 
 def no_usage() -> TokenUsage:

@@ -54,9 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import sandbox_boot
-import sandbox_seccomp
-from kinds import SandboxMode
+from agentgod import sandbox_boot, sandbox_seccomp
+from agentgod.kinds import SandboxMode
 
 MODES: tuple[str, ...] = tuple(SandboxMode)
 LAYERS = ("landlock", "seccomp", "caps", "pids", "uid", "bwrap")

@@ -38,9 +38,9 @@ import sys
 from types import CodeType, TracebackType  # already loaded by ctypes
 
 BOOT_FAILURE_EXIT = 125  # the bootstrap could not raise a wall it was asked for
-_FOLDER = os.path.dirname(os.path.abspath(__file__))
+_FOLDER = os.path.dirname(os.path.realpath(__file__))
 _RUNTIME = os.path.join(_FOLDER, "agent_runtime.py")
-CHILD_FILES = (os.path.abspath(__file__), os.path.join(_FOLDER, "sandbox_seccomp.py"), _RUNTIME)
+CHILD_FILES = (os.path.realpath(__file__), os.path.join(_FOLDER, "sandbox_seccomp.py"), _RUNTIME)
 """What the child reads: this script, the seccomp module and the agent runtime beside it."""
 _RUNTIME_LINES = (b"\n# ---- agent runtime: begin ----\n", b"# ---- agent runtime: end ----\n")
 """agent_runtime's marker lines: what lies between them is inlined into every agent file."""
@@ -488,7 +488,7 @@ def main(argv: list[str]) -> None:
         if "seccomp" in walls.layers:
             sys.path.insert(0, _FOLDER)  # -I keeps this script's own folder off sys.path
             try:
-                import sandbox_seccomp
+                import sandbox_seccomp  # this file's neighbour, by path: no package here
             finally:
                 del sys.path[0]
             seccomp = sandbox_seccomp.build_filter(os.getpid(), walls.network)

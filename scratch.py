@@ -19,8 +19,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-import config
-import history
+from agentgod import config, history
 
 RUN_ID_DRAWS = 64
 """How many ids RunSpace draws before it gives up: a clash is a one-in-four-billion event, so

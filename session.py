@@ -16,30 +16,23 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import cli
-import config
-import ledger
-import llm
-import problems
-import redact
-import replinput
-import signals
-from conversation import Conversation, Turn
-from kinds import RunStatus, Spend
-from replies import (
+from agentgod import cli, config, ledger, llm, problems, redact, replinput, signals
+from agentgod.conversation import Conversation, Turn
+from agentgod.kinds import RunStatus, Spend
+from agentgod.replies import (
     ArtifactReply,
     ErrorDetail,
     FailureReply,
     KeepChoice,
     chat_reply,
 )
-from ui import PlainUI, estimate_note
+from agentgod.ui import PlainUI, estimate_note
 
 if TYPE_CHECKING:
-    from artifacts import Artifact
-    from attachments import Attached
-    from orchestrator import Retry
-    from results import PendingAgent
+    from agentgod.artifacts import Artifact
+    from agentgod.attachments import Attached
+    from agentgod.orchestrator import Retry
+    from agentgod.results import PendingAgent
 
 KEY_ASKS = 3
 """How often a key the API rejects is asked for again at a terminal, before giving up."""
@@ -175,9 +168,7 @@ class Session:
         spent = spent or ledger.Usage()
         question: str | None = None
         with self.ui.waiting(WAITING):  # the pipeline's first import, then maybe a call
-            import intake
-            import orchestrator
-            import scratch
+            from agentgod import intake, orchestrator, scratch
 
             if self.interactive and not self.conversation.turns and retry is None:
                 question = intake.clarifying_question(task, usage=spent.phase(Spend.INTAKE))
@@ -251,7 +242,7 @@ class Session:
         The answer is paid for, so a folder that cannot take the copies is a warning, and the
         files stay where the run put them.
         """
-        import artifacts
+        from agentgod import artifacts
 
         rows = [item.reply() for item in made]
         if not made or self.invocation.out is None:
@@ -270,7 +261,7 @@ class Session:
         """--keep, --discard, or ask (never when quiet or answering in JSON, whose one object
         is for a program: the question would stand between it and the answer); the chosen new
         agents join the library."""
-        import library
+        from agentgod import library
 
         if not pending:
             return []
@@ -302,7 +293,7 @@ class Session:
 
     def _history_notices(self) -> None:
         """Tell the person when the run history had to be repaired (a damaged history.db)."""
-        import verbs
+        from agentgod import verbs
 
         verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn).notices()
 
@@ -370,7 +361,7 @@ class Session:
 
     def attach(self, text: str) -> Attached:
         """The task's `@path`s and the --file paths, vetted, listed for the person to see."""
-        import attachments
+        from agentgod import attachments
 
         settings = config.settings()
         attached = attachments.gather(
@@ -392,7 +383,7 @@ class Session:
         plan, agents and a merge to say hello back. The check's call goes into `spent`, which
         becomes the run's ledger when the input is a task after all.
         """
-        import intake
+        from agentgod import intake
 
         if len(text.split()) > CHAT_MAX_WORDS or "\n" in text:
             return False
@@ -443,7 +434,7 @@ class Session:
     # ---- verbs (no key needed) -----------------------------------------------------------------
 
     def verb(self, verb: str, argument: str | None) -> int:
-        import verbs
+        from agentgod import verbs
 
         reader = verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn)
         return reader.run(verb, argument, code=self.invocation.code, replay=self.invocation.replay)
@@ -452,8 +443,7 @@ class Session:
 
     def resume(self, ref: str) -> None:
         """Continue a recorded conversation: the last run's ("last") or run `ref`'s."""
-        import history
-        import verbs
+        from agentgod import history, verbs
 
         if ref == "last":
             found_id = history.last_conversation_id()
@@ -472,10 +462,7 @@ class Session:
         """Run a failed, interrupted or budget-stopped run (or one whose agents partly failed)
         again, keeping what it delivered: its plan stands, and its agents that produced output
         are neither built nor run again."""
-        import attachments
-        import orchestrator
-        import planner
-        import verbs
+        from agentgod import attachments, orchestrator, planner, verbs
 
         found = verbs.find_run(ref)
         reader = verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn)
@@ -527,9 +514,11 @@ def _warm_up() -> threading.Thread:
     def load() -> None:
         signals.shield_from_signals()
         with contextlib.suppress(Exception):
-            import intake  # noqa: F401
-            import orchestrator  # noqa: F401
-            import scratch  # noqa: F401
+            from agentgod import (
+                intake,  # noqa: F401
+                orchestrator,  # noqa: F401
+                scratch,  # noqa: F401
+            )
 
             llm.get_client()
 

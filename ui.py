@@ -29,9 +29,9 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-import asking
-from kinds import Phase
-from replies import (
+from agentgod import asking
+from agentgod.kinds import Phase
+from agentgod.replies import (
     ArtifactReply,
     AttachmentReply,
     CostSummary,
@@ -45,7 +45,7 @@ from replies import (
 )
 
 if TYPE_CHECKING:
-    from events import TaskEvents
+    from agentgod.events import TaskEvents
 
 _Row = TypeVar("_Row", TranscriptAgent, KeepChoice)
 
@@ -626,7 +626,7 @@ def make_ui(
     if plain or quiet or _plain_requested() or not _isatty(out):
         return build(PlainUI)
     try:
-        from richui import RichUI, can_drive
+        from agentgod.richui import RichUI, can_drive
     except ImportError:
         return build(PlainUI)
     return build(RichUI if can_drive(out) else PlainUI)

@@ -13,14 +13,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import cli
-import config
-import eventlog
-import history
-import historydb
-import library
-from replies import HistoryRow, LibraryRow, StatsReply, TokenTotals
-from ui import PlainUI
+from agentgod import cli, config, eventlog, history, historydb, library
+from agentgod.replies import HistoryRow, LibraryRow, StatsReply, TokenTotals
+from agentgod.ui import PlainUI
 
 
 class Reader:

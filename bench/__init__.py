@@ -5,8 +5,8 @@ the scripted model in tests/scripted.py, so the numbers hold everything the prod
 the model's own thinking, which the fake replaces with a fixed, known latency. One module per
 benchmark; harness.py holds what they share.
 
-Importing the package puts the checkout and tests/ on sys.path first, so every module below can
-import the product's flat modules and the test fakes by their plain names.
+Importing the package puts the checkout (as `agentgod`, through its .pkg link) and tests/ on
+sys.path first, so every module below imports this checkout's product and the test fakes.
 """
 
 import sys
@@ -14,6 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
-for _folder in (TESTS, ROOT):
+IMPORT_ROOT = ROOT / ".pkg"
+"""The folder in which this checkout is the package `agentgod`; PYTHONPATH for the product."""
+for _folder in (TESTS, IMPORT_ROOT):
     if str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))

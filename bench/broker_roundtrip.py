@@ -19,11 +19,8 @@ import sys
 import threading
 from typing import Any
 
-import agent_runtime
-import broker
-import ledger
-import models
-from bench import ROOT
+from agentgod import agent_runtime, broker, ledger, models
+from bench import IMPORT_ROOT
 
 SIZES = {"1 KB": 1024, "100 KB": 100 * 1024}
 WARMUP = 20
@@ -31,7 +28,7 @@ WARMUP = 20
 CHILD = """
 import json, sys, time
 sys.path.insert(0, {root!r})
-import agent_runtime
+from agentgod import agent_runtime
 prompt = "p" * {size}
 times = []
 for call in range({warmup} + {runs}):
@@ -62,7 +59,7 @@ def _echo(sock: socket.socket) -> None:
 
 def _measure(fd: int, size: int, runs: int) -> list[float]:
     """Microseconds per call, as the agent process saw them."""
-    script = CHILD.format(root=str(ROOT), size=size, warmup=WARMUP, runs=runs)
+    script = CHILD.format(root=str(IMPORT_ROOT), size=size, warmup=WARMUP, runs=runs)
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", script],
         env={"PATH": "/usr/bin:/bin", agent_runtime.BROKER_FD_VARIABLE: str(fd)},

@@ -21,8 +21,7 @@ from typing import Any
 
 from scripted import Factory
 
-import library
-import orchestrator
+from agentgod import library, orchestrator
 from bench import harness
 from bench.overhead import Shape, plan_for
 

@@ -25,8 +25,8 @@ ONE_SHOT_TASK = "list the main facts about sea otters and summarise them in a sh
 # waiting for the other thread, and importtime's nesting would interleave. The set of modules
 # loaded before the first request is the same; only their order changes.
 ONE_SHOT = (
-    "import sys, llm; llm.preload_sdk = lambda: __import__('anthropic'); "
-    "from main import cli_main; sys.exit(cli_main())"
+    "import sys; from agentgod import llm; llm.preload_sdk = lambda: __import__('anthropic'); "
+    "from agentgod.main import cli_main; sys.exit(cli_main())"
 )
 
 

@@ -29,9 +29,7 @@ from unittest import mock
 
 import agents
 
-import agentvenv
-import executor
-import sandbox
+from agentgod import agentvenv, executor, sandbox
 from bench import harness, sandbox_coldstart
 
 TARGETS_MS = {"none": 60.0, "all": 120.0}

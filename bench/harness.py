@@ -24,8 +24,8 @@ from typing import Any
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory
 
-import config
-from bench import ROOT
+from agentgod import config
+from bench import IMPORT_ROOT
 
 FAKE_KEY = "sk-ant-bench-0123456789abcdefghijklmnop"
 # A whole task: no council (its calls are not on the formula's path), one judge call, no repairs.
@@ -163,13 +163,21 @@ def environment(**settings: str) -> Iterator[Path]:
     """A fresh AGENTGOD_HOME, a fake key and exactly these settings; the old environment after.
 
     The home is world-readable (0755) so the sandbox's dropped uid can reach the agents in it.
+    PYTHONPATH makes every process the benchmarks start import this checkout as `agentgod`.
     """
     saved = dict(os.environ)
     home = Path(tempfile.mkdtemp(prefix="agentgod-bench-"))
     home.chmod(0o755)
     for name in config.SETTING_NAMES:
         os.environ.pop(name, None)
-    os.environ.update({"AGENTGOD_HOME": str(home), "ANTHROPIC_API_KEY": FAKE_KEY, **settings})
+    os.environ.update(
+        {
+            "AGENTGOD_HOME": str(home),
+            "ANTHROPIC_API_KEY": FAKE_KEY,
+            "PYTHONPATH": str(IMPORT_ROOT),
+            **settings,
+        }
+    )
     try:
         yield home
     finally:
@@ -220,7 +228,7 @@ def cli_commands() -> list[tuple[str, list[str]]]:
 
     The command as PATH finds it (what a person types); when that is a wrapper such as a pyenv
     shim, also the console script beside our interpreter, which is the product's own cost; and
-    `python main.py` when neither is installed.
+    `python -m agentgod` (this checkout) when neither is installed.
     """
     found: list[tuple[str, list[str]]] = []
     on_path = shutil.which("agentgod")
@@ -230,7 +238,7 @@ def cli_commands() -> list[tuple[str, list[str]]]:
     if beside.is_file() and (not on_path or Path(on_path).resolve() != beside.resolve()):
         found.append(("console script", [str(beside)]))
     if not found:
-        found.append(("python main.py", [sys.executable, str(ROOT / "main.py")]))
+        found.append(("python -m agentgod", [sys.executable, "-m", "agentgod"]))
     return found
 
 

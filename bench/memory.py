@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Any
 
-from bench import ROOT, harness
+from bench import IMPORT_ROOT, harness
 from bench.overhead import SHAPES, TARGET_SHAPE, plan_for
 
 TARGET_MB = 150.0
@@ -31,10 +31,10 @@ def resident():
 
 
 steps = {"interpreter": resident()}
-import orchestrator
+from agentgod import orchestrator
 steps["+ product modules"] = resident()
-import config
-import llm
+from agentgod import config
+from agentgod import llm
 llm.get_client()
 steps["+ SDK and client"] = resident()
 result = orchestrator.handle_task("benchmark task: peak memory")
@@ -61,7 +61,7 @@ def run(options: harness.Options) -> harness.Report:
         factory.plans = [plan_for(shape)]
         for _ in range(runs):
             done = subprocess.run(
-                [sys.executable, "-c", CHILD, str(ROOT)], capture_output=True, text=True
+                [sys.executable, "-c", CHILD, str(IMPORT_ROOT)], capture_output=True, text=True
             )
             if done.returncode != 0:
                 raise harness.BenchError(f"memory run failed: {done.stderr.strip()[-500:]}")

@@ -27,7 +27,7 @@ from typing import Any
 from fakeapi import Request
 from scripted import Factory, agent_spec, plan
 
-import orchestrator
+from agentgod import orchestrator
 from bench import harness
 
 TARGET_SHAPE = "12 in 3 waves"

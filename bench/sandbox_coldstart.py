@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import sandbox
+from agentgod import sandbox
 
 SETS = {
     "none": (),

@@ -5,9 +5,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import executor
-import generator
-from planner import AgentSpec
+from agentgod import executor, generator
+from agentgod.planner import AgentSpec
 
 
 def spec(name: str, role: str = "test agent", dependencies: list[str] | None = None) -> AgentSpec:

@@ -14,19 +14,21 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+IMPORT_ROOT = ROOT / ".pkg"
+"""Where this checkout is importable as `agentgod` (.pkg/agentgod links to it), whatever the
+clone's folder is called and whichever checkout an editable install points at."""
+sys.path[:0] = [str(IMPORT_ROOT), str(Path(__file__).resolve().parent), str(ROOT)]
 
 from fakeapi import FakeMessagesAPI  # noqa: E402
 from terminal import Terminal  # noqa: E402
 
-import config  # noqa: E402
+from agentgod import config  # noqa: E402
 
 if TYPE_CHECKING:
     from fakeapi import Request
     from scripted import Factory
 
-    from broker import Channel
+    from agentgod.broker import Channel
 
 TEST_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 
@@ -39,7 +41,7 @@ def agentgod_command() -> list[str]:
     """How the tests start the product: the console script, else its entry point run by us."""
     if CONSOLE_SCRIPT.is_file():
         return [str(CONSOLE_SCRIPT)]
-    return [sys.executable, "-c", "import sys; from main import cli_main; sys.exit(cli_main())"]
+    return [sys.executable, "-m", "agentgod"]
 
 
 def agentgod_env(home: Path, **variables: str) -> dict[str, str]:
@@ -53,7 +55,7 @@ def agentgod_env(home: Path, **variables: str) -> dict[str, str]:
         "HOME": str(home),
         "AGENTGOD_HOME": str(home),
         "LANG": "C.UTF-8",
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(IMPORT_ROOT),
         **variables,
     }
 
@@ -130,10 +132,7 @@ def door(fake_api: FakeMessagesAPI) -> Iterator[OpenDoor]:
     The broker holds the key (from the fake_api fixture) and meters into `door.ledger`; an agent
     given a channel reaches the model through it and nothing else.
     """
-    import broker
-    import ledger
-    import llm
-    import models
+    from agentgod import broker, ledger, llm, models
 
     spent = ledger.Usage()
     with broker.Broker(

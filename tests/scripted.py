@@ -17,12 +17,7 @@ from typing import Any
 
 from fakeapi import FakeMessagesAPI, Reply, Request
 
-import council
-import generator
-import intake
-import judgment
-import merger
-import planner
+from agentgod import council, generator, intake, judgment, merger, planner
 
 # The default agent: one model call whose prompt names the agent and the exact upstream keys it
 # received, so tests can read each agent's closure straight off the recorded requests.

@@ -17,8 +17,8 @@ import pytest
 from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI, Reply, web_reply
 
-import agent_runtime
-from agent_runtime import (
+from agentgod import agent_runtime
+from agentgod.agent_runtime import (
     ARTIFACTS_VARIABLE,
     BROKER_FD_VARIABLE,
     INPUT_FILES_VARIABLE,

@@ -18,13 +18,11 @@ from conftest import scripted_env
 from fakeapi import FakeMessagesAPI, Reply
 from terminal import Terminal
 
-import eventlog
-import events
-import ui
+from agentgod import eventlog, events, ui
 
 PROGRAM = """
 import events, merger, ui
-from kinds import Phase
+from agentgod.kinds import Phase
 
 view = ui.make_ui(interactive=True)
 view.task_started("Write a pitch for a bakery.")

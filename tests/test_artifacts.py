@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import agent_runtime
-import artifacts
-from artifacts import Artifact, ArtifactError, ArtifactStore
+from agentgod import agent_runtime, artifacts
+from agentgod.artifacts import Artifact, ArtifactError, ArtifactStore
 
 
 def mode(path: Path) -> int:

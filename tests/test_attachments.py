@@ -20,15 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import IMPORT_ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import attachments
-import config
-import filesniff
-import problems
-import ui
-from attachments import AttachmentError, gather
+from agentgod import attachments, config, filesniff, problems, ui
+from agentgod.attachments import AttachmentError, gather
 
 ROOT = Path(__file__).resolve().parent.parent
 MB = 1024 * 1024
@@ -113,7 +110,7 @@ def in_child(task: str, cwd: Path, prefix: tuple[str, ...] = ()) -> dict[str, ob
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(IMPORT_ROOT)},
         check=True,
     )
     result: dict[str, object] = json.loads(done.stdout)

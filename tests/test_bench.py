@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-import planner
-import taskgraph
+from agentgod import planner, taskgraph
 from bench import calls, cli_start, harness, overhead
 from bench.__main__ import BENCHMARKS, parse
 

@@ -21,12 +21,9 @@ import pytest
 from conftest import ROOT, TEST_KEY
 from fakeapi import FakeMessagesAPI, Page, Reply, Request, Search, WebTurn, web_reply
 
-import agent_runtime
-import broker
-import brokerrequest
-import models
-from agent_runtime import BROKER_FD_VARIABLE, BrokerRefused, LLMError
-from ledger import MIN_OUTPUT_TOKENS, BudgetExhaustedError, Usage, search_usd
+from agentgod import agent_runtime, broker, brokerrequest, models
+from agentgod.agent_runtime import BROKER_FD_VARIABLE, BrokerRefused, LLMError
+from agentgod.ledger import MIN_OUTPUT_TOKENS, BudgetExhaustedError, Usage, search_usd
 
 Send = Callable[[dict[str, Any]], Any]
 MODEL = "claude-sonnet-5-5"
@@ -94,6 +91,7 @@ def messages_frame(**request: Any) -> dict[str, Any]:
 
 def start_child(channel: broker.Channel, body: str) -> subprocess.Popen[str]:
     """A real agent process: it inherits the channel's end and nothing of our environment."""
+    # The runtime by path, as agents have it inlined: no package in an agent.
     script = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport agent_runtime\n"
     process = subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", script + textwrap.dedent(body)],

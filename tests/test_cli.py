@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import cli
+from agentgod import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 

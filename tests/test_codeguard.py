@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-import codeguard
-import guardpolicy
+from agentgod import codeguard, guardpolicy
 
 if TYPE_CHECKING:
     from _pytest.mark import ParameterSet

@@ -22,9 +22,7 @@ from conftest import TEST_KEY, agentgod_command, agentgod_env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 
-import executor
-import library
-import scratch
+from agentgod import executor, library, scratch
 
 RUNS = 8
 AGENTS = ("collector", "writer")

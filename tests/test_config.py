@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import config
+from agentgod import config
 
 
 def test_defaults() -> None:

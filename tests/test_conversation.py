@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import conversation
-from conversation import Conversation, Turn
+from agentgod import conversation
+from agentgod.conversation import Conversation, Turn
 
 TURN = re.compile(r'<turn n="(\d+)">')
 INJECTIONS = ["</conversation>", "<conversation>", "</turn>", "</answer>", "<task>", "< /x"]

@@ -8,10 +8,8 @@ import pytest
 from conftest import cached_system
 from fakeapi import FakeMessagesAPI, Reply
 
-import config
-import council
-import ledger
-from council import Challenge
+from agentgod import config, council, ledger
+from agentgod.council import Challenge
 
 pytestmark = pytest.mark.usefixtures("distinct_models")
 

@@ -14,10 +14,7 @@ import pytest
 from fakeapi import FakeMessagesAPI, Reply
 from pydantic import BaseModel
 
-import broker
-import config
-import llm
-import problems
+from agentgod import broker, config, llm, problems
 
 MODEL = "claude-sonnet-5-5"
 

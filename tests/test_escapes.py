@@ -24,14 +24,11 @@ from pathlib import Path
 import escapes
 import pytest
 from agents import write_agent, write_raw
-from conftest import ROOT, TEST_KEY, OpenDoor
+from conftest import IMPORT_ROOT, TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
-import config
-import executor
-import generator
-import sandbox
-from broker import Channel
+from agentgod import config, executor, generator, sandbox
+from agentgod.broker import Channel
 
 WITHOUT_BWRAP = "auto-without-bwrap"
 AWAITING_CODE = "auto-started-before-its-code"
@@ -195,7 +192,7 @@ _DRIVER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-import executor
+from agentgod import executor
 result = executor.execute_agent(Path(sys.argv[2]), "{}", {}, timeout=30)
 print(json.dumps({"ok": result.ok, "kind": result.kind, "output": result.output,
                   "error": result.error, "layers": result.layers}))
@@ -209,7 +206,7 @@ def run_as_child(path: Path) -> executor.AgentResult:
     process afterwards (monkeypatch.setenv) never appears there, so the parent must be a new one.
     """
     done = subprocess.run(
-        [sys.executable, "-c", _DRIVER, str(ROOT), str(path)],
+        [sys.executable, "-c", _DRIVER, str(IMPORT_ROOT), str(path)],
         capture_output=True,
         text=True,
         timeout=60,

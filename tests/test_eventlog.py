@@ -20,11 +20,10 @@ from typing import Any
 
 import pytest
 
-import eventlog
-import ui
-from events import HOOKS, TaskEvents
-from kinds import AgentKind, Phase
-from replies import PlannedAgent
+from agentgod import eventlog, ui
+from agentgod.events import HOOKS, TaskEvents
+from agentgod.kinds import AgentKind, Phase
+from agentgod.replies import PlannedAgent
 
 SECRET = "sk-ant-api03-" + "Q7" * 24
 

@@ -19,12 +19,9 @@ from agents import write_agent, write_raw
 from conftest import TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
-import agentvenv
-import executor
-import generator
-import sandbox
-from agent_runtime import BROKER_FD_VARIABLE, encode_frame
-from agentpool import AgentPool
+from agentgod import agentvenv, executor, generator, sandbox
+from agentgod.agent_runtime import BROKER_FD_VARIABLE, encode_frame
+from agentgod.agentpool import AgentPool
 
 
 def test_output_and_usage_round_trip(fake_api: FakeMessagesAPI, door: OpenDoor) -> None:

@@ -19,9 +19,7 @@ from conftest import agentgod
 from fakeapi import FakeMessagesAPI, Reply, Request, web_reply
 from scripted import Factory, agent_spec, plan
 
-import planner
-import replinput
-import sandbox
+from agentgod import planner, replinput, sandbox
 
 SALES = "region,amount\nnorth,120.50\nsouth,79.25\neast,300\n"
 CSV_BODY = """

@@ -27,15 +27,7 @@ from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
-import cli
-import history
-import historydb
-import intake
-import ledger
-import problems
-import runlog
-import runrecord
-import ui
+from agentgod import cli, history, historydb, intake, ledger, problems, runlog, runrecord, ui
 
 
 @pytest.fixture

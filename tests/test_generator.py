@@ -15,10 +15,8 @@ import pytest
 from agents import agent_source, spec
 from fakeapi import FakeMessagesAPI, Reply, Request
 
-import codeguard
-import generator
-import ledger
-from agent_runtime import BROKER_FD_VARIABLE
+from agentgod import codeguard, generator, ledger
+from agentgod.agent_runtime import BROKER_FD_VARIABLE
 
 GOOD_BODY = """
 def run(task, previous_outputs):

@@ -27,12 +27,8 @@ from test_runlog import (
     runs_dir,
 )
 
-import history
-import historydb
-import runlog
-import runrecord
-import scratch
-from kinds import RunStatus
+from agentgod import history, historydb, runlog, runrecord, scratch
+from agentgod.kinds import RunStatus
 
 
 def test_history_row_and_agent_rows_are_written() -> None:

@@ -8,8 +8,7 @@ import pytest
 from conftest import cached_system
 from fakeapi import FakeMessagesAPI, Reply, Request
 
-import intake
-import ledger
+from agentgod import intake, ledger
 
 pytestmark = pytest.mark.usefixtures("distinct_models")
 

@@ -14,8 +14,7 @@ import pytest
 from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI
 
-import config
-import llm
+from agentgod import config, llm
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,9 +8,8 @@ import pytest
 from conftest import cached_system
 from fakeapi import FakeMessagesAPI, Reply, Request
 
-import judgment
-import ledger
-from judgment import Verdict
+from agentgod import judgment, ledger
+from agentgod.judgment import Verdict
 
 pytestmark = pytest.mark.usefixtures("distinct_models")
 

@@ -18,15 +18,17 @@ from conftest import agentgod
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 
-import config
-import history
-import historydb
-import llm
-import merger
-import orchestrator
-import problems
-import runlog
-import runrecord
+from agentgod import (
+    config,
+    history,
+    historydb,
+    llm,
+    merger,
+    orchestrator,
+    problems,
+    runlog,
+    runrecord,
+)
 
 TASK = "Compare two options"
 MALFORMED = '{"id": "msg_1", "type": "message", "role": "assistant"}'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from pathlib import Path
 
@@ -15,11 +16,49 @@ def _pyproject() -> dict[str, object]:
         return tomllib.load(handle)
 
 
-def test_every_top_level_module_is_installed() -> None:
+def test_the_checkout_installs_as_one_package() -> None:
+    """The flat modules install as `agentgod.<module>`: one name in site-packages."""
     tool = _pyproject()["tool"]
     assert isinstance(tool, dict)
-    listed = set(tool["setuptools"]["py-modules"])
-    assert listed == {path.stem for path in ROOT.glob("*.py")}
+    assert tool["setuptools"]["packages"] == ["agentgod"]
+    assert tool["setuptools"]["package-dir"] == {"agentgod": "."}
+    assert "py-modules" not in tool["setuptools"]
+    assert (ROOT / ".pkg" / "agentgod").resolve() == ROOT
+
+
+CHILD_SIDE_IMPORTS = {("sandbox_boot.py", "sandbox_seccomp")}
+"""The one bare import of a sibling: the confined child, where no package is importable (-I -S),
+loads the seccomp filter from beside its bootstrap by path."""
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        *sorted(ROOT.glob("*.py")),
+        *sorted(ROOT.glob("tests/*.py")),
+        *sorted(ROOT.glob("bench/*.py")),
+    ],
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
+def test_the_product_is_imported_only_through_its_package(path: Path) -> None:
+    """`import llm` would find another project's `llm` once installed (or none at all): every
+    import of a module of ours names `agentgod`, in the product, its tests and its benchmarks."""
+    ours = {each.stem for each in ROOT.glob("*.py")} - {"__init__", "__main__"}
+    bare = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = ["." * node.level] if node.level else [(node.module or "").split(".")[0]]
+        else:
+            continue
+        bare += [
+            f"line {node.lineno}: {name}"
+            for name in names
+            if (name in ours or name.startswith("."))
+            and (path.name, name) not in CHILD_SIDE_IMPORTS
+        ]
+    assert bare == []
 
 
 def test_every_test_module_gets_the_tests_lighter_type_check() -> None:
@@ -34,9 +73,7 @@ def test_what_the_inlined_runtime_restates_agrees_with_its_one_definition(
 ) -> None:
     """agent_runtime may import nothing of ours (a kept agent runs with nothing installed), so
     it restates a few facts; they must never drift from the definitions the product uses."""
-    import agent_runtime
-    import config
-    import models
+    from agentgod import agent_runtime, config, models
 
     monkeypatch.delenv("MAX_SEARCHES_PER_AGENT", raising=False)
     assert agent_runtime.DEFAULT_MODEL == models.DEFAULT_MODEL

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import ledger
-import models
-from kinds import Spend
+from agentgod import ledger, models
+from agentgod.kinds import Spend
 
 
 def test_usage_cost_includes_cache_prices() -> None:

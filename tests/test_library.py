@@ -11,11 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import IMPORT_ROOT
 
-import config
-import library
-
-ROOT = Path(__file__).resolve().parent.parent
+from agentgod import config, library
 
 
 def agent_source(name: str, role: str, body: str = "return task") -> str:
@@ -369,7 +367,7 @@ _WORKER = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-import library
+from agentgod import library
 go = Path(sys.argv[2])
 Path(sys.argv[3]).touch()  # at the starting line
 while not go.exists():
@@ -384,7 +382,7 @@ def test_two_processes_never_lose_a_tally(tmp_path: Path) -> None:
     go = tmp_path / "go"
     ready = [tmp_path / f"ready-{number}" for number in range(2)]
     workers = [
-        subprocess.Popen([sys.executable, "-c", _WORKER, str(ROOT), str(go), str(mark)])
+        subprocess.Popen([sys.executable, "-c", _WORKER, str(IMPORT_ROOT), str(go), str(mark)])
         for mark in ready
     ]
     deadline = time.monotonic() + 60

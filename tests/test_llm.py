@@ -12,10 +12,7 @@ from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI, Reply
 from pydantic import BaseModel
 
-import config
-import ledger
-import llm
-import problems
+from agentgod import config, ledger, llm, problems
 
 MODEL = "claude-sonnet-5-5"
 

@@ -23,8 +23,7 @@ from fakeapi import FakeMessagesAPI, Reply
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
-import cli
-import intake
+from agentgod import cli, intake
 
 
 @pytest.fixture

@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 from fakeapi import FakeMessagesAPI, Reply
 
-import conversation
-import ledger
-import merger
+from agentgod import conversation, ledger, merger
 
 pytestmark = pytest.mark.usefixtures("distinct_models")
 

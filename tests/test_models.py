@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import models
-from kinds import Effort
+from agentgod import models
+from agentgod.kinds import Effort
 
 
 @pytest.mark.parametrize(

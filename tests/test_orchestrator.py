@@ -13,13 +13,8 @@ from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI, Reply
 from scripted import ECHO_BODY, Factory, agent_keys, agent_spec, plan, runtime_requests
 
-import config
-import ledger
-import library
-import orchestrator
-import problems
-import results
-from events import TaskEvents
+from agentgod import config, ledger, library, orchestrator, problems, results
+from agentgod.events import TaskEvents
 
 
 @pytest.fixture

@@ -12,14 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-import config
-import conversation
-import guardpolicy
-import ledger
-import planner
-import taskgraph
-from kinds import AGENT_NAME
-from planner import AgentSpec, Plan, build_prompts, plan_model, safe_agent_name
+from agentgod import config, conversation, guardpolicy, ledger, planner, taskgraph
+from agentgod.kinds import AGENT_NAME
+from agentgod.planner import AgentSpec, Plan, build_prompts, plan_model, safe_agent_name
 
 DEVICE_NAMES = {"con", "prn", "aux", "nul"} | {
     f"{p}{d}" for p in ("com", "lpt") for d in range(1, 10)

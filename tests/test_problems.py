@@ -12,14 +12,8 @@ from fakeapi import FakeMessagesAPI, Reply
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import config
-import ledger
-import llm
-import problems
-import redact
-import results
-import sandbox
-from kinds import AgentKind
+from agentgod import config, ledger, llm, problems, redact, results, sandbox
+from agentgod.kinds import AgentKind
 
 _REQUEST = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
 

@@ -26,7 +26,7 @@ from conftest import ROOT
 from fakeapi import FakeMessagesAPI
 from scripted import Factory, agent_spec, plan
 
-import cli
+from agentgod import cli
 
 KEY = "sk-ant-quickstart-0123456789abcdef"
 ANSWER = "Event sourcing: a full audit trail, at the price of replays and schema care."
@@ -215,7 +215,11 @@ def test_the_readme_quick_start_works_as_written(fake_api: FakeMessagesAPI, tmp_
     # The command runs the copy's code in the venv the README made, not the tests' environment.
     python = Path(installed).parent / "python"
     where = subprocess.run(
-        [str(python), "-c", "import sys, main; print(sys.prefix, main.__file__, sep='\\n')"],
+        [
+            str(python),
+            "-c",
+            "import sys; from agentgod import main; print(sys.prefix, main.__file__, sep='\\n')",
+        ],
         capture_output=True,
         text=True,
         cwd=home,

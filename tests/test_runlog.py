@@ -10,14 +10,8 @@ from typing import Any
 
 import pytest
 
-import config
-import history
-import historydb
-import ledger
-import runfile
-import runlog
-import runrecord
-from kinds import RunStatus
+from agentgod import config, history, historydb, ledger, runfile, runlog, runrecord
+from agentgod.kinds import RunStatus
 
 STARTED = datetime(2026, 11, 30, 9, 30, 12, tzinfo=UTC)
 ANTHROPIC_KEY = "sk-ant-api03-" + "Q7x9" * 10

@@ -34,12 +34,11 @@ from typing import IO, Any
 import escapes
 import pytest
 from agents import agent_source
+from conftest import IMPORT_ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
-import agent_runtime
-import sandbox
-import sandbox_boot
+from agentgod import agent_runtime, sandbox, sandbox_boot
 
 SECRET = "the-planted-secret"
 ALL = "all"  # the layer set `prepare` picks by itself
@@ -584,9 +583,9 @@ def test_strict_mode_refuses_a_kernel_without_landlock(tmp_path: Path) -> None:
         for number in (444, 445, 446):
             assert lib.seccomp_rule_add(ctx, ctypes.c_uint32(0x50000 | 38), number, 0) == 0
         assert lib.seccomp_load(ctx) == 0
-        sys.path.insert(0, {str(Path(sandbox.__file__).parent)!r})
+        sys.path.insert(0, {str(IMPORT_ROOT)!r})
         from pathlib import Path
-        import sandbox
+        from agentgod import sandbox
         where = dict(python=sys.executable, scratch=Path({str(tmp_path)!r}),
                      api_url="https://api.anthropic.com")
         auto = sandbox.prepare(Path("agent.py"), **where, layers={{"landlock", "seccomp"}})

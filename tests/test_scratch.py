@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 from test_runlog import make_record
 
-import config
-import runlog
-import scratch
+from agentgod import config, runlog, scratch
 
 
 def scratch_files(*names: str) -> list[Path]:

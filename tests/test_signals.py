@@ -25,8 +25,7 @@ from fakeapi import FakeMessagesAPI, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
-import cli
-import executor
+from agentgod import cli, executor
 
 SLEEPER = (
     "def run(task, previous_outputs):\n"

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from taskgraph import dependency_closure, sanitise, topological_order, waves
+from agentgod.taskgraph import dependency_closure, sanitise, topological_order, waves
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import os
 import re
 import subprocess
 import sys
@@ -17,16 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import IMPORT_ROOT
 from rich.console import Console
 
-import asking
-import events
-import ui
-from kinds import AgentKind, Phase
-from replies import CostSummary, KeepChoice, PlannedAgent, TranscriptAgent
-from richui import TAGLINE, WORDMARK, RichUI
+from agentgod import asking, events, ui
+from agentgod.kinds import AgentKind, Phase
+from agentgod.replies import CostSummary, KeepChoice, PlannedAgent, TranscriptAgent
+from agentgod.richui import TAGLINE, WORDMARK, RichUI
 
-ROOT = Path(__file__).resolve().parent.parent
+_IMPORTING_THIS_CHECKOUT = {**os.environ, "PYTHONPATH": str(IMPORT_ROOT)}
 ANSI = re.compile(r"\x1b\[")
 
 SUMMARY: CostSummary = {
@@ -536,7 +536,7 @@ def test_plain_works_without_rich_and_ui_does_not_import_it() -> None:
     code = (
         "import io, sys\n"
         "sys.modules['rich'] = None\n"
-        "import ui\n"
+        "from agentgod import ui\n"
         "class TTY(io.StringIO):\n"
         "    def isatty(self): return True\n"
         "out, err = TTY(), io.StringIO()\n"
@@ -546,14 +546,18 @@ def test_plain_works_without_rich_and_ui_does_not_import_it() -> None:
         "print(type(view).__name__, repr(out.getvalue()))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code],
+        env=_IMPORTING_THIS_CHECKOUT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert done.stdout.startswith("PlainUI ")
     assert "[plan]" in done.stdout
     assert "42" in done.stdout
     light = subprocess.run(
-        [sys.executable, "-c", "import sys, ui; print('rich' in sys.modules)"],
-        cwd=ROOT,
+        [sys.executable, "-c", "import sys; from agentgod import ui; print('rich' in sys.modules)"],
+        env=_IMPORTING_THIS_CHECKOUT,
         capture_output=True,
         text=True,
         check=True,
