@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agentgod import filesniff, redact
 from agentgod.replies import AttachmentReply
-from agentgod.ui import human_size
+from agentgod.text import human_size
 
 SCAN_BYTES = 4 * 1024 * 1024
 """How much of each file is read to sniff its type, preview it and look for secrets."""

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import re
+import runpy
 import signal
 import sys
 from dataclasses import dataclass
@@ -380,9 +381,9 @@ def usage_error(error: UsageError, stream: TextIO | None = None) -> int:
     return EXIT_USAGE
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Answer --version, --help and usage errors here; hand everything else to main.py."""
-    argv = sys.argv[1:] if argv is None else argv
+def answer_early(argv: list[str]) -> Invocation | int:
+    """Answer what needs nothing installed — usage errors, --version, --completion (and --help,
+    which exits) — and return the exit code; anything else comes back as its Invocation."""
     try:
         invocation = parse(argv)
     except UsageError as error:
@@ -397,14 +398,16 @@ def main(argv: list[str] | None = None) -> int:
     if invocation.mode == "completion":
         sys.stdout.write(completion_script(invocation.task or "bash"))
         return EXIT_OK
-    from agentgod import main as conversation
-
-    return conversation.run(invocation)
+    return invocation
 
 
 if __name__ == "__main__":
+    # `python cli.py …`: the early answers here, before anything is imported; the rest is
+    # `python -m agentgod …`. In a checkout, the checkout is the package, importable as
+    # `agentgod` through its .pkg link.
     if not __package__:
-        # `python cli.py` in a checkout: the checkout is the package, importable as `agentgod`
-        # through its .pkg link.
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".pkg"))
-    sys.exit(main())
+    answered = answer_early(sys.argv[1:])
+    if isinstance(answered, int):
+        sys.exit(answered)
+    runpy.run_module("agentgod", run_name="__main__", alter_sys=True)

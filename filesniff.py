@@ -18,7 +18,7 @@ import re
 from pathlib import PurePath
 
 from agentgod.agent_runtime import IMAGE_TYPES
-from agentgod.ui import clean
+from agentgod.text import clean
 
 PREVIEW_LINES = 10
 PREVIEW_CHARS = 1000

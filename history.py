@@ -16,17 +16,15 @@ import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from agentgod import historydb
 from agentgod.kinds import RunStatus
 from agentgod.ledger import Call
 from agentgod.replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
-
-if TYPE_CHECKING:
-    from agentgod.runrecord import RunRecord
+from agentgod.runrecord import RunRecord, utc
 
 MIN_PREFIX = 4
 """The fewest characters of a run id that may name a run."""
@@ -645,8 +643,3 @@ def known(run_id: str) -> bool:
         return db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
 
     return _query(read, False)
-
-
-def utc(moment: datetime) -> datetime:
-    """A moment in UTC; a naive one is taken to be UTC already."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -18,12 +18,10 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from agentgod import config
-
-if TYPE_CHECKING:
-    from agentgod.runrecord import RunRecord
+from agentgod import config, runfile
+from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
 SCHEMA_VERSION = 2
@@ -133,7 +131,7 @@ _V2_INDEXES = (
 )
 
 
-Rebuild = Callable[[Path, "RunRecord", "Path | None"], None]
+Rebuild = Callable[[Path, RunRecord, Path | None], None]
 """Writes one run's rows into the database at a path (history's _insert_rows): what a rebuild
 from the run files does for each of them."""
 
@@ -201,8 +199,6 @@ def _migrate(db: sqlite3.Connection) -> None:
 
 def _give_run_ids(db: sqlite3.Connection) -> None:
     """Runs recorded before run ids existed get one now, so `agentgod show` can name them."""
-    from agentgod.scratch import new_run_id  # scratch asks history (so this) which ids are taken
-
     taken = {row[0] for row in db.execute("SELECT run_id FROM runs WHERE run_id IS NOT NULL")}
     for (row,) in db.execute("SELECT id FROM runs WHERE run_id IS NULL").fetchall():
         fresh = new_run_id()
@@ -305,11 +301,6 @@ def recover(path: Path, rebuild: Rebuild, without: Path | None = None) -> bool:
             companion = path.with_name(path.name + suffix)
             if companion.exists():
                 companion.rename(aside.with_name(aside.name + suffix))
-        from agentgod import runfile  # the run files' format (runfile imports history, so this)
-        from agentgod.scratch import (
-            new_run_id,  # scratch asks history (so this) which ids are taken
-        )
-
         records = [
             (record, run_file)
             for run_file in sorted(path.parent.glob("*.md"))

@@ -13,17 +13,18 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from agentgod import cli, config, llm, signals
 from agentgod.replies import ErrorDetail
 from agentgod.session import Session, stdin_is_tty
-from agentgod.ui import make_ui
+from agentgod.ui import PlainUI, isatty
 
 
 def cli_main() -> NoReturn:
-    """The `agentgod` console script and `python main.py`."""
-    code = cli.main(sys.argv[1:])
+    """The `agentgod` console script and `python -m agentgod`."""
+    answered = cli.answer_early(sys.argv[1:])
+    code = answered if isinstance(answered, int) else run(answered)
     # Background threads may still be waiting on a model reply, or half-way through importing
     # the pipeline (the REPL's warm-up): finalising the interpreter under them can abort it, so
     # the exit is made here, once what was written has been flushed.
@@ -91,6 +92,46 @@ def _run(invocation: cli.Invocation) -> int:
         return code
     except Exception as error:
         return session.fail(error, cli.EXIT_FAILED)
+
+
+# ---- the display -------------------------------------------------------------------------------
+
+
+def make_ui(
+    *,
+    plain: bool = False,
+    quiet: bool = False,
+    json_mode: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    interactive: bool = False,
+    input_stream: TextIO | None = None,
+) -> PlainUI:
+    """Choose the renderer once per session. --plain, AGENTGOD_PLAIN, --json, --quiet, a stdout
+    that is not a terminal, a terminal rich cannot drive (TERM=dumb: its live display would show
+    nothing until the end) or a missing rich all mean PlainUI. --json also silences narration,
+    since stdout then carries nothing but the session's one JSON object; --quiet leaves the answer
+    as plain text on stdout (problems and warnings still reach stderr)."""
+    out = out or sys.stdout
+    quiet = quiet or json_mode
+
+    def build(kind: type[PlainUI]) -> PlainUI:
+        return kind(
+            out=out, err=err, quiet=quiet, interactive=interactive, input_stream=input_stream
+        )
+
+    if plain or quiet or _plain_requested() or not isatty(out):
+        return build(PlainUI)
+    try:
+        from agentgod.richui import RichUI, can_drive
+    except ImportError:
+        return build(PlainUI)
+    return build(RichUI if can_drive(out) else PlainUI)
+
+
+def _plain_requested() -> bool:
+    value = os.environ.get("AGENTGOD_PLAIN", "").strip().lower()
+    return value not in ("", "0", "false")
 
 
 # ---- the JSON contract -------------------------------------------------------------------------

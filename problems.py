@@ -20,7 +20,7 @@ from typing import Any
 from agentgod import redact
 from agentgod.kinds import AgentKind
 from agentgod.models import DEFAULT_FAST_MODEL, DEFAULT_MODEL
-from agentgod.ui import dollars
+from agentgod.text import dollars
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentgod.replies import HistoryRow, LibraryRow, StatsReply
-from agentgod.ui import dollars, duration, one_line, tokens_text
+from agentgod.text import dollars, duration, one_line, tokens_text
 
 
 def middle(name: str, limit: int) -> str:

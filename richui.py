@@ -1,6 +1,6 @@
 """richui.py — the surface of ui.PlainUI, repainted with rich for a person at a terminal.
 
-Loaded only by ui.make_ui, and only when rich imports and a terminal is watching, so it may
+Loaded only by main.make_ui, and only when rich imports and a terminal is watching, so it may
 import rich at the top without slowing `agentgod --help` or breaking a rich-less install.
 
 During a task one `rich.live.Live` shows a phase rail (plan → ... → archive) and a board with one
@@ -58,7 +58,8 @@ from agentgod.richtext import (
     middle,
     stats_grid,
 )
-from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, clean, cost_text, dollars, duration, one_line
+from agentgod.text import clean, cost_text, dollars, duration, one_line
+from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI
 
 WORDMARK = r"""
    _                     _       ___   ___   ___

@@ -14,12 +14,10 @@ import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentgod import history as store
 from agentgod.kinds import RunStatus
 from agentgod.replies import CostSummary
-from agentgod.runrecord import AgentRecord, RunRecord
-from agentgod.scratch import new_run_id
-from agentgod.ui import human_size
+from agentgod.runrecord import AgentRecord, RunRecord, new_run_id, utc
+from agentgod.text import human_size
 
 SLUG_LENGTH = 40
 
@@ -50,7 +48,7 @@ def render(record: RunRecord, runs_dir: Path) -> str:
     cost = record.cost
     outcome = _OUTCOMES[record.status]
     summary = (
-        f"**{outcome}** · {store.utc(record.started_at):%Y-%m-%d %H:%M:%S} UTC · "
+        f"**{outcome}** · {utc(record.started_at):%Y-%m-%d %H:%M:%S} UTC · "
         f"{_duration(record.duration_seconds)} · {len(record.agents)} agents · {_dollars(cost)}"
     )
     parts = [
@@ -101,7 +99,7 @@ def slugify(task: str) -> str:
 
 def file_stem(record: RunRecord) -> str:
     """The file's name before `.md`: when the run started, then what it was about."""
-    return f"{store.utc(record.started_at):%Y%m%dT%H%M%SZ}_{slugify(record.task)}"
+    return f"{utc(record.started_at):%Y%m%dT%H%M%SZ}_{slugify(record.task)}"
 
 
 # ---- Markdown pieces -------------------------------------------------------------------------
@@ -237,7 +235,7 @@ def _run_facts(record: RunRecord) -> str:
     layers = ", ".join(record.sandbox) if record.sandbox else "none recorded"
     return "\n".join(
         [
-            f"- Started: {store.utc(record.started_at).isoformat(timespec='seconds')}",
+            f"- Started: {utc(record.started_at).isoformat(timespec='seconds')}",
             f"- Duration: {_duration(record.duration_seconds)}",
             f"- Sandbox layers: {layers}",
             f"- Run id: `{record.run_id}` (`agentgod show {record.run_id}`)",

@@ -28,7 +28,7 @@ from agentgod.historydb import PRIVATE_FILE
 from agentgod.redact import redact
 from agentgod.runrecord import RunRecord
 from agentgod.signals import shield_from_signals
-from agentgod.ui import clean
+from agentgod.text import clean
 
 _V = TypeVar("_V")
 
@@ -154,7 +154,7 @@ def _private_folder(folder: Path) -> None:
 
 
 def _written(text: str) -> str:
-    """Text as it may be stored: redacted, and without control characters (ui.clean), since an
+    """Text as it may be stored: redacted, and without control characters (text.clean), since an
     ESC or BEL in a task must not reach a file that someone later `cat`s to a terminal."""
     return clean(redact(text))
 
@@ -170,7 +170,7 @@ def _scrub(value: object, written: Callable[[str], str]) -> object:
 
 
 def _redacted(record: RunRecord, written: Callable[[str], str] = _written) -> RunRecord:
-    """A copy of the record with every piece of text passed through redact (and ui.clean).
+    """A copy of the record with every piece of text passed through redact (and text.clean).
 
     `written` does it: `_written`, or a run's `Redactions` that did part of it ahead.
     """

@@ -7,14 +7,29 @@ three, so none of them has to import another for it.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from agentgod.kinds import RunStatus
 from agentgod.ledger import Call
 from agentgod.replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
-from agentgod.scratch import new_run_id
+
+
+def new_run_id() -> str:
+    """A fresh run id: 8 lowercase hex characters, short enough to type (`agentgod show 3f9a`).
+
+    Random, not derived from the process: scratch.RunSpace makes it unique in the home, by claiming
+    generated_agents/<id>/ (which no concurrent run can then take) and skipping ids an earlier
+    run already has (its runs/<id>/ folder or its history row).
+    """
+    return secrets.token_hex(4)
+
+
+def utc(moment: datetime) -> datetime:
+    """A moment in UTC; a naive one is taken to be UTC already."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def no_usage() -> TokenUsage:
@@ -106,7 +121,7 @@ class RunRecord:
     artifacts: list[ArtifactReply] = field(default_factory=list)
     """The files the agents made, kept beside the run file under runs/<run id>/artifacts/."""
     run_id: str = field(default_factory=new_run_id)
-    """The run's short id (scratch.new_run_id: its RunSpace's), by which `agentgod show` finds
+    """The run's short id (new_run_id: its scratch.RunSpace's), by which `agentgod show` finds
     it; a fresh one when not given."""
     status: RunStatus = RunStatus.OK
     """How the run ended. Left at its default, it follows `ok` and `budget_exhausted` (FAILED or

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import secrets
 import shutil
 import tempfile
 import threading
@@ -20,20 +19,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from agentgod import config, history
+from agentgod.runrecord import new_run_id
 
 RUN_ID_DRAWS = 64
 """How many ids RunSpace draws before it gives up: a clash is a one-in-four-billion event, so
 running out means the random source is broken, not that the home is full."""
-
-
-def new_run_id() -> str:
-    """A fresh run id: 8 lowercase hex characters, short enough to type (`agentgod show 3f9a`).
-
-    Random, not derived from the process: RunSpace makes it unique in the home, by claiming
-    generated_agents/<id>/ (which no concurrent run can then take) and skipping ids an earlier
-    run already has (its runs/<id>/ folder or its history row).
-    """
-    return secrets.token_hex(4)
 
 
 class RunSpace:

@@ -26,7 +26,8 @@ from agentgod.replies import (
     KeepChoice,
     chat_reply,
 )
-from agentgod.ui import PlainUI, estimate_note
+from agentgod.text import estimate_note
+from agentgod.ui import PlainUI
 
 if TYPE_CHECKING:
     from agentgod.artifacts import Artifact

@@ -2,7 +2,8 @@
 
 `PlainUI` is the reference: every visual the product has exists here as an aligned, colourless
 line, so pipes, CI logs and `--plain` lose nothing but paint. `richui.RichUI` repaints the same
-surface; whatever it leaves alone falls back to the line written here. `make_ui` picks one, once.
+surface; whatever it leaves alone falls back to the line written here. `main.make_ui` picks one,
+once.
 
 Three streams, one rule: the answer goes to `out` (stdout), always; narration goes where a person
 is watching (stdout at a terminal, stderr in a pipe) and `quiet` silences it; problems go to `err`
@@ -21,9 +22,6 @@ implemented structurally and mypy checks `PlainUI` against them; so this module 
 from __future__ import annotations
 
 import contextlib
-import math
-import os
-import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -43,6 +41,7 @@ from agentgod.replies import (
     StatsReply,
     TranscriptAgent,
 )
+from agentgod.text import clean, cost_text, dollars, duration, human_size, one_line, tokens_text
 
 if TYPE_CHECKING:
     from agentgod.events import TaskEvents
@@ -53,111 +52,17 @@ PHASES: tuple[Phase, ...] = tuple(Phase)
 """The phases of a run, in the order the rail shows them."""
 
 _TAG_WIDTH = 11
-_MAX_PLACES = 8
-"""Decimals of the smallest amount `dollars` shows apart from zero."""
 _MIN_NAME_WIDTH = 10
 FIELD_WIDTH = 10
 """The label column of `agentgod show`: 'retry of' and two spaces."""
-# C0 and C1 control characters except tab and newline: model output reaches a terminal through
-# here, and an escape sequence in an answer must not be able to repaint or retitle it.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def clean(text: str) -> str:
-    """Text safe to put on a terminal: control characters (ESC included) removed."""
-    return _CONTROL.sub("", text.replace("\r\n", "\n"))
-
-
-def one_line(text: str, limit: int = 160) -> str:
-    """The most telling line of a message (the last non-empty one, like a traceback's), capped."""
-    lines = [line.strip() for line in clean(text).splitlines() if line.strip()]
-    line = lines[-1] if lines else ""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def duration(value: float) -> str:
-    return f"{value:.1f}s"
-
-
-def dollars(usd: float, estimate: bool = False) -> str:
-    """Cents hide most runs' cost, so small amounts keep four decimals, and amounts below a
-    hundredth of a cent as many as show two digits (a $0.0001 budget is not "$0.0000");
-    "~" marks an estimate."""
-    if usd >= 0.1:
-        amount = f"${usd:.2f}"
-    elif usd >= 0.0001 or usd <= 0:
-        amount = f"${usd:.4f}"
-    elif usd < 10**-_MAX_PLACES:
-        amount = f"<${10**-_MAX_PLACES:.{_MAX_PLACES}f}"
-    else:
-        places = min(_MAX_PLACES, 1 - math.floor(math.log10(usd)))
-        amount = f"${usd:.{places}f}"
-    return f"~{amount}" if estimate else amount
-
-
-def human_size(n: int) -> str:
-    """Bytes as a person reads them: "812 B", "1.2 kB", "3.4 MB", "100 MB", "2.0 GB" (1024-based,
-    so a limit of ATTACH_MAX_MB=100 reads as "100 MB")."""
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    units = ("kB", "MB", "GB", "TB", "PB")
-    for unit in units:
-        value /= 1024
-        if round(value) < 1024 or unit == units[-1]:
-            break
-    return f"{value:.1f} {unit}" if value < 9.95 else f"{value:.0f} {unit}"
-
-
-def tokens_text(input_tokens: int, output_tokens: int, cache_write: int, cache_read: int) -> str:
-    """Input, output and both cache directions apart: they are priced differently."""
-    return (
-        f"tokens {input_tokens:,} in / {output_tokens:,} out / "
-        f"{cache_write:,} cache-write / {cache_read:,} cache-read"
-    )
-
-
-def cost_text(summary: CostSummary, duration_seconds: float | None = None) -> str:
-    """One line from a ledger's cost summary (and the run's duration when known)."""
-    calls = int(summary.get("llm_calls", 0))
-    parts = [
-        f"{calls} call{'' if calls == 1 else 's'}",
-        tokens_text(
-            int(summary.get("input_tokens", 0)),
-            int(summary.get("output_tokens", 0)),
-            int(summary.get("cache_write_tokens", 0)),
-            int(summary.get("cache_read_tokens", 0)),
-        ),
-        dollars(float(summary.get("usd", 0.0)), bool(summary.get("estimate", False))),
-    ]
-    searches = int(summary.get("web_searches", 0))
-    if searches:
-        parts.insert(2, f"{searches} web search{'' if searches == 1 else 'es'}")
-    if duration_seconds is not None:
-        parts.append(duration(duration_seconds))
-    note = estimate_note(summary)
-    if note:
-        parts.append(f"~ {note}")
-    return " | ".join(parts)
-
-
-def estimate_note(summary: CostSummary) -> str | None:
-    """Why the dollars are a guess ("estimated: MODEL has no known price"); None when exact."""
-    names = summary.get("unpriced") or ["a model used"]
-    verb = "have" if len(names) > 1 else "has"
-    return f"estimated: {', '.join(names)} {verb} no known price" if summary["estimate"] else None
-
-
-def _isatty(stream: TextIO) -> bool:
+def isatty(stream: TextIO) -> bool:
+    """Whether a person watches `stream`; False for anything that cannot say."""
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
         return False
-
-
-def _plain_requested() -> bool:
-    value = os.environ.get("AGENTGOD_PLAIN", "").strip().lower()
-    return value not in ("", "0", "false")
 
 
 def _count(value: Any) -> int:
@@ -181,7 +86,7 @@ class PlainUI(asking.Questions):
         when given (tests, embedding), else with input(), which brings readline's line editing."""
         self.out = out or sys.stdout
         self.err = err or sys.stderr
-        self.narrate_to = narrate_to or (self.out if _isatty(self.out) else self.err)
+        self.narrate_to = narrate_to or (self.out if isatty(self.out) else self.err)
         self.quiet = quiet
         self.interactive = interactive
         self.input_stream = input_stream
@@ -297,7 +202,7 @@ class PlainUI(asking.Questions):
     def _shows_pieces(self) -> bool:
         """The answer is shown as it is written only to a person at a terminal, never in a pipe,
         with --json or when quiet: those get the one final answer."""
-        return not self.quiet and _isatty(self.out)
+        return not self.quiet and isatty(self.out)
 
     def cost(self, summary: CostSummary, duration_seconds: float) -> None:
         self._line("cost", cost_text(summary, duration_seconds))
@@ -598,38 +503,6 @@ class PlainUI(asking.Questions):
 
     def archived(self, path: str | None) -> None:
         self._line("archive", path if path else "the run could not be written")
-
-
-def make_ui(
-    *,
-    plain: bool = False,
-    quiet: bool = False,
-    json_mode: bool = False,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
-    interactive: bool = False,
-    input_stream: TextIO | None = None,
-) -> PlainUI:
-    """Choose the renderer once per session. --plain, AGENTGOD_PLAIN, --json, --quiet, a stdout
-    that is not a terminal, a terminal rich cannot drive (TERM=dumb: its live display would show
-    nothing until the end) or a missing rich all mean PlainUI. --json also silences narration,
-    since stdout then carries nothing but the session's one JSON object; --quiet leaves the answer
-    as plain text on stdout (problems and warnings still reach stderr)."""
-    out = out or sys.stdout
-    quiet = quiet or json_mode
-
-    def build(kind: type[PlainUI]) -> PlainUI:
-        return kind(
-            out=out, err=err, quiet=quiet, interactive=interactive, input_stream=input_stream
-        )
-
-    if plain or quiet or _plain_requested() or not _isatty(out):
-        return build(PlainUI)
-    try:
-        from agentgod.richui import RichUI, can_drive
-    except ImportError:
-        return build(PlainUI)
-    return build(RichUI if can_drive(out) else PlainUI)
 
 
 if TYPE_CHECKING:

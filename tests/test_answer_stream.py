@@ -1,6 +1,6 @@
 """The merged answer on a pseudo-terminal, shown while the merge reply is still being written.
 
-A small program renders a merge exactly as a run does (ui.make_ui on its terminal, the merge's
+A small program renders a merge exactly as a run does (main.make_ui on its terminal, the merge's
 text sink turned into the answer hooks) against the fake API, which holds the streamed reply
 open after its first words until the test has seen them on the screen.
 """
@@ -21,10 +21,10 @@ from terminal import Terminal
 from agentgod import eventlog, events, ui
 
 PROGRAM = """
-import events, merger, ui
+from agentgod import events, main, merger
 from agentgod.kinds import Phase
 
-view = ui.make_ui(interactive=True)
+view = main.make_ui(interactive=True)
 view.task_started("Write a pitch for a bakery.")
 view.phase_started(Phase.MERGE)
 view.merge_started(1)

@@ -24,8 +24,9 @@ from conftest import IMPORT_ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentgod import attachments, config, filesniff, problems, ui
+from agentgod import attachments, config, filesniff, problems
 from agentgod.attachments import AttachmentError, gather
+from agentgod.text import human_size
 
 ROOT = Path(__file__).resolve().parent.parent
 MB = 1024 * 1024
@@ -97,7 +98,7 @@ def write(path: Path, content: str | bytes = "hello\n") -> Path:
 def in_child(task: str, cwd: Path, prefix: tuple[str, ...] = ()) -> dict[str, object]:
     """gather() in a child process with a deadline: a file opened by mistake cannot hang us."""
     script = (
-        "import json, sys; from pathlib import Path; import attachments\n"
+        "import json, sys; from pathlib import Path; from agentgod import attachments\n"
         "try:\n"
         "    got = attachments.gather(sys.argv[1], cwd=Path(sys.argv[2]), max_bytes=2**20,"
         " max_files=50, home=Path(sys.argv[2]))\n"
@@ -741,12 +742,12 @@ def test_completion_of_the_home_and_its_bound(
     ],
 )
 def test_human_size(size: int, shown: str) -> None:
-    assert ui.human_size(size) == shown
+    assert human_size(size) == shown
 
 
 @given(st.integers(min_value=0, max_value=1024**5))
 def test_human_size_reads_back_within_five_percent(size: int) -> None:
-    number, unit = ui.human_size(size).split()
+    number, unit = human_size(size).split()
     scale = {"B": 1, "kB": 1024, "MB": MB, "GB": 1024**3, "TB": 1024**4, "PB": 1024**5}[unit]
     assert abs(float(number) * scale - size) <= 0.05 * size
     assert float(number) < 1024 or unit == "PB"

@@ -27,7 +27,7 @@ from test_runlog import (
     runs_dir,
 )
 
-from agentgod import history, historydb, runlog, runrecord, scratch
+from agentgod import history, historydb, runlog, runrecord
 from agentgod.kinds import RunStatus
 
 
@@ -351,7 +351,7 @@ def test_any_record_round_trips_with_its_secrets_redacted(
             name: f"{text} {leak}" if name == secret_at else text for name, text in texts.items()
         }
         made = full_record(
-            run_id=scratch.new_run_id(),
+            run_id=runrecord.new_run_id(),
             task=value["task"],
             ok=ok,
             answer=value["answer"] if ok else "",
@@ -390,7 +390,7 @@ def test_a_conversation_is_its_answered_runs_oldest_first() -> None:
     def run(minute: int, conversation: str | None, task: str, **more: Any) -> None:
         runlog.archive(
             full_record(
-                run_id=scratch.new_run_id(),
+                run_id=runrecord.new_run_id(),
                 conversation_id=conversation,
                 task=task,
                 started_at=STARTED + timedelta(minutes=minute),

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from test_runlog import make_record
 
-from agentgod import config, runlog, scratch
+from agentgod import config, runlog, runrecord, scratch
 
 
 def scratch_files(*names: str) -> list[Path]:
@@ -179,7 +179,7 @@ def test_a_run_space_removes_only_files_and_never_what_it_did_not_make(tmp_path:
 
 
 def test_a_run_id_is_eight_lowercase_hex_characters() -> None:
-    ids = {scratch.new_run_id() for _ in range(200)}
+    ids = {runrecord.new_run_id() for _ in range(200)}
     assert all(re.fullmatch(r"[0-9a-f]{8}", run_id) for run_id in ids)
     assert len(ids) == 200
 

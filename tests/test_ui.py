@@ -1,4 +1,4 @@
-"""ui.PlainUI, richui.RichUI and make_ui: the three streams, the hooks, and the renderer choice.
+"""ui.PlainUI, richui.RichUI and main.make_ui: the three streams, the hooks, the renderer choice.
 
 Questions are answered through PlainUI's `input_stream` (a StringIO standing in for the person);
 the default path, input(), is covered once by monkeypatching builtins.input.
@@ -21,7 +21,7 @@ import pytest
 from conftest import IMPORT_ROOT
 from rich.console import Console
 
-from agentgod import asking, events, ui
+from agentgod import asking, events, main, text, ui
 from agentgod.kinds import AgentKind, Phase
 from agentgod.replies import CostSummary, KeepChoice, PlannedAgent, TranscriptAgent
 from agentgod.richui import TAGLINE, WORDMARK, RichUI
@@ -380,7 +380,7 @@ def test_an_estimated_cost_says_once_which_model_has_no_known_price(width: int) 
     shown = console.export_text()
     assert shown.count("~ estimated: claude-mystery-9 has no known price") == 1
     assert all(len(line.rstrip()) <= width for line in shown.splitlines())
-    assert "a-1, b-2 have no known price" in ui.cost_text({**SUMMARY, "unpriced": ["a-1", "b-2"]})
+    assert "a-1, b-2 have no known price" in text.cost_text({**SUMMARY, "unpriced": ["a-1", "b-2"]})
 
 
 def test_session_cost_goes_to_stdout() -> None:
@@ -504,7 +504,7 @@ def test_make_ui_chooses_once(
     monkeypatch.setenv("AGENTGOD_PLAIN", env)
     monkeypatch.setenv("TERM", "xterm-256color")
     out = TTY() if tty else io.StringIO()
-    view = ui.make_ui(
+    view = main.make_ui(
         out=out,
         err=io.StringIO(),
         plain=options.get("plain", False),
@@ -519,12 +519,12 @@ def test_a_terminal_rich_cannot_drive_gets_plain_lines(
     term: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TERM", term)
-    assert type(ui.make_ui(out=TTY(), err=io.StringIO())) is ui.PlainUI
+    assert type(main.make_ui(out=TTY(), err=io.StringIO())) is ui.PlainUI
 
 
 def test_json_mode_silences_narration_but_not_problems() -> None:
     err = io.StringIO()
-    view = ui.make_ui(json_mode=True, out=TTY(), err=err)
+    view = main.make_ui(json_mode=True, out=TTY(), err=err)
     view.info("planning")
     view.problem("It broke.", "Try again.", "boom")
     assert view.quiet
@@ -533,14 +533,15 @@ def test_json_mode_silences_narration_but_not_problems() -> None:
 
 
 def test_plain_works_without_rich_and_ui_does_not_import_it() -> None:
+    """main.make_ui falls back to PlainUI when rich cannot be imported; ui never imports it."""
     code = (
         "import io, sys\n"
         "sys.modules['rich'] = None\n"
-        "from agentgod import ui\n"
+        "from agentgod import main\n"
         "class TTY(io.StringIO):\n"
         "    def isatty(self): return True\n"
         "out, err = TTY(), io.StringIO()\n"
-        "view = ui.make_ui(out=out, err=err)\n"
+        "view = main.make_ui(out=out, err=err)\n"
         "view.plan_ready('simple', [{'name': 'a_b', 'role': 'r', 'reused': False}], [['a_b']])\n"
         "view.answer('42')\n"
         "print(type(view).__name__, repr(out.getvalue()))\n"
@@ -996,7 +997,7 @@ def test_quiet_or_json_at_a_terminal_print_one_answer_and_no_pieces(
     options: dict[str, Any],
 ) -> None:
     out = TTY()
-    view = ui.make_ui(out=out, err=io.StringIO(), **options)
+    view = main.make_ui(out=out, err=io.StringIO(), **options)
     view.task_started("task")
     events.answer_stream(view)("Forty")
     assert out.getvalue() == ""
