@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -79,3 +83,53 @@ def test_what_the_inlined_runtime_restates_agrees_with_its_one_definition(
     assert agent_runtime.DEFAULT_MODEL == models.DEFAULT_MODEL
     assert agent_runtime.DEFAULT_BASE_URL == config.DEFAULT_BASE_URL
     assert config.settings().max_searches_per_agent == agent_runtime.DEFAULT_MAX_SEARCHES
+
+
+LINT_IMPORTS = "from importlinter.cli import lint_imports_command; lint_imports_command()"
+"""The `lint-imports` command, run by this interpreter whatever is on PATH."""
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` with pyproject's contracts over the copy of the package in `root`."""
+    return subprocess.run(
+        [sys.executable, "-c", LINT_IMPORTS, "--no-cache", "--no-logo", "pyproject.toml"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root / "pkg")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _package_copy(root: Path) -> Path:
+    (root / "pkg" / "agentgod").mkdir(parents=True)
+    for module in ROOT.glob("*.py"):
+        shutil.copy(module, root / "pkg" / "agentgod" / module.name)
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root / "pkg" / "agentgod"
+
+
+@pytest.mark.parametrize(
+    ("module", "added", "broken"),
+    [
+        # an upward import, made lazily inside a function
+        ("runrecord.py", "from agentgod import orchestrator", "Each layer imports only"),
+        # the records reaching for the UI
+        ("runfile.py", "from agentgod import ui", "Nothing below the conversation imports the UI"),
+        # the walls reaching for the model road
+        ("executor.py", "from agentgod import llm", "Each layer imports only"),
+        # a cycle inside one layer, only through a lazy import
+        ("models.py", "from agentgod import config", "No import cycles"),
+    ],
+)
+def test_the_layer_contracts_hold_and_refuse_a_wrong_import(
+    tmp_path: Path, module: str, added: str, broken: str
+) -> None:
+    package = _package_copy(tmp_path)
+    kept = _lint_imports(tmp_path)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    with (package / module).open("a", encoding="utf-8") as source:
+        source.write(f"\n\ndef _smuggled() -> None:\n    {added}  # noqa\n")
+    refused = _lint_imports(tmp_path)
+    assert refused.returncode != 0, refused.stdout
+    assert f"{broken}" in refused.stdout and "BROKEN" in refused.stdout, refused.stdout
