@@ -2,10 +2,10 @@
 
 Imports only `kinds` from the project (standard library only), and only to build the parser, so
 `--version`, `--help` and usage errors answer before any dependency is installed, even as
-`python cli.py` in a checkout. `parse` turns argv into an
-`Invocation`; `apply` turns the per-run overrides into environment variables, so a flag and a
-`.env` value take the same road into config.settings() and there is no second configuration
-system to keep in sync.
+`python cli.py` in a checkout. `parse` turns argv into an `Invocation`; `overrides` says which
+settings its flags set, by the setting's variable name, so a flag and a `.env` value take the same
+road into config.settings() (the flag winning) and there is no second configuration system to keep
+in sync — without writing anything into the process's environment.
 """
 
 from __future__ import annotations
@@ -318,19 +318,17 @@ def read_task(stream: TextIO | None) -> str:
     return _clean_task(text, "the task read from stdin")
 
 
-def apply(invocation: Invocation) -> None:
-    """Write per-run overrides into the environment, where config.settings() reads them."""
-    overrides = {
+def overrides(invocation: Invocation) -> dict[str, str]:
+    """The settings the flags set, by variable name (config.settings reads them before the
+    environment and .env); a flag not given sets nothing."""
+    given = {
         "MODEL": invocation.model,
         "LLM_EFFORT": invocation.effort,
         "COUNCIL": invocation.council,
         "BUDGET_USD": None if invocation.budget is None else repr(invocation.budget),
-        "AGENTGOD_PLAIN": "1" if invocation.plain else None,
         "WEB": "off" if invocation.no_web else None,
     }
-    for name, value in overrides.items():
-        if value is not None:
-            os.environ[name] = value.strip()
+    return {name: value.strip() for name, value in given.items() if value is not None}
 
 
 def completion_script(shell: str) -> str:

@@ -1,8 +1,10 @@
 """config.py — settings: every tunable, read at call time and validated.
 
-`settings()` reads the real environment first, then `.env` in AGENTGOD_HOME, then the default,
-and returns one frozen snapshot; a run reads it once and passes it down, so a flag or a test can
-change a setting between runs but never in the middle of one. A bad value raises `ConfigError`
+`settings(overrides)` reads the overrides first (the command line's flags, a key typed at the
+prompt: what this process was told, held by the session and never written into os.environ),
+then the real environment, then `.env` in AGENTGOD_HOME, then the default, and returns one
+frozen snapshot; a run reads it once and passes it down, so a flag or a test can change a
+setting between runs but never in the middle of one. A bad value raises `ConfigError`
 naming the setting, what is allowed and what it got. The key is read here too, and registered
 for redaction the moment it is.
 """
@@ -14,9 +16,9 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
@@ -54,6 +56,16 @@ SETTING_NAMES = (
     "AGENTGOD_PLAIN",
 )
 """Every environment variable that changes what AgentGOD does (tests and benchmarks clear them)."""
+
+
+AGENTS_DIR = "generated_agents"
+"""The home's folder of the agents being built, a folder per run."""
+INVENTORY_DIR = "inventory"
+"""The home's folder of the library."""
+RUNS_DIR = "runs"
+"""The home's folder of the runs' records: run files, history.db, event logs, artifacts."""
+VENV_DIR = ".agent_venv"
+"""The home's venv the agents run on."""
 
 
 class ConfigError(ValueError):
@@ -129,22 +141,24 @@ class Settings:
     """Where generated_agents/, inventory/, runs/ and .agent_venv/ live (AGENTGOD_HOME)."""
     base_url: str | None
     """ANTHROPIC_BASE_URL, when set (tests and proxies)."""
+    api_key: str | None = field(default=None, repr=False)
+    """ANTHROPIC_API_KEY, when there is one; `llm` builds its client with it. Never shown."""
 
     @property
     def agents_dir(self) -> Path:
-        return self.home / "generated_agents"
+        return self.home / AGENTS_DIR
 
     @property
     def inventory_dir(self) -> Path:
-        return self.home / "inventory"
+        return self.home / INVENTORY_DIR
 
     @property
     def runs_dir(self) -> Path:
-        return self.home / "runs"
+        return self.home / RUNS_DIR
 
     @property
     def venv_dir(self) -> Path:
-        return self.home / ".agent_venv"
+        return self.home / VENV_DIR
 
 
 def default_home() -> Path:
@@ -160,6 +174,22 @@ def home() -> Path:
     """AGENTGOD_HOME from the real environment only: it decides where .env itself lives."""
     raw = os.environ.get("AGENTGOD_HOME", "").strip()
     return Path(raw).expanduser().resolve() if raw else default_home()
+
+
+def runs_dir() -> Path:
+    """The home's runs folder, from AGENTGOD_HOME alone: reading the records needs no other
+    setting, so a bad one elsewhere never hides the history."""
+    return home() / RUNS_DIR
+
+
+def agents_dir() -> Path:
+    """The home's folder of agents being built, from AGENTGOD_HOME alone."""
+    return home() / AGENTS_DIR
+
+
+def inventory_dir() -> Path:
+    """The home's library folder, from AGENTGOD_HOME alone."""
+    return home() / INVENTORY_DIR
 
 
 def check_home() -> Path:
@@ -201,27 +231,36 @@ def _dotenv(path: Path) -> dict[str, str]:
         return values
 
 
-_reading: ContextVar[tuple[Path, dict[str, str]] | None] = ContextVar("_reading", default=None)
-"""The home and its .env while `settings` reads them, so a snapshot is read from one of each."""
+Overrides = Mapping[str, str]
+"""Settings this process was told (flags, a key typed at the prompt), by variable name; they
+win over the environment and `.env`, and an empty value means the setting's default."""
+
+_reading: ContextVar[tuple[Path, dict[str, str], Overrides] | None] = ContextVar(
+    "_reading", default=None
+)
+"""The home, its .env and the overrides while `settings` reads them, so a snapshot is read from
+one of each."""
 
 
 @contextlib.contextmanager
-def _one_reading() -> Iterator[Path]:
+def _one_reading(overrides: Overrides) -> Iterator[Path]:
     """Resolve the home and read its .env once for every setting read inside (this thread
     only): a snapshot is then consistent, and ~20 times cheaper than a lookup per setting."""
     where = home()
-    token = _reading.set((where, _dotenv(where / ".env")))
+    token = _reading.set((where, _dotenv(where / ".env"), overrides))
     try:
         yield where
     finally:
         _reading.reset(token)
 
 
-def env(name: str, default: str = "") -> str:
-    """A setting's raw text: the real environment, else `<home>/.env`, else the default."""
-    value = os.environ.get(name)
+def env(name: str, default: str = "", overrides: Overrides | None = None) -> str:
+    """A setting's raw text: the overrides, else the real environment, else `<home>/.env`, else
+    the default."""
+    reading = _reading.get()
+    told = overrides if overrides is not None else (reading[2] if reading else {})
+    value = told[name] if name in told else os.environ.get(name)
     if value is None:
-        reading = _reading.get()
         value = (reading[1] if reading else _dotenv(home() / ".env")).get(name)
     return default if value is None or value.strip() == "" else value.strip()
 
@@ -269,9 +308,9 @@ def _megabytes(name: str, default: str) -> int:
     return int(_number(name, default, 0.001, 100_000, float) * 1024 * 1024)
 
 
-def settings() -> Settings:
+def settings(overrides: Overrides | None = None) -> Settings:
     """Read and validate every setting now; raises ConfigError naming the first bad one."""
-    with _one_reading() as where:
+    with _one_reading(overrides or {}) as where:
         return _read_settings(where)
 
 
@@ -300,13 +339,28 @@ def _read_settings(where: Path) -> Settings:
         artifacts_max_bytes=_megabytes("ARTIFACTS_MAX_MB", "100"),
         home=where,
         base_url=env("ANTHROPIC_BASE_URL") or None,
+        api_key=_registered(env("ANTHROPIC_API_KEY")) or None,
     )
 
 
-def api_key() -> str:
-    """The key, from the environment or .env; registered for redaction the moment it is read."""
-    key = env("ANTHROPIC_API_KEY")
+def _registered(key: str) -> str:
+    """A key, known to redaction from the moment it is read."""
+    if key:
+        redact.register(key)
+    return key
+
+
+def api_key(overrides: Overrides | None = None) -> str:
+    """The key, from the overrides, the environment or .env; registered for redaction the moment
+    it is read."""
+    key = _registered(env("ANTHROPIC_API_KEY", overrides=overrides))
     if not key:
         raise MissingApiKeyError("ANTHROPIC_API_KEY is not set")
-    redact.register(key)
     return key
+
+
+def key_of(snapshot: Settings) -> str:
+    """The snapshot's key, or MissingApiKeyError: what a model call needs first."""
+    if not snapshot.api_key:
+        raise MissingApiKeyError("ANTHROPIC_API_KEY is not set")
+    return snapshot.api_key

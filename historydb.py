@@ -138,7 +138,7 @@ from the run files does for each of them."""
 
 def database() -> Path:
     """Where the history is kept: runs/history.db."""
-    return config.settings().runs_dir / DB_NAME
+    return config.runs_dir() / DB_NAME
 
 
 # ---- opening it --------------------------------------------------------------------------------

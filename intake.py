@@ -65,7 +65,9 @@ task is worse than one that never asks. When in doubt, do not ask.
 """
 
 
-def clarifying_question(task: str, *, usage: ledger.Usage | None = None) -> str | None:
+def clarifying_question(
+    task: str, *, usage: ledger.Usage | None = None, settings: config.Settings | None = None
+) -> str | None:
     """The one question worth asking before the run, or None (nearly always).
 
     Only a decided ask with a real question counts; anything else proceeds, because silence
@@ -77,8 +79,9 @@ def clarifying_question(task: str, *, usage: ledger.Usage | None = None) -> str 
         system=CLARIFY_PROMPT,
         max_tokens=1024,
         effort="low",
-        model=config.settings().fast_model,
+        model=(settings := settings or config.settings()).fast_model,
         usage=usage,
+        settings=settings,
     )
     question = " ".join(result.question.split())
     if not result.ask or not question:
@@ -138,7 +141,9 @@ attaches with @path, and hand files back. Never promise more than that.
 """
 
 
-def triage(text: str, *, usage: ledger.Usage | None = None) -> str | None:
+def triage(
+    text: str, *, usage: ledger.Usage | None = None, settings: config.Settings | None = None
+) -> str | None:
     """A direct reply when the REPL input is small talk; None for anything that is a task.
 
     A task mistaken for chat is lost, while chat mistaken for a task only builds a small team,
@@ -150,8 +155,9 @@ def triage(text: str, *, usage: ledger.Usage | None = None) -> str | None:
         system=CHAT_PROMPT,
         max_tokens=1024,
         effort="low",
-        model=config.settings().fast_model,
+        model=(settings := settings or config.settings()).fast_model,
         usage=usage,
+        settings=settings,
     )
     reply = result.reply.strip()
     return reply if result.is_chat and reply else None

@@ -161,10 +161,15 @@ def preload_sdk() -> threading.Thread:
     return thread
 
 
-def get_client() -> anthropic.Anthropic:
-    """The only place an SDK client is built; one per (key, base URL), shared across threads."""
-    key = config.api_key()
-    base_url = config.env("ANTHROPIC_BASE_URL") or None
+def get_client(settings: config.Settings | None = None) -> anthropic.Anthropic:
+    """The only place an SDK client is built; one per (key, base URL), shared across threads.
+
+    The key and base URL are the snapshot's (a run's, or the session's with a key typed at the
+    prompt), read now when none is given.
+    """
+    settings = settings or config.settings()
+    key = config.key_of(settings)
+    base_url = settings.base_url
     with _clients_lock:
         client = _clients.get((key, base_url))
         if client is None:
@@ -504,7 +509,8 @@ def forward(request: dict[str, Any], settings: config.Settings | None = None) ->
     wants plain data to pass on, and building the SDK's classes only to take them apart again
     costs about a quarter of a millisecond per agent call.
     """
-    raw = _within_deadline(get_client().messages.with_raw_response.create, request, settings)
+    client = get_client(settings)
+    raw = _within_deadline(client.messages.with_raw_response.create, request, settings)
     body: dict[str, Any] = json.loads(raw.http_response.read())
     return body
 
@@ -526,7 +532,7 @@ def completion(
     (see TextSink: "" when what was passed is void); the Completion is the same either way.
     """
     request = _request(prompt, model=model, effort=effort, system=system, max_tokens=max_tokens)
-    client = get_client()
+    client = get_client(settings)
     send = client.messages.create if on_text is None else _streaming(client, on_text)
     reply = _send(send, request, usage, settings)
     stop_reason = getattr(reply, "stop_reason", None)
@@ -569,7 +575,7 @@ def complete_structured(
     """One call constrained to `output_format`'s JSON schema, parsed and validated by the SDK."""
     request = _request(prompt, model=model, effort=effort, system=system, max_tokens=max_tokens)
     request["output_format"] = output_format
-    reply = _send(get_client().messages.parse, request, usage, settings)
+    reply = _send(get_client(settings).messages.parse, request, usage, settings)
     parsed: ModelT | None = reply.parsed_output
     if parsed is None:
         raise StructuredReplyError(

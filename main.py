@@ -51,7 +51,6 @@ def run(invocation: cli.Invocation) -> int:
 
 
 def _run(invocation: cli.Invocation) -> int:
-    cli.apply(invocation)
     interactive = stdin_is_tty() and not invocation.no_input and invocation.mode != "stdin"
     ui = make_ui(
         plain=invocation.plain,
@@ -72,7 +71,7 @@ def _run(invocation: cli.Invocation) -> int:
         config.check_home()  # before anything is spent or started
         _check_out(invocation.out)
         llm.preload_sdk()
-        config.settings()
+        session.settings()  # a bad setting is found now, before anything is spent
         if invocation.resume:
             session.resume(invocation.resume)
         if invocation.mode == "repl":

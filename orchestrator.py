@@ -94,6 +94,7 @@ class _Conductor:
     def __init__(
         self,
         task: str,
+        settings: config.Settings,
         events: TaskEvents | None,
         usage: ledger.Usage | None,
         space: RunSpace,
@@ -109,7 +110,8 @@ class _Conductor:
         self.context = conversation.context() if conversation else ""
         self.space = space
         """This run's scratch: its id names the run's record, event log and artifacts."""
-        self.settings = config.settings()
+        self.settings = settings
+        """The run's snapshot, read once by the caller: nothing in the run reads them again."""
         self.attached = attached or Attached(task, (), ())
         """The files the user attached: every agent may read them, none may write them."""
         self.artifacts = artifacts.ArtifactStore(
@@ -524,6 +526,7 @@ def _status(result: TaskResult | None, error: BaseException | None) -> RunStatus
 def handle_task(
     task: str,
     *,
+    settings: config.Settings,
     events: TaskEvents | None = None,
     usage: ledger.Usage | None = None,
     written: list[Path] | None = None,
@@ -534,6 +537,8 @@ def handle_task(
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.
 
+    `settings` is the run's snapshot (config.settings, with the caller's overrides): the run
+    reads nothing else, so a flag or a setting changed meanwhile cannot split it.
     `attached` are the files the user attached (attachments.gather): read-only for every agent.
     `conversation` holds the session's earlier turns: the planner decides whether the task
     follows up on them, and then the agents and the merge see them too. `retry` reruns an
@@ -550,7 +555,7 @@ def handle_task(
     """
     own = space is None
     space = space or RunSpace()
-    conductor = _Conductor(task, events, usage, space, attached, conversation, retry)
+    conductor = _Conductor(task, settings, events, usage, space, attached, conversation, retry)
     try:
         return conductor.run()
     except BaseException as error:

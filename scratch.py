@@ -36,7 +36,7 @@ class RunSpace:
     def __init__(self, run_id: str | None = None) -> None:
         """A new run's space; `run_id` is drawn (new_run_id) unless given, and a given one
         whose folder exists already raises FileExistsError."""
-        root = config.settings().agents_dir
+        root = config.agents_dir()
         root.mkdir(parents=True, exist_ok=True)
         if not run_id:
             run_id, folder = _claim(root.resolve())
@@ -115,7 +115,7 @@ def _claim(root: Path) -> tuple[str, Path]:
     The folder is created exclusively, so two runs that drew the same id at once cannot both
     have it: the second draws again.
     """
-    runs = config.settings().runs_dir
+    runs = config.runs_dir()
     for _ in range(RUN_ID_DRAWS):
         run_id = new_run_id()
         if (runs / run_id).exists() or history.known(run_id):
@@ -137,7 +137,7 @@ def delete_agents(paths: Iterable[Path]) -> int:
     folder is removed itself; its target is never touched. Files already gone, directories, and
     files the filesystem will not let go are skipped too.
     """
-    folder = config.settings().agents_dir.resolve()
+    folder = config.agents_dir().resolve()
     removed = 0
     for path in paths:
         target = _inside(Path(path), folder)

@@ -50,6 +50,9 @@ class Session:
         self.ui = ui
         self.invocation = invocation
         self.interactive = interactive
+        self.overrides: dict[str, str] = cli.overrides(invocation)
+        """What this session was told, over the environment and .env: its flags, a key typed at
+        the prompt, a bad setting set aside for a read-only verb. Never written to os.environ."""
         self.usage = ledger.Usage()
         self.conversation = Conversation()
         """This session's tasks and answers so far: a follow-up is planned with them."""
@@ -72,26 +75,30 @@ class Session:
         self.ui.problem(problem.headline, problem.advice, problem.technical)
         return code
 
+    def settings(self) -> config.Settings:
+        """The settings as this session was told them, read now (config.settings's snapshot)."""
+        return config.settings(self.overrides)
+
     def settle_settings(self) -> None:
         """A read-only verb works despite a bad setting: warn, and use its default instead.
 
-        An empty value in the real environment hides the `.env` one and means "the default",
-        so the bad setting is set aside for this process only.
+        An empty override hides the environment's and the `.env` value and means "the
+        default", so the bad setting is set aside for this session only.
         """
         for _ in config.SETTING_NAMES:
             try:
-                config.settings()
+                self.settings()
                 return
             except config.ConfigError as error:
                 self.warn(f"{error}; its default is used for this command")
-                os.environ[error.setting] = ""
+                self.overrides[error.setting] = ""
 
     # ---- the key -------------------------------------------------------------------------------
 
     def ensure_key(self) -> None:
         """The key from the environment or .env; at a terminal, ask, test and offer to save it."""
         try:
-            config.api_key()
+            config.api_key(self.overrides)
             return
         except config.MissingApiKeyError:
             if not self.interactive:
@@ -115,28 +122,26 @@ class Session:
             self.ui.info(f"Saved to {env_file}.")
 
     def _test_key(self, key: str) -> None:
-        """One tiny call with `key`; it stays in this process's environment only if it works."""
+        """One tiny call with `key`; the session goes on with it only if it works."""
         redact.register(key)
-        previous = os.environ.get("ANTHROPIC_API_KEY")
-        os.environ["ANTHROPIC_API_KEY"] = key
-        try:
-            with self.ui.waiting("testing the key"):
-                llm.complete(
-                    "Reply with OK.", model=config.settings().fast_model, effort=None, max_tokens=16
-                )
-        except Exception:
-            if previous is None:
-                del os.environ["ANTHROPIC_API_KEY"]
-            else:
-                os.environ["ANTHROPIC_API_KEY"] = previous
-            raise
+        told = {**self.overrides, "ANTHROPIC_API_KEY": key}
+        with self.ui.waiting("testing the key"):
+            settings = config.settings(told)
+            llm.complete(
+                "Reply with OK.",
+                model=settings.fast_model,
+                effort=None,
+                max_tokens=16,
+                settings=settings,
+            )
+        self.overrides = told
         self.ui.info("The key works.")
 
     def key(self, action: str) -> int:
         """`agentgod key set`: read a key (hidden at a terminal, else one line of stdin), test it,
         save it to AGENTGOD_HOME/.env (0600). `key check`: test the configured one."""
         if action == "check":
-            self._test_key(config.api_key())
+            self._test_key(config.api_key(self.overrides))
         else:
             if stdin_is_tty():
                 key = self.ui.ask_secret("Anthropic API key (input hidden):") or ""
@@ -172,12 +177,15 @@ class Session:
             from agentgod import intake, orchestrator, scratch
 
             if self.interactive and not self.conversation.turns and retry is None:
-                question = intake.clarifying_question(task, usage=spent.phase(Spend.INTAKE))
+                question = intake.clarifying_question(
+                    task, usage=spent.phase(Spend.INTAKE), settings=self.settings()
+                )
         if question:
             reply = self.ui.ask(question)
             if reply:
                 task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
-        if config.settings().sandbox == "off":
+        settings = self.settings()  # the run's snapshot, from here on
+        if settings.sandbox == "off":
             self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
         written: list[Path] = []
         keep_files = False
@@ -186,6 +194,7 @@ class Session:
             self.ui.task_started(task)
             result = orchestrator.handle_task(
                 task,
+                settings=settings,
                 events=self.ui,
                 usage=spent,
                 written=written,
@@ -310,9 +319,9 @@ class Session:
     # ---- the REPL ------------------------------------------------------------------------------
 
     def repl(self) -> int:
-        self.ui.banner(cli.__version__, config.settings().model, str(config.home()))
+        self.ui.banner(cli.__version__, self.settings().model, str(config.home()))
         self.ensure_key()
-        _warm_up()
+        _warm_up(self.settings())
         prompt = replinput.Prompt(config.home() / ".history")
         while True:
             try:
@@ -355,7 +364,7 @@ class Session:
         with self.ui.waiting(WAITING):  # on screen at once: the first model reply takes seconds
             attached = self.attach(text)
             # The run's ledger from its first call: the small-talk check is counted against it.
-            spent = ledger.Usage(budget_usd=config.settings().budget_usd)
+            spent = ledger.Usage(budget_usd=self.settings().budget_usd)
             if not attached.files and self._small_talk(text, spent):
                 return cli.EXIT_OK
         return self.run_task(attached.task, attached, spent)
@@ -364,7 +373,7 @@ class Session:
         """The task's `@path`s and the --file paths, vetted, listed for the person to see."""
         from agentgod import attachments
 
-        settings = config.settings()
+        settings = self.settings()
         attached = attachments.gather(
             text,
             self.invocation.files,
@@ -389,7 +398,7 @@ class Session:
         if len(text.split()) > CHAT_MAX_WORDS or "\n" in text:
             return False
         try:
-            reply = intake.triage(text, usage=spent.phase(Spend.INTAKE))
+            reply = intake.triage(text, usage=spent.phase(Spend.INTAKE), settings=self.settings())
         except Exception:  # the check is a courtesy: if it fails, the task still gets its team
             reply = None
         if reply is None:
@@ -494,7 +503,7 @@ class Session:
         self.warnings = []
         if found.conversation_id:
             self.resume(found.run_id)
-        settings = config.settings()
+        settings = self.settings()
         attached = attachments.gather(
             found.task,
             [item["path"] for item in found.attachments],
@@ -505,7 +514,7 @@ class Session:
         return self.run_task(found.task, attached, retry=seed)
 
 
-def _warm_up() -> threading.Thread:
+def _warm_up(settings: config.Settings) -> threading.Thread:
     """While the person types, load what the first run needs, so its first request leaves at once.
 
     The SDK client (and its HTTP stack) and the pipeline's modules together take well over a
@@ -521,7 +530,7 @@ def _warm_up() -> threading.Thread:
                 scratch,  # noqa: F401
             )
 
-            llm.get_client()
+            llm.get_client(settings)
 
     thread = threading.Thread(target=load, name="agentgod-warm-up", daemon=True)
     thread.start()

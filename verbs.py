@@ -90,7 +90,7 @@ class Reader:
 
     def replay(self, found: history.StoredRun) -> int:
         """The run's live display again, from its event log, at its own pace."""
-        log = eventlog.run_log(config.settings().runs_dir, found.run_id)
+        log = eventlog.run_log(config.runs_dir(), found.run_id)
         if self.json_mode:
             raise cli.UsageError("--replay draws the display; it has no JSON form")
         self.ui.task_started(found.task)

@@ -37,7 +37,7 @@ from agentgod import config
 from agentgod import llm
 llm.get_client()
 steps["+ SDK and client"] = resident()
-result = orchestrator.handle_task("benchmark task: peak memory")
+result = orchestrator.handle_task("benchmark task: peak memory", settings=config.settings())
 steps["after the run"] = resident()
 print(json.dumps({
     "steps": steps,
