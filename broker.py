@@ -56,6 +56,7 @@ from typing import Any, Protocol, TypeVar
 from agentgod import agent_runtime, brokerrequest, redact
 from agentgod.brokerrequest import Grant, KnownUrls, Refusal, checked, listed, shown
 from agentgod.ledger import search_usd, tokens_in_bytes, usage_count, usage_searches
+from agentgod.replies import TokenUsage
 from agentgod.signals import shield_from_signals
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -158,6 +159,17 @@ class AgentUsage:
             + self.output_tokens
             + self.cache_write_tokens
             + self.cache_read_tokens
+        )
+
+    def reply(self) -> TokenUsage:
+        """The counts as a record keeps them (`--json`, the history)."""
+        return TokenUsage(
+            llm_calls=self.calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            web_searches=self.searches,
         )
 
     def merge(self, other: AgentUsage) -> None:

@@ -45,7 +45,7 @@ from agentgod.attachments import Attached
 from agentgod.broker import AgentUsage, Broker, Channel
 from agentgod.events import TaskEvents
 from agentgod.kinds import AgentKind, Phase, Spend
-from agentgod.results import AgentRun, Failure
+from agentgod.runrecord import AgentRecord, Failure
 from agentgod.scratch import RunSpace
 
 # Failures a rewrite cannot fix: a hang would just hang again (and cost another full timeout),
@@ -111,7 +111,7 @@ class RunState(Protocol):
 class Tally(Protocol):
     """The round's record the crew fills in as its agents end (the flow keeps the rest)."""
 
-    agents: list[AgentRun]
+    agents: list[AgentRecord]
     failures: list[Failure]
 
 
@@ -293,7 +293,7 @@ class Crew:
             schedule.finish(name)
         fresh = [a for a in agents if a.name not in carried]
         records = {
-            a.name: AgentRun(a.name, a.role, reused=False, inputs=list(closures[a.name]))
+            a.name: AgentRecord(a.name, a.role, reused=False, inputs=list(closures[a.name]))
             for a in fresh
         }
         tally.agents = list(records.values())
@@ -390,7 +390,7 @@ class Crew:
     # ---- the caller's thread: results folded in ------------------------------------------------
 
     def _absorb_built(
-        self, record: AgentRun, built: _Built, schedule: _Schedule, tally: Tally | None
+        self, record: AgentRecord, built: _Built, schedule: _Schedule, tally: Tally | None
     ) -> None:
         """One agent's code exists (or never will); make it runnable.
 
@@ -412,7 +412,9 @@ class Crew:
             self._reject(record, built, tally)
             schedule.finish(record.name)
 
-    def _absorb(self, record: AgentRun, ran: _Ran, outputs: dict[str, str], tally: Tally) -> None:
+    def _absorb(
+        self, record: AgentRecord, ran: _Ran, outputs: dict[str, str], tally: Tally
+    ) -> None:
         """Fold one finished agent into the round."""
         result = ran.result
         self.layers.update(result.layers)
@@ -422,7 +424,8 @@ class Crew:
             ran.attempts,
             ran.seconds,
         )
-        record.usage.merge(ran.usage)
+        record.usage, record.usd = ran.usage.reply(), ran.usage.usd
+        record.refusals, record.failed_calls = dict(ran.usage.refusals), dict(ran.usage.failures)
         record.source = ran.source
         if result.ok:
             record.output = result.output
@@ -441,7 +444,7 @@ class Crew:
             record.name, result.ok, ran.seconds, result.kind, record.error, ran.attempts
         )
 
-    def _reject(self, record: AgentRun, built: _Built, tally: Tally) -> None:
+    def _reject(self, record: AgentRecord, built: _Built, tally: Tally) -> None:
         record.kind = built.kind
         record.error = "; ".join(built.reasons)
         tally.failures.append(Failure(record.name, _one_line(record.error), built.kind))
@@ -449,7 +452,7 @@ class Crew:
             self._run.events.agent_rejected(record.name, built.reasons)
         self._run.events.agent_finished(record.name, False, 0.0, built.kind, record.error, 0)
 
-    def _skip(self, record: AgentRun, tally: Tally) -> None:
+    def _skip(self, record: AgentRecord, tally: Tally) -> None:
         """The budget is spent: an agent that has not started never will."""
         built = _Built(None, reasons=["skipped: the budget ran out"], kind=AgentKind.BUDGET)
         self._reject(record, built, tally)

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from agentgod import historydb
 from agentgod.kinds import RunStatus
 from agentgod.ledger import Call
-from agentgod.replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
-from agentgod.runrecord import RunRecord, utc
+from agentgod.replies import CostSummary, TokenUsage
+from agentgod.runrecord import AgentRecord, Failure, RunRecord, utc
 
 MIN_PREFIX = 4
 """The fewest characters of a run id that may name a run."""
@@ -91,143 +91,6 @@ class Stats:
         return self.succeeded / self.runs if self.runs else 0.0
 
 
-@dataclass(frozen=True)
-class StoredAgent:
-    """One agent of a stored run: how it fared, what it was given, what it said, its code."""
-
-    name: str
-    role: str
-    reused: bool
-    """Its code came from the library."""
-    ok: bool
-    attempts: int
-    seconds: float
-    kind: str
-    """ok, or how its final attempt failed (kinds.AgentKind)."""
-    error: str
-    usd: float
-    usage: TokenUsage
-    source: str
-    """The exact code that ran; "" when none was recorded (runs before issue 12, a rebuild)."""
-    inputs: tuple[str, ...]
-    """The upstream agents whose outputs it received."""
-    output: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "role": self.role,
-            "reused": self.reused,
-            "ok": self.ok,
-            "kind": self.kind,
-            "attempts": self.attempts,
-            "seconds": self.seconds,
-            "error": self.error,
-            "usd": self.usd,
-            "usage": dict(self.usage),
-            "inputs": list(self.inputs),
-            "output": self.output,
-            "source": self.source,
-        }
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    """Everything the history keeps about one run, for `agentgod show`, `--continue` and retry.
-
-    A run recorded before issue 12 (or rebuilt from its run file) has what its record had:
-    no plan, sources, outputs or calls.
-    """
-
-    id: int
-    """The row's number in the database."""
-    run_id: str
-    task: str
-    status: RunStatus
-    ok: bool
-    answer: str
-    error: str
-    complexity: str | None
-    started_at: datetime
-    duration_seconds: float
-    cost: CostSummary
-    phases: dict[str, CostSummary]
-    agents: tuple[StoredAgent, ...]
-    calls: tuple[Call, ...]
-    """Every model call counted against the run, oldest first."""
-    plan: tuple[dict[str, Any], ...]
-    """The planned agents (planner.AgentSpec fields), as the planner gave them."""
-    reasoning: str
-    model: str
-    effort: str | None
-    conversation_id: str | None
-    retry_of: str | None
-    waves: tuple[tuple[str, ...], ...]
-    failures: tuple[tuple[str, str], ...]
-    revisions: int
-    council_improved: bool
-    budget_exhausted: bool
-    warnings: tuple[str, ...]
-    sandbox: tuple[str, ...]
-    outputs: dict[str, str]
-    """Outputs that reached no answer (the merge failed), by agent."""
-    attachments: tuple[AttachmentReply, ...]
-    artifacts: tuple[ArtifactReply, ...]
-    run_file: Path | None
-
-    def agent(self, name: str) -> StoredAgent | None:
-        """The last record of agent `name` (a later round's, when it ran again), or None."""
-        return next((agent for agent in reversed(self.agents) if agent.name == name), None)
-
-    def to_json(self) -> dict[str, Any]:
-        """The run as plain JSON values, for `agentgod show --json`."""
-        return {
-            "run_id": self.run_id,
-            "task": self.task,
-            "status": self.status.value,
-            "ok": self.ok,
-            "answer": self.answer,
-            "error": self.error,
-            "complexity": self.complexity,
-            "model": self.model,
-            "effort": self.effort,
-            "conversation_id": self.conversation_id,
-            "retry_of": self.retry_of,
-            "started_at": self.started_at.isoformat(),
-            "duration_seconds": self.duration_seconds,
-            "reasoning": self.reasoning,
-            "plan": [dict(spec) for spec in self.plan],
-            "waves": [list(wave) for wave in self.waves],
-            "agents": [agent.to_json() for agent in self.agents],
-            "failures": [{"name": name, "reason": reason} for name, reason in self.failures],
-            "revisions": self.revisions,
-            "council_improved": self.council_improved,
-            "budget_exhausted": self.budget_exhausted,
-            "cost": dict(self.cost),
-            "phases": {name: dict(spent) for name, spent in self.phases.items()},
-            "calls": [
-                {
-                    "phase": call.phase,
-                    "model": call.model,
-                    "input_tokens": call.input_tokens,
-                    "output_tokens": call.output_tokens,
-                    "cache_write_tokens": call.cache_write_tokens,
-                    "cache_read_tokens": call.cache_read_tokens,
-                    "web_searches": call.web_searches,
-                    "usd": call.usd,
-                    "at": call.at.isoformat(),
-                }
-                for call in self.calls
-            ],
-            "warnings": list(self.warnings),
-            "sandbox": list(self.sandbox),
-            "outputs": dict(self.outputs),
-            "attachments": [dict(item) for item in self.attachments],
-            "artifacts": [dict(item) for item in self.artifacts],
-            "run_file": str(self.run_file) if self.run_file else None,
-        }
-
-
 # ---- writing ---------------------------------------------------------------------------------
 
 
@@ -284,7 +147,7 @@ def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
                 "reasoning": record.reasoning,
                 "plan": _json(record.plan),
                 "waves": _json(record.waves),
-                "failures": _json(record.failures),
+                "failures": _json([[f.name, f.reason, f.kind] for f in record.failures]),
                 "phases": _json(record.phases),
                 "warnings": _json(record.warnings),
                 "sandbox": _json(record.sandbox),
@@ -464,7 +327,7 @@ def stats() -> Stats:
     return _query(read, Stats())
 
 
-def load(ref: str | None = None) -> StoredRun | None:
+def load(ref: str | None = None) -> RunRecord | None:
     """The run `ref` names (its id, or a unique prefix of at least MIN_PREFIX characters; None:
     the newest run), or None when no run has that id or there is no history.
 
@@ -477,7 +340,7 @@ def load(ref: str | None = None) -> StoredRun | None:
             f"{ref!r} is too short to name a run: give at least {MIN_PREFIX} characters of its id"
         )
 
-    def read(db: sqlite3.Connection) -> StoredRun | None:
+    def read(db: sqlite3.Connection) -> RunRecord | None:
         row = _resolve(db, wanted)
         return None if row is None else _stored(db, row)
 
@@ -511,14 +374,17 @@ def _first_line(text: str) -> str:
     return line if len(line) <= 50 else line[:49].rstrip() + "…"
 
 
-def _stored(db: sqlite3.Connection, row: int) -> StoredRun:
-    """Everything about the run in database row `row`."""
+def _stored(db: sqlite3.Connection, row: int) -> RunRecord:
+    """Everything about the run in database row `row`, as its record.
+
+    A run recorded before issue 12 (or rebuilt from its run file) has what its record had then:
+    no plan, sources, outputs or calls.
+    """
     db.row_factory = sqlite3.Row
     run = db.execute("SELECT * FROM runs WHERE id = ?", (row,)).fetchone()
     agents = db.execute("SELECT * FROM run_agents WHERE run_id = ? ORDER BY rowid", (row,))
     calls = db.execute("SELECT * FROM run_calls WHERE run_id = ? ORDER BY seq", (row,))
-    return StoredRun(
-        id=run["id"],
+    return RunRecord(
         run_id=run["run_id"],
         task=run["task"],
         status=_status(run["status"], bool(run["ok"])),
@@ -539,8 +405,8 @@ def _stored(db: sqlite3.Connection, row: int) -> StoredRun:
             estimate=bool(run["estimate"]),
         ),
         phases=json.loads(run["phases"]),
-        agents=tuple(
-            StoredAgent(
+        agents=[
+            AgentRecord(
                 name=agent["name"],
                 role=agent["role"],
                 reused=bool(agent["reused"]),
@@ -559,12 +425,12 @@ def _stored(db: sqlite3.Connection, row: int) -> StoredRun:
                     web_searches=agent["web_searches"],
                 ),
                 source=agent["source"],
-                inputs=tuple(json.loads(agent["inputs"])),
+                inputs=list(json.loads(agent["inputs"])),
                 output=agent["output"],
             )
             for agent in agents
-        ),
-        calls=tuple(
+        ],
+        calls=[
             Call(
                 phase=call["phase"],
                 model=call["model"],
@@ -577,23 +443,23 @@ def _stored(db: sqlite3.Connection, row: int) -> StoredRun:
                 at=datetime.fromisoformat(call["at"]),
             )
             for call in calls
-        ),
-        plan=tuple(json.loads(run["plan"])),
+        ],
+        plan=list(json.loads(run["plan"])),
         reasoning=run["reasoning"],
         model=run["model"],
         effort=run["effort"],
         conversation_id=run["conversation_id"],
         retry_of=run["retry_of"],
-        waves=tuple(tuple(wave) for wave in json.loads(run["waves"])),
-        failures=tuple((name, reason) for name, reason in json.loads(run["failures"])),
+        waves=[list(wave) for wave in json.loads(run["waves"])],
+        failures=[Failure(*entry) for entry in json.loads(run["failures"])],
         revisions=run["revisions"],
         council_improved=bool(run["council_improved"]),
         budget_exhausted=bool(run["budget_exhausted"]),
-        warnings=tuple(json.loads(run["warnings"])),
-        sandbox=tuple(json.loads(run["sandbox"])),
+        warnings=list(json.loads(run["warnings"])),
+        sandbox=list(json.loads(run["sandbox"])),
         outputs=json.loads(run["outputs"]),
-        attachments=tuple(json.loads(run["attachments"])),
-        artifacts=tuple(json.loads(run["artifacts"])),
+        attachments=list(json.loads(run["attachments"])),
+        artifacts=list(json.loads(run["artifacts"])),
         run_file=Path(run["run_file"]) if run["run_file"] else None,
     )
 

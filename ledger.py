@@ -63,6 +63,20 @@ class Call:
     at: datetime
     """When its reply was counted (UTC)."""
 
+    def to_json(self) -> dict[str, Any]:
+        """As `agentgod show --json` lists it."""
+        return {
+            "phase": self.phase,
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "web_searches": self.web_searches,
+            "usd": self.usd,
+            "at": self.at.isoformat(),
+        }
+
 
 def search_usd(searches: int) -> float:
     """What `searches` web searches cost on top of their tokens."""

@@ -40,7 +40,6 @@ from agentgod import (
     planner,
     problems,
     runlog,
-    runrecord,
     signals,
     taskgraph,
 )
@@ -49,7 +48,8 @@ from agentgod.conversation import Conversation
 from agentgod.crew import Crew
 from agentgod.events import NullEvents, SerialisedEvents, TaskEvents, answer_stream
 from agentgod.kinds import Phase, RunStatus, Spend
-from agentgod.results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskResult
+from agentgod.results import AllAgentsFailedError, PendingAgent, TaskResult
+from agentgod.runrecord import AgentRecord, Failure, RunRecord
 from agentgod.scratch import RunSpace
 
 
@@ -74,7 +74,7 @@ class _Round:
 
     complexity: str
     answer: str
-    agents: list[AgentRun]
+    agents: list[AgentRecord]
     failures: list[Failure]
     waves: list[list[str]]
     specs: list[planner.AgentSpec] = field(default_factory=list)
@@ -412,35 +412,54 @@ class _Conductor:
         except Exception as error:
             self.warn(f"the library could not be updated: {problems.explain(error).technical}")
 
-    def result(self, answer: str) -> TaskResult:
-        last = self.rounds[-1]
-        agents = [a for r in self.rounds for a in r.agents]
-        return TaskResult(
+    def record(self, answer: str | None, error: BaseException | None = None) -> RunRecord:
+        """The run's facts as they stand: `answer` is None when it ended without one."""
+        last = self.rounds[-1] if self.rounds else None
+        return RunRecord(
             task=self.task,
-            answer=answer,
-            complexity=last.complexity,
-            agents=agents,
+            ok=answer is not None,
+            answer=answer or "",
+            error=problems.explain(error).headline if error else "",
+            complexity=last.complexity if last else None,
+            waves=last.waves if last else [],
+            agents=[a for r in self.rounds for a in r.agents],
             failures=[f for r in self.rounds for f in r.failures],
             revisions=self.revisions,
             council_improved=self.council_improved,
+            cost=self.usage.cost_summary(),
+            duration_seconds=time.monotonic() - self.started,
+            started_at=self.started_at,
+            sandbox=sorted(self.crew.layers),
+            budget_exhausted=self.budget_hit.is_set(),
+            warnings=list(self.warnings),
+            phases=self.usage.phases(),
+            outputs=last.outputs if last and answer is None else {},
+            attachments=[item.reply() for item in self.attached.files],
+            artifacts=[item.reply() for item in self.artifacts.list()],
+            run_id=self.space.id,
+            status=_status(answer, error),
+            conversation_id=self.conversation.id if self.conversation else None,
+            retry_of=self.retry.run_id if self.retry else None,
+            carried=sorted(self.retry.outputs) if self.retry else [],
+            model=self.settings.model,
+            effort=last.effort if last else None,
+            reasoning=last.reasoning if last else "",
+            plan=[spec.model_dump() for spec in last.specs] if last else [],
+            calls=self.usage.call_log(),
+            budget_usd=self.usage.budget_usd,
+        )
+
+    def result(self, answer: str) -> TaskResult:
+        """The answered run's record, with what its caller still has to act on."""
+        return TaskResult.of(
+            self.record(answer),
             pending=[
                 PendingAgent(name, role, source)
                 for name, (role, source) in self.crew.new_sources.items()
             ],
             agent_paths=sorted(set(self.crew.paths.values())),
             usage=self.usage,
-            duration_seconds=time.monotonic() - self.started,
-            run_file=None,
-            waves=last.waves,
-            sandbox=sorted(self.crew.layers),
-            budget_usd=self.usage.budget_usd,
-            budget_exhausted=self.budget_hit.is_set(),
-            warnings=list(self.warnings),
-            artifacts=self.artifacts.list(),
-            run_id=self.space.id,
-            conversation=self.conversation.id if self.conversation else None,
-            retry_of=self.retry.run_id if self.retry else None,
-            carried=sorted(self.retry.outputs) if self.retry else [],
+            artifact_files=self.artifacts.list(),
         )
 
     def close(self) -> None:
@@ -451,59 +470,9 @@ class _Conductor:
 
     # ---- archive -------------------------------------------------------------------------------
 
-    def archive(self, result: TaskResult | None, error: BaseException | None = None) -> Path | None:
+    def archive(self, record: RunRecord) -> Path | None:
         """Write the run to runs/ (success or failure); never raises."""
         self.events.phase_started(Phase.ARCHIVE)
-        last = self.rounds[-1] if self.rounds else None
-        agents = [a for r in self.rounds for a in r.agents]
-        record = runrecord.RunRecord(
-            task=self.task,
-            ok=result is not None,
-            answer=result.answer if result else "",
-            error=problems.explain(error).headline if error else "",
-            complexity=last.complexity if last else None,
-            waves=last.waves if last else [],
-            agents=[
-                runrecord.AgentRecord(
-                    a.name,
-                    a.role,
-                    a.reused,
-                    a.ok,
-                    a.attempts,
-                    a.seconds,
-                    a.kind,
-                    a.error,
-                    a.usage.usd,
-                    source=a.source,
-                    inputs=list(a.inputs),
-                    output=a.output,
-                    usage=a.reply()["usage"],
-                )
-                for a in agents
-            ],
-            failures=[(f.name, f.reason) for r in self.rounds for f in r.failures],
-            revisions=self.revisions,
-            council_improved=self.council_improved,
-            cost=self.usage.cost_summary(),
-            duration_seconds=time.monotonic() - self.started,
-            started_at=self.started_at,
-            sandbox=sorted(self.crew.layers),
-            budget_exhausted=self.budget_hit.is_set(),
-            warnings=list(self.warnings),
-            phases=self.usage.phases(),
-            run_id=self.space.id,
-            status=_status(result, error),
-            conversation_id=self.conversation.id if self.conversation else None,
-            retry_of=self.retry.run_id if self.retry else None,
-            model=self.settings.model,
-            effort=last.effort if last else None,
-            reasoning=last.reasoning if last else "",
-            plan=[spec.model_dump() for spec in last.specs] if last else [],
-            calls=self.usage.call_log(),
-            outputs=last.outputs if last and result is None else {},
-            attachments=[item.reply() for item in self.attached.files],
-            artifacts=[item.reply() for item in self.artifacts.list()],
-        )
         path = runlog.archive(
             record, warn=self.warn, settings=self.settings, redactions=self.redactions
         )
@@ -512,9 +481,9 @@ class _Conductor:
         return path
 
 
-def _status(result: TaskResult | None, error: BaseException | None) -> RunStatus:
+def _status(answer: str | None, error: BaseException | None) -> RunStatus:
     """How the run ended, for its record."""
-    if result is not None:
+    if answer is not None:
         return RunStatus.OK
     if isinstance(error, KeyboardInterrupt):
         return RunStatus.INTERRUPTED
@@ -567,7 +536,7 @@ def handle_task(
             _archive_interrupted(conductor, error)
         else:
             conductor.bookkeep_library()
-            conductor.archive(None, error)
+            conductor.archive(conductor.record(None, error))
         raise
     finally:
         conductor.close()
@@ -586,7 +555,7 @@ def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> Non
     with contextlib.suppress(Exception):
         conductor.warn(f"interrupted by {signals.signal_name(error)} before the run finished")
     conductor.events = SerialisedEvents(conductor.log)  # the log still hears; the display not
-    path = conductor.archive(None, error)
+    path = conductor.archive(conductor.record(None, error))
     conductor.events = shown
     with contextlib.suppress(Exception):
         shown.archived(str(path) if path else None)

@@ -82,6 +82,18 @@ class FailureReply(TypedDict):
     reason: str
 
 
+class Transcript(TypedDict):
+    """What the transcript after a run's answer draws (runrecord.RunRecord.transcript)."""
+
+    agents: list[TranscriptAgent]
+    failures: list[FailureReply]
+    revisions: int
+    council_improved: bool
+    run_file: str | None
+    sandbox: list[str]
+    run_id: str | None
+
+
 class FileReply(TypedDict):
     """A file a run read or made, as `--json` lists it and the display shows it."""
 

@@ -40,13 +40,12 @@ from agentgod import asking
 from agentgod.kinds import Phase
 from agentgod.replies import (
     CostSummary,
-    FailureReply,
     HistoryRow,
     KeepChoice,
     LibraryRow,
     PlannedAgent,
     StatsReply,
-    TranscriptAgent,
+    Transcript,
 )
 from agentgod.richtext import (
     Clamp,
@@ -308,16 +307,8 @@ class RichUI(PlainUI):
         line.stylize("bold not dim", 0, 4)
         self._show(line)
 
-    def transcript(
-        self,
-        agents: list[TranscriptAgent],
-        failures: list[FailureReply],
-        revisions: int,
-        council_improved: bool,
-        run_file: str | None,
-        sandbox: list[str],
-        run_id: str | None = None,
-    ) -> None:
+    def transcript(self, run: Transcript) -> None:
+        agents, run_file = run["agents"], run["run_file"]
         narrow = self.console.width < _WIDE
         table = Table(title="run transcript", title_justify="left", box=box.SIMPLE_HEAD)
         for heading in ("agent", "role", "origin", "result", "tries", "time", "cost"):
@@ -342,12 +333,13 @@ class RichUI(PlainUI):
                 dollars(agent["usd"]),
             )
         notes = Text()
-        for failure in failures:
+        for failure in run["failures"]:
             notes.append(f"✗ {failure['name']}: {one_line(failure['reason'])}\n", style="red")
+        revisions, run_id = run["revisions"], run["run_id"]
         facts = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
-        if council_improved:
+        if run["council_improved"]:
             facts.append("council improved the answer")
-        facts.append(f"sandbox: {', '.join(sandbox) or 'none reported'}")
+        facts.append(f"sandbox: {', '.join(run['sandbox']) or 'none reported'}")
         if run_id:
             facts.append(f"run {run_id} (agentgod show {run_id})")
         pieces = [f"{fact} · " for fact in facts[:-1]] + facts[-1:]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agentgod.kinds import RunStatus
 from agentgod.replies import CostSummary
-from agentgod.runrecord import AgentRecord, RunRecord, new_run_id, utc
+from agentgod.runrecord import AgentRecord, Failure, RunRecord, new_run_id, utc
 from agentgod.text import human_size
 
 SLUG_LENGTH = 40
@@ -207,10 +207,10 @@ def _phase_table(phases: dict[str, CostSummary]) -> str:
     return "\n".join(lines)
 
 
-def _failures(failures: list[tuple[str, str]]) -> str:
+def _failures(failures: list[Failure]) -> str:
     if not failures:
         return "None."
-    return "\n\n".join(f"### `{name}`\n\n{_fenced(reason)}" for name, reason in failures)
+    return "\n\n".join(f"### `{each.name}`\n\n{_fenced(each.reason)}" for each in failures)
 
 
 def _files(record: RunRecord, runs_dir: Path) -> str:

@@ -216,7 +216,10 @@ def _redacted(record: RunRecord, written: Callable[[str], str] = _written) -> Ru
             )
             for agent in record.agents
         ],
-        failures=[(written(name), written(reason)) for name, reason in record.failures],
+        failures=[
+            replace(failure, name=written(failure.name), reason=written(failure.reason))
+            for failure in record.failures
+        ],
         sandbox=[written(layer) for layer in record.sandbox],
         warnings=[written(warning) for warning in record.warnings],
         outputs={written(name): written(text) for name, text in record.outputs.items()},

@@ -22,7 +22,6 @@ from agentgod.kinds import RunStatus, Spend
 from agentgod.replies import (
     ArtifactReply,
     ErrorDetail,
-    FailureReply,
     KeepChoice,
     chat_reply,
 )
@@ -217,32 +216,22 @@ class Session:
         self.ui.task_finished()
         self.conversation.add(self.task, result.answer, run_id=result.run_id)
         self._history_notices()
-        made = self.deliver(result.artifacts)
+        made = self.deliver(result.artifact_files)
         if self.invocation.json:
             answer = result.reply(self._keep(result.pending))
             answer["task"] = self.task  # as the person wrote it, before clarification
             answer["warnings"] = [*self.warnings, *result.warnings]
-            estimated = estimate_note(result.cost_summary())
+            estimated = estimate_note(result.cost)
             if estimated:  # the reply's usd carries no "~": say why it is a guess
                 answer["warnings"].append(f"the cost is {estimated}")
-            files = attached.files if attached else ()
-            answer["attachments"] = [item.reply() for item in files]
             answer["artifacts"] = made
             cli.print_json(answer)
         else:
             self.ui.answer(result.answer)
             if made:
                 self.ui.artifacts(made)
-            self.ui.cost(result.cost_summary(), result.duration_seconds)
-            self.ui.transcript(
-                [agent.transcript_row() for agent in result.agents],
-                [FailureReply(name=f.name, reason=f.reason) for f in result.failures],
-                result.revisions,
-                result.council_improved,
-                str(result.run_file) if result.run_file else None,
-                result.sandbox,
-                result.run_id,
-            )
+            self.ui.cost(result.cost, result.duration_seconds)
+            self.ui.transcript(result.transcript())
             self._keep(result.pending)
         return cli.EXIT_OK
 

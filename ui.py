@@ -33,12 +33,12 @@ from agentgod.replies import (
     ArtifactReply,
     AttachmentReply,
     CostSummary,
-    FailureReply,
     HistoryRow,
     KeepChoice,
     LibraryRow,
     PlannedAgent,
     StatsReply,
+    Transcript,
     TranscriptAgent,
 )
 from agentgod.text import clean, cost_text, dollars, duration, human_size, one_line, tokens_text
@@ -207,16 +207,9 @@ class PlainUI(asking.Questions):
     def cost(self, summary: CostSummary, duration_seconds: float) -> None:
         self._line("cost", cost_text(summary, duration_seconds))
 
-    def transcript(
-        self,
-        agents: list[TranscriptAgent],
-        failures: list[FailureReply],
-        revisions: int,
-        council_improved: bool,
-        run_file: str | None,
-        sandbox: list[str],
-        run_id: str | None = None,
-    ) -> None:
+    def transcript(self, run: Transcript) -> None:
+        """After the answer: each agent's result, the failures, and the run's facts."""
+        agents, run_file = run["agents"], run["run_file"]
         width = max([self._name_width, *(len(a["name"]) for a in agents)])
         for agent in self._in_plan_order(agents):
             attempts = int(agent.get("attempts", 0))
@@ -230,10 +223,11 @@ class PlainUI(asking.Questions):
                 f"{dollars(agent['usd']):>9}  "
                 f"{'reused' if agent.get('reused') else 'new':<6}  {kind}".rstrip(),
             )
-        for failure in failures:
+        for failure in run["failures"]:
             self._line("failed", f"{failure['name']:<{width}}  {one_line(failure['reason'])}")
+        revisions, sandbox, run_id = run["revisions"], run["sandbox"], run["run_id"]
         notes = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
-        if council_improved:
+        if run["council_improved"]:
             notes.append("council improved the answer")
         notes.append(f"sandbox: {', '.join(sandbox) if sandbox else 'none reported'}")
         notes.append(f"saved to {run_file}" if run_file else "not archived")

@@ -15,6 +15,7 @@ from typing import Any
 
 from agentgod import cli, config, eventlog, history, historydb, library
 from agentgod.replies import HistoryRow, LibraryRow, StatsReply, TokenTotals
+from agentgod.runrecord import RunRecord
 from agentgod.ui import PlainUI
 
 
@@ -73,7 +74,7 @@ class Reader:
             self.ui.stored_run(found.to_json())
         return cli.EXIT_OK
 
-    def code(self, found: history.StoredRun, name: str) -> int:
+    def code(self, found: RunRecord, name: str) -> int:
         agent = found.agent(name)
         if agent is None or not agent.source:
             names = ", ".join(a.name for a in found.agents if a.source) or "none"
@@ -88,7 +89,7 @@ class Reader:
             sys.stdout.flush()
         return cli.EXIT_OK
 
-    def replay(self, found: history.StoredRun) -> int:
+    def replay(self, found: RunRecord) -> int:
         """The run's live display again, from its event log, at its own pace."""
         log = eventlog.run_log(config.runs_dir(), found.run_id)
         if self.json_mode:
@@ -165,7 +166,7 @@ def library_rows() -> list[LibraryRow]:
     ]
 
 
-def find_run(ref: str | None) -> history.StoredRun | None:
+def find_run(ref: str | None) -> RunRecord | None:
     """The run `ref` names (an id or a unique prefix; None: the last), or None if none does."""
     try:
         return history.load(ref)

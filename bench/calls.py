@@ -48,7 +48,7 @@ def _task(factory: Factory, agents: int) -> dict[str, Any]:
     return {
         "by_kind": {kind: len(factory.of(kind)) - before[kind] for kind in KINDS},
         "api_calls": len(factory.api.messages()) - seen,
-        "ledger": result.cost_summary(),
+        "ledger": result.cost,
         "pending": result.pending,
     }
 

@@ -188,16 +188,16 @@ def test_a_whole_run_is_stored_and_loaded_back() -> None:
     assert (stored.conversation_id, stored.retry_of) == ("c0ffee00", "0badf00d")
     assert stored.reasoning == record.reasoning
     assert list(stored.plan) == record.plan
-    assert stored.waves == (("spec_reader",), ("verdict_writer",))
+    assert stored.waves == [["spec_reader"], ["verdict_writer"]]
     assert stored.cost == record.cost
     assert stored.phases == record.phases
-    assert stored.calls == tuple(record.calls)
+    assert stored.calls == record.calls
     assert stored.started_at == STARTED
     assert stored.duration_seconds == record.duration_seconds
     assert stored.run_file == path
-    assert stored.warnings == ("judge failed",)
+    assert stored.warnings == ["judge failed"]
     assert list(stored.attachments) == record.attachments
-    assert stored.sandbox == tuple(record.sandbox)
+    assert stored.sandbox == record.sandbox
     reader, writer = stored.agents
     expected = record.agents[0]
     assert (reader.name, reader.role, reader.reused, reader.ok) == (
@@ -209,9 +209,9 @@ def test_a_whole_run_is_stored_and_loaded_back() -> None:
         ],
     )
     assert (reader.attempts, reader.seconds, reader.kind, reader.usd) == (1, 1.5, "ok", 0.002)
-    assert (reader.source, reader.output, reader.inputs) == (SOURCE, expected.output, ())
+    assert (reader.source, reader.output, reader.inputs) == (SOURCE, expected.output, [])
     assert reader.usage == expected.usage
-    assert writer.inputs == ("spec_reader",)
+    assert writer.inputs == ["spec_reader"]
     assert writer.output == LONG_OUTPUT, "the history keeps what the run file leaves out"
     assert stored.agent("verdict_writer") == writer
     assert stored.agent("nobody") is None
@@ -647,10 +647,10 @@ def test_an_old_history_is_migrated_in_place_and_loses_nothing() -> None:
         Path("/old/runs/a.md"),
     )
     assert [(agent.name, agent.source, agent.inputs) for agent in old.agents] == [
-        ("fact_finder", "", ()),
-        ("writer", "", ()),
+        ("fact_finder", "", []),
+        ("writer", "", []),
     ]
-    assert (old.plan, old.calls, old.model) == ((), (), "")
+    assert (old.plan, old.calls, old.model) == ([], [], "")
     assert history.history() == rows, "the ids given are kept"
     runlog.archive(full_record())
     assert history.history()[0].task == make_record().task

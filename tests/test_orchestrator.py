@@ -55,7 +55,7 @@ def test_a_simple_task_from_plan_to_archive(factory: Factory, isolated_home: Pat
     # 2N + 3 with N = 1: plan, generate, agent, merge, judge.
     kinds = [factory.kind(r) for r in factory.api.messages()]
     assert sorted(kinds) == sorted(["plan", "generate", "agent", "merge", "judge"])
-    assert result.cost_summary()["llm_calls"] == 5
+    assert result.cost["llm_calls"] == 5
     assert result.run_file is not None and result.run_file.exists()
     names = events.names()
     assert names.index("plan_ready") < names.index("agent_running") < names.index("merge_started")
@@ -640,8 +640,8 @@ def test_a_hoarding_agent_cannot_spend_past_the_budget(
     calls = factory.of("agent")
     assert 0 < len(calls) < 40, "the broker refused the calls the share could not pay for"
     [hoarder] = result.agents
-    assert hoarder.usage.calls == len(calls)
-    assert hoarder.usage.refusals == {"budget": 1}
+    assert hoarder.usage["llm_calls"] == len(calls)
+    assert hoarder.refusals == {"budget": 1}
     assert hoarder.ok, "a refused call is the agent's to handle; this one stops and reports"
     [merge] = factory.of("merge")
     assert "stopped: budget" in merge.prompt
@@ -656,7 +656,8 @@ def test_usage_an_agent_prints_about_itself_changes_nothing(factory: Factory) ->
     result = orchestrator.handle_task("t", settings=config.settings())
     [forger] = result.agents
     assert forger.ok
-    assert (forger.usage.calls, forger.usage.input_tokens, forger.usage.output_tokens) == (1, 7, 3)
+    usage = forger.usage
+    assert (usage["llm_calls"], usage["input_tokens"], usage["output_tokens"]) == (1, 7, 3)
     assert result.usage.totals().input_tokens < 10**6, "the forged lines were not billed"
     phases = result.usage.phases()
     assert phases["agents"]["input_tokens"] == 7
@@ -692,7 +693,7 @@ def test_a_transient_api_failure_reruns_the_same_code_instead_of_rewriting_it(
     assert steady.ok
     assert steady.attempts == 2, "one failed run, then the same code again"
     assert len(factory.of("generate")) == 1, "no rewrite: the code was not at fault"
-    assert steady.usage.failures == {"overloaded": 1}
+    assert steady.failed_calls == {"overloaded": 1}
 
 
 def test_a_plan_that_says_independent_runs_its_agents_at_once(factory: Factory) -> None:

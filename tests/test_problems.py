@@ -12,7 +12,7 @@ from fakeapi import FakeMessagesAPI, Reply
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentgod import config, ledger, llm, problems, redact, results, sandbox
+from agentgod import config, ledger, llm, problems, redact, results, runrecord, sandbox
 from agentgod.kinds import AgentKind
 
 _REQUEST = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
@@ -29,12 +29,12 @@ def connection_error(message: str = "Connection error.") -> anthropic.APIConnect
     return anthropic.APIConnectionError(message=message, request=_REQUEST)
 
 
-def failure(name: str, reason: str, kind: str) -> results.Failure:
-    return results.Failure(name, reason, AgentKind(kind))
+def failure(name: str, reason: str, kind: str) -> runrecord.Failure:
+    return runrecord.Failure(name, reason, AgentKind(kind))
 
 
 def all_failed(
-    failures: list[results.Failure], timeout_seconds: float = 300
+    failures: list[runrecord.Failure], timeout_seconds: float = 300
 ) -> results.AllAgentsFailedError:
     return results.AllAgentsFailedError(failures, timeout_seconds)
 

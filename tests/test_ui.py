@@ -23,7 +23,14 @@ from rich.console import Console
 
 from agentgod import asking, events, main, text, ui
 from agentgod.kinds import AgentKind, Phase
-from agentgod.replies import CostSummary, KeepChoice, PlannedAgent, TranscriptAgent
+from agentgod.replies import (
+    CostSummary,
+    FailureReply,
+    KeepChoice,
+    PlannedAgent,
+    Transcript,
+    TranscriptAgent,
+)
 from agentgod.richui import TAGLINE, WORDMARK, RichUI
 
 _IMPORTING_THIS_CHECKOUT = {**os.environ, "PYTHONPATH": str(IMPORT_ROOT)}
@@ -117,6 +124,27 @@ class TTY(io.StringIO):
         return True
 
 
+def drawn(
+    agents: list[TranscriptAgent],
+    failures: list[FailureReply],
+    revisions: int,
+    council_improved: bool,
+    run_file: str | None,
+    sandbox: list[str],
+    run_id: str | None = None,
+) -> Transcript:
+    """A transcript as a run's record derives it (runrecord.RunRecord.transcript)."""
+    return Transcript(
+        agents=agents,
+        failures=failures,
+        revisions=revisions,
+        council_improved=council_improved,
+        run_file=run_file,
+        sandbox=sandbox,
+        run_id=run_id,
+    )
+
+
 def plain(**kwargs: Any) -> tuple[ui.PlainUI, io.StringIO, io.StringIO]:
     out, err = io.StringIO(), io.StringIO()
     return ui.PlainUI(out=out, err=err, **kwargs), out, err
@@ -208,7 +236,7 @@ def test_quiet_silences_narration_but_never_the_answer_a_warning_or_a_problem() 
         if hook != "warn":
             getattr(view, hook)(*args)
     view.cost(SUMMARY, 3.0)
-    view.transcript(TRANSCRIPT_AGENTS, [], 0, False, None, [])
+    view.transcript(drawn(TRANSCRIPT_AGENTS, [], 0, False, None, []))
     view.warn("careful")
     view.answer("the answer")
     view.problem("It broke.", "Try again.", "boom")
@@ -394,12 +422,14 @@ def test_session_cost_goes_to_stdout() -> None:
 def test_transcript_lists_agents_failures_and_the_run_facts() -> None:
     view, _, err = plain()
     view.transcript(
-        TRANSCRIPT_AGENTS,
-        [{"name": "writer", "reason": "ValueError: x"}],
-        1,
-        True,
-        "runs/run.json",
-        ["landlock", "rlimits"],
+        drawn(
+            TRANSCRIPT_AGENTS,
+            [{"name": "writer", "reason": "ValueError: x"}],
+            1,
+            True,
+            "runs/run.json",
+            ["landlock", "rlimits"],
+        )
     )
     text = err.getvalue()
     assert re.search(r"researcher +done +1 attempt +2\.1s +\$0\.0030 +reused", text)
@@ -607,12 +637,14 @@ def scripted_run(view: RichUI) -> None:
     view.answer("# Findings\n\nThe sky is **blue**.\n\n- one\n- two\n")
     view.cost(SUMMARY, 12.3)
     view.transcript(
-        TRANSCRIPT_AGENTS,
-        [{"name": "writer", "reason": "ValueError: x"}],
-        0,
-        False,
-        "runs/run.json",
-        ["rlimits"],
+        drawn(
+            TRANSCRIPT_AGENTS,
+            [{"name": "writer", "reason": "ValueError: x"}],
+            0,
+            False,
+            "runs/run.json",
+            ["rlimits"],
+        )
     )
 
 
@@ -739,7 +771,7 @@ def test_transcript_and_keep_list_follow_the_plan_not_the_finishing_order() -> N
     view, _, err = plain(interactive=True, input_stream=io.StringIO("1\n"))
     _finished_late_first(view)
     checker: TranscriptAgent = {**TRANSCRIPT_AGENTS[0], "name": "checker"}
-    view.transcript([checker, *TRANSCRIPT_AGENTS[::-1]], [], 0, False, None, [])
+    view.transcript(drawn([checker, *TRANSCRIPT_AGENTS[::-1]], [], 0, False, None, []))
     rows = [line.split()[1] for line in err.getvalue().splitlines() if "attempt" in line]
     assert rows == ["researcher", "writer", "checker"]
     keep = [KeepChoice(name=name, role="r") for name in ("checker", "writer")]
@@ -753,7 +785,7 @@ def test_rich_transcript_follows_the_plan_not_the_finishing_order(width: int) ->
     view = RichUI(console=console)
     _finished_late_first(view)
     view.task_finished()
-    view.transcript(TRANSCRIPT_AGENTS[::-1], [], 0, False, None, [])
+    view.transcript(drawn(TRANSCRIPT_AGENTS[::-1], [], 0, False, None, []))
     table = console.export_text()
     table = table[table.index("run transcript") :]
     assert table.index("researcher") < table.index("writer")
@@ -1178,7 +1210,9 @@ def long_named_run(width: int, home: Path) -> str:
         {**TRANSCRIPT_AGENTS[1], "name": SOUTH, "role": LONG_ROLE},
     ]
     run_file = str(home / "runs" / "20261201T134120Z_find-the-facts-about-otters-and-beavers.md")
-    view.transcript(rows, [], 1, True, run_file, ["landlock", "seccomp", "rlimits"], "1a2b3c4d")
+    view.transcript(
+        drawn(rows, [], 1, True, run_file, ["landlock", "seccomp", "rlimits"], "1a2b3c4d")
+    )
     view.choose_keep([{"name": NORTH, "role": LONG_ROLE}, {"name": SOUTH, "role": LONG_ROLE}])
     return console.export_text()
 
