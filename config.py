@@ -12,8 +12,10 @@ for redaction the moment it is.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
@@ -68,6 +70,11 @@ VENV_DIR = ".agent_venv"
 """The home's venv the agents run on."""
 
 
+MIN_FREE_BYTES = 20 * 2**20
+"""The free space a run needs in the home before it spends anything: its agents' files, event
+log, run file and history rows take well under this; artifacts are capped on their own."""
+
+
 class ConfigError(ValueError):
     """A setting holds a value we cannot use; says which, what is allowed and what it got."""
 
@@ -79,11 +86,13 @@ class ConfigError(ValueError):
 
 
 class HomeError(RuntimeError):
-    """AGENTGOD_HOME cannot hold AgentGOD's files: a file, or a folder that cannot be written."""
+    """AGENTGOD_HOME cannot hold AgentGOD's files: a file, a folder that cannot be written, or
+    one on a disk too full to record a run (`full`)."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path, reason: str, *, full: bool = False) -> None:
         self.path = path
         self.reason = reason
+        self.full = full
         super().__init__(f"{path}: {reason}")
 
 
@@ -193,10 +202,12 @@ def inventory_dir() -> Path:
 
 
 def check_home() -> Path:
-    """The home, created if missing and proven writable; raises HomeError naming the path.
+    """The home, created if missing and proven writable, with room for a run's records; raises
+    HomeError naming the path.
 
-    Called before a run spends anything: a home in /proc or on a file would otherwise be found
-    out by the first agent file written, after the plan was paid for.
+    Called before a run spends anything: a home in /proc, on a file or on a full disk would
+    otherwise be found out by the first agent file written, after the plan was paid for (an
+    empty probe file fits on a full disk, so the free space is measured).
     """
     where = home()
     if where.exists() and not where.is_dir():
@@ -205,8 +216,17 @@ def check_home() -> Path:
         where.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=where, prefix=".agentgod-probe-"):
             pass
+        free = shutil.disk_usage(where).free
     except OSError as error:
-        raise HomeError(where, error.strerror or type(error).__name__) from None
+        full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise HomeError(where, error.strerror or type(error).__name__, full=full) from None
+    if free < MIN_FREE_BYTES:
+        raise HomeError(
+            where,
+            f"the disk holding it has {free / 2**20:.1f} MB free; a run needs at least "
+            f"{MIN_FREE_BYTES // 2**20} MB to keep its agents and records",
+            full=True,
+        )
     return where
 
 

@@ -107,6 +107,9 @@ class RunState(Protocol):
     def note_budget(self, needed_usd: float = 0.0) -> None:
         """The budget refused a call (needing up to `needed_usd`): launch nothing more."""
 
+    def recorded(self, agent: AgentRecord) -> None:
+        """An agent's record is final for its round (kept as the run goes, in its journal)."""
+
 
 class Tally(Protocol):
     """The round's record the crew fills in as its agents end (the flow keeps the rest)."""
@@ -440,6 +443,7 @@ class Crew:
                 self.library_outcomes[record.name] = result.ok
         elif result.ok:
             self.new_sources[record.name] = (record.role, ran.source)
+        self._run.recorded(record)
         self._run.events.agent_finished(
             record.name, result.ok, ran.seconds, result.kind, record.error, ran.attempts
         )
@@ -450,6 +454,7 @@ class Crew:
         tally.failures.append(Failure(record.name, _one_line(record.error), built.kind))
         if built.kind == AgentKind.REJECTED:
             self._run.events.agent_rejected(record.name, built.reasons)
+        self._run.recorded(record)
         self._run.events.agent_finished(record.name, False, 0.0, built.kind, record.error, 0)
 
     def _skip(self, record: AgentRecord, tally: Tally) -> None:

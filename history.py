@@ -94,116 +94,197 @@ class Stats:
 # ---- writing ---------------------------------------------------------------------------------
 
 
-def insert(record: RunRecord, run_file: Path | None, path: Path | None = None) -> None:
-    """Add a (redacted) run's rows; a damaged history is set aside and rebuilt first.
+def insert(
+    record: RunRecord,
+    run_file: Path | None,
+    path: Path | None = None,
+    *,
+    wait_seconds: float = historydb.BUSY_TIMEOUT_MS / 1000,
+    again: bool = False,
+) -> None:
+    """Write a (redacted) run's rows whole; a damaged history is set aside and rebuilt first.
 
-    `path` is the database (historydb.database() when not given: a run passes its own, so it
-    does not read the settings again). Raises what the database raised: runlog.archive turns
-    it into a warning.
+    A run recorded as it started (journal.RunJournal) has its row, agents and calls replaced by
+    the record's, under its own row number, so the history lists it where it began. Another
+    finished run's id is refused (IntegrityError), unless `again` says this is the same run
+    archived a second time (stopped while its first archive was being written). `path` is the
+    database (historydb.database() when not given: a run passes its own, so it does not read the
+    settings again). `wait_seconds` bounds the wait for another process's write lock. Raises what
+    the database raised: runlog.archive turns it into a warning.
     """
     path = path or historydb.database()
+
+    def write(db: sqlite3.Connection) -> None:
+        _write_record(db, record, run_file, again=again)
+
     try:
-        _insert_rows(path, record, run_file)
+        historydb.write(path, write, wait_seconds)
     except sqlite3.DatabaseError as error:
         if not historydb.is_corrupt(error) or not historydb.recover(
             path, _insert_rows, without=run_file
         ):
             raise
-        _insert_rows(path, record, run_file)
+        historydb.write(path, write, wait_seconds)
 
 
 def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
-    cost = record.cost
+    """A rebuild's write of one run file's record (historydb.Rebuild)."""
     with contextlib.closing(historydb.open_for_writing(path)) as db, db:
-        run = _insert_row(
-            db,
-            "runs",
+        _write_record(db, record, run_file)
+
+
+def _write_record(
+    db: sqlite3.Connection, record: RunRecord, run_file: Path | None, *, again: bool = False
+) -> None:
+    """The run's row (its journal's row, replaced, when it has one), agents and calls."""
+    run = _row_of(db, record.run_id)
+    if run is not None and not again and not _is_running(db, run):
+        raise sqlite3.IntegrityError(f"a finished run with the id {record.run_id} is recorded")
+    values = _run_row(record, run_file)
+    if run is None:
+        run = _insert_row(db, "runs", values)
+    else:
+        assignments = ", ".join(f"{name} = :{name}" for name in values)
+        db.execute(
+            f"UPDATE runs SET {assignments}, owner = NULL WHERE id = :id", {**values, "id": run}
+        )
+        db.execute("DELETE FROM run_agents WHERE run_id = ?", (run,))
+        db.execute("DELETE FROM run_calls WHERE run_id = ?", (run,))
+    add_agents(db, run, record.agents)
+    add_calls(db, run, record.calls, first=0)
+
+
+def _is_running(db: sqlite3.Connection, run: int) -> bool:
+    found = db.execute("SELECT status FROM runs WHERE id = ?", (run,)).fetchone()
+    return found is not None and found[0] == RunStatus.RUNNING.value
+
+
+def _row_of(db: sqlite3.Connection, run_id: str) -> int | None:
+    found = db.execute("SELECT id FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if found is None else int(found[0])
+
+
+def _run_row(record: RunRecord, run_file: Path | None) -> dict[str, object]:
+    """The runs table's columns for `record`."""
+    cost = record.cost
+    return {
+        "run_id": record.run_id,
+        "started_at": utc(record.started_at).isoformat(timespec="microseconds"),
+        "task": record.task,
+        "ok": record.ok,
+        "status": record.status.value,
+        "complexity": record.complexity,
+        "answer": record.answer,
+        "error": record.error,
+        "revisions": record.revisions,
+        "council_improved": record.council_improved,
+        "llm_calls": cost["llm_calls"],
+        "input_tokens": cost["input_tokens"],
+        "output_tokens": cost["output_tokens"],
+        "cache_write_tokens": cost["cache_write_tokens"],
+        "cache_read_tokens": cost["cache_read_tokens"],
+        "web_searches": cost["web_searches"],
+        "usd": cost["usd"],
+        "estimate": cost["estimate"],
+        "duration_seconds": record.duration_seconds,
+        "run_file": str(run_file) if run_file else None,
+        "budget_exhausted": record.budget_exhausted,
+        "conversation_id": record.conversation_id,
+        "retry_of": record.retry_of,
+        "model": record.model,
+        "effort": record.effort,
+        "reasoning": record.reasoning,
+        "plan": _json(record.plan),
+        "waves": _json(record.waves),
+        "failures": _json([[f.name, f.reason, f.kind] for f in record.failures]),
+        "phases": _json(record.phases),
+        "warnings": _json(record.warnings),
+        "sandbox": _json(record.sandbox),
+        "outputs": _json(record.outputs),
+        "attachments": _json(record.attachments),
+        "artifacts": _json(record.artifacts),
+    }
+
+
+def begin(db: sqlite3.Connection, record: RunRecord, owner: str) -> int:
+    """Record a run as it starts (status running, its owner process named); its row number.
+
+    A row for the run id already there (the journal started twice) is taken over.
+    """
+    run = _row_of(db, record.run_id)
+    values = {**_run_row(record, None), "owner": owner}
+    if run is not None:
+        assignments = ", ".join(f"{name} = :{name}" for name in values)
+        db.execute(f"UPDATE runs SET {assignments} WHERE id = :id", {**values, "id": run})
+        return run
+    return _insert_row(db, "runs", values)
+
+
+def update(db: sqlite3.Connection, run: int, record: RunRecord) -> None:
+    """What a running run has come to know: its plan, its grade, its spend and time so far."""
+    values = {
+        name: value
+        for name, value in _run_row(record, None).items()
+        if name not in ("run_id", "started_at", "task", "status", "ok", "run_file")
+    }
+    assignments = ", ".join(f"{name} = :{name}" for name in values)
+    db.execute(f"UPDATE runs SET {assignments} WHERE id = :id", {**values, "id": run})
+
+
+def add_agents(db: sqlite3.Connection, run: int, agents: list[AgentRecord]) -> None:
+    """Rows for agents of run `run` (its row number) that have finished."""
+    _insert_rows_of(
+        db,
+        "run_agents",
+        [
             {
-                "run_id": record.run_id,
-                "started_at": utc(record.started_at).isoformat(timespec="microseconds"),
-                "task": record.task,
-                "ok": record.ok,
-                "status": record.status.value,
-                "complexity": record.complexity,
-                "answer": record.answer,
-                "error": record.error,
-                "revisions": record.revisions,
-                "council_improved": record.council_improved,
-                "llm_calls": cost["llm_calls"],
-                "input_tokens": cost["input_tokens"],
-                "output_tokens": cost["output_tokens"],
-                "cache_write_tokens": cost["cache_write_tokens"],
-                "cache_read_tokens": cost["cache_read_tokens"],
-                "web_searches": cost["web_searches"],
-                "usd": cost["usd"],
-                "estimate": cost["estimate"],
-                "duration_seconds": record.duration_seconds,
-                "run_file": str(run_file) if run_file else None,
-                "budget_exhausted": record.budget_exhausted,
-                "conversation_id": record.conversation_id,
-                "retry_of": record.retry_of,
-                "model": record.model,
-                "effort": record.effort,
-                "reasoning": record.reasoning,
-                "plan": _json(record.plan),
-                "waves": _json(record.waves),
-                "failures": _json([[f.name, f.reason, f.kind] for f in record.failures]),
-                "phases": _json(record.phases),
-                "warnings": _json(record.warnings),
-                "sandbox": _json(record.sandbox),
-                "outputs": _json(record.outputs),
-                "attachments": _json(record.attachments),
-                "artifacts": _json(record.artifacts),
-            },
-        )
-        _insert_rows_of(
-            db,
-            "run_agents",
-            [
-                {
-                    "run_id": run,
-                    "name": agent.name,
-                    "role": agent.role,
-                    "reused": agent.reused,
-                    "ok": agent.ok,
-                    "attempts": agent.attempts,
-                    "seconds": agent.seconds,
-                    "kind": agent.kind,
-                    "error": agent.error,
-                    "usd": agent.usd,
-                    "source": agent.source,
-                    "inputs": _json(agent.inputs),
-                    "output": agent.output,
-                    "calls": agent.usage["llm_calls"],
-                    "input_tokens": agent.usage["input_tokens"],
-                    "output_tokens": agent.usage["output_tokens"],
-                    "cache_write_tokens": agent.usage["cache_write_tokens"],
-                    "cache_read_tokens": agent.usage["cache_read_tokens"],
-                    "web_searches": agent.usage["web_searches"],
-                }
-                for agent in record.agents
-            ],
-        )
-        _insert_rows_of(
-            db,
-            "run_calls",
-            [
-                {
-                    "run_id": run,
-                    "seq": seq,
-                    "phase": call.phase,
-                    "model": call.model,
-                    "input_tokens": call.input_tokens,
-                    "output_tokens": call.output_tokens,
-                    "cache_write_tokens": call.cache_write_tokens,
-                    "cache_read_tokens": call.cache_read_tokens,
-                    "web_searches": call.web_searches,
-                    "usd": call.usd,
-                    "at": utc(call.at).isoformat(timespec="microseconds"),
-                }
-                for seq, call in enumerate(record.calls)
-            ],
-        )
+                "run_id": run,
+                "name": agent.name,
+                "role": agent.role,
+                "reused": agent.reused,
+                "ok": agent.ok,
+                "attempts": agent.attempts,
+                "seconds": agent.seconds,
+                "kind": agent.kind,
+                "error": agent.error,
+                "usd": agent.usd,
+                "source": agent.source,
+                "inputs": _json(agent.inputs),
+                "output": agent.output,
+                "calls": agent.usage["llm_calls"],
+                "input_tokens": agent.usage["input_tokens"],
+                "output_tokens": agent.usage["output_tokens"],
+                "cache_write_tokens": agent.usage["cache_write_tokens"],
+                "cache_read_tokens": agent.usage["cache_read_tokens"],
+                "web_searches": agent.usage["web_searches"],
+            }
+            for agent in agents
+        ],
+    )
+
+
+def add_calls(db: sqlite3.Connection, run: int, calls: list[Call], *, first: int) -> None:
+    """Rows for model calls of run `run` (its row number), numbered from `first` on."""
+    _insert_rows_of(
+        db,
+        "run_calls",
+        [
+            {
+                "run_id": run,
+                "seq": seq,
+                "phase": call.phase,
+                "model": call.model,
+                "input_tokens": call.input_tokens,
+                "output_tokens": call.output_tokens,
+                "cache_write_tokens": call.cache_write_tokens,
+                "cache_read_tokens": call.cache_read_tokens,
+                "web_searches": call.web_searches,
+                "usd": call.usd,
+                "at": utc(call.at).isoformat(timespec="microseconds"),
+            }
+            for seq, call in enumerate(calls, start=first)
+        ],
+    )
 
 
 def _insert_rows_of(db: sqlite3.Connection, table: str, rows: list[dict[str, object]]) -> None:
@@ -242,7 +323,7 @@ def history(limit: int = 10) -> list[HistoryRow]:
         rows = db.execute(
             "SELECT id, started_at, task, ok, complexity, usd, duration_seconds, run_file,"
             " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id), run_id, status"
-            " FROM runs ORDER BY started_at DESC, id DESC LIMIT ?",
+            " FROM runs ORDER BY id DESC LIMIT ?",
             (limit,),
         ).fetchall()
         return [
@@ -271,7 +352,7 @@ def last() -> LastAnswer | None:
     def read(db: sqlite3.Connection) -> LastAnswer | None:
         row = db.execute(
             "SELECT id, started_at, task, answer, run_file, run_id FROM runs WHERE ok"
-            " ORDER BY started_at DESC, id DESC LIMIT 1"
+            " ORDER BY id DESC LIMIT 1"
         ).fetchone()
         if row is None:
             return None
@@ -350,12 +431,11 @@ def load(ref: str | None = None) -> RunRecord | None:
 def _resolve(db: sqlite3.Connection, wanted: str | None) -> int | None:
     """The database row of the run `wanted` names (see load)."""
     if wanted is None:
-        newest = db.execute("SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1")
+        newest = db.execute("SELECT id FROM runs ORDER BY id DESC LIMIT 1")
         found = newest.fetchone()
         return None if found is None else int(found[0])
     rows = db.execute(
-        "SELECT id, run_id, task FROM runs WHERE substr(run_id, 1, ?) = ?"
-        " ORDER BY started_at DESC, id DESC",
+        "SELECT id, run_id, task FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY id DESC",
         (len(wanted), wanted),
     ).fetchall()
     exact = [row for row in rows if row[1] == wanted]
@@ -430,20 +510,7 @@ def _stored(db: sqlite3.Connection, row: int) -> RunRecord:
             )
             for agent in agents
         ],
-        calls=[
-            Call(
-                phase=call["phase"],
-                model=call["model"],
-                input_tokens=call["input_tokens"],
-                output_tokens=call["output_tokens"],
-                cache_write_tokens=call["cache_write_tokens"],
-                cache_read_tokens=call["cache_read_tokens"],
-                web_searches=call["web_searches"],
-                usd=call["usd"],
-                at=datetime.fromisoformat(call["at"]),
-            )
-            for call in calls
-        ],
+        calls=[call_of(call) for call in calls],
         plan=list(json.loads(run["plan"])),
         reasoning=run["reasoning"],
         model=run["model"],
@@ -464,6 +531,21 @@ def _stored(db: sqlite3.Connection, row: int) -> RunRecord:
     )
 
 
+def call_of(row: sqlite3.Row) -> Call:
+    """A run_calls row back as the call it records."""
+    return Call(
+        phase=row["phase"],
+        model=row["model"],
+        input_tokens=row["input_tokens"],
+        output_tokens=row["output_tokens"],
+        cache_write_tokens=row["cache_write_tokens"],
+        cache_read_tokens=row["cache_read_tokens"],
+        web_searches=row["web_searches"],
+        usd=row["usd"],
+        at=datetime.fromisoformat(row["at"]),
+    )
+
+
 def _status(text: str, ok: bool) -> RunStatus:
     """A stored status; one this version does not know (a newer agentgod's) reads as ok or
     failed, by whether the run answered."""
@@ -481,7 +563,7 @@ def conversation(conversation_id: str, limit: int = 20) -> list[tuple[str, str]]
         rows = db.execute(
             "SELECT task, answer FROM (SELECT id, started_at, task, answer FROM runs"
             " WHERE conversation_id = ? AND ok AND answer != ''"
-            " ORDER BY started_at DESC, id DESC LIMIT ?) ORDER BY started_at, id",
+            " ORDER BY id DESC LIMIT ?) ORDER BY id",
             (conversation_id, limit),
         ).fetchall()
         return [(task, answer) for task, answer in rows]
@@ -495,11 +577,22 @@ def last_conversation_id() -> str | None:
     def read(db: sqlite3.Connection) -> str | None:
         row = db.execute(
             "SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL"
-            " ORDER BY started_at DESC, id DESC LIMIT 1"
+            " ORDER BY id DESC LIMIT 1"
         ).fetchone()
         return None if row is None else str(row[0])
 
     return _query(read, None)
+
+
+def running() -> list[str]:
+    """The ids of the runs recorded as still running (this process's, another's, or a dead
+    one's, which journal.finish_dead_runs finishes)."""
+
+    def read(db: sqlite3.Connection) -> list[str]:
+        rows = db.execute("SELECT run_id FROM runs WHERE status = 'running'").fetchall()
+        return [str(row[0]) for row in rows]
+
+    return _query(read, [])
 
 
 def known(run_id: str) -> bool:

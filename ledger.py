@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -102,14 +104,23 @@ class BudgetExhaustedError(RuntimeError):
         """The worst case of the call that was not made: what it would have had to set aside."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Hold:
-    """Money set aside for one call (or one agent run) until it has reported what it spent."""
+    """Money set aside for one call (or one agent run) until it has reported what it spent.
+
+    Every call takes one, under a budget or not, so the ledger knows which calls are in flight.
+    """
 
     tokens: int
     """Output tokens the call may use: its max_tokens, lowered to what the budget can pay for."""
     usd: float
-    """The worst case of the call, held back from everyone else meanwhile."""
+    """The worst case of the call, held back from everyone else meanwhile (0 without a budget)."""
+    model: str = ""
+    input_tokens: int = 0
+    """The call's input as estimated when it was held."""
+    searches: int = 0
+    phase: str = OTHER_PHASE
+    """The phase the call is spent under."""
 
 
 @dataclass
@@ -134,6 +145,13 @@ class Usage:
     _calls: list[Call] = field(default_factory=list, repr=False, compare=False)
     _phases: dict[str, Usage] = field(default_factory=dict, repr=False, compare=False)
     _held_usd: float = field(default=0.0, repr=False, compare=False)
+    _in_flight: set[Hold] = field(default_factory=set, repr=False, compare=False)
+    """Calls held and not yet released: sent, and not yet answered."""
+    _unfinished: int = field(default=0, repr=False, compare=False)
+    """Calls counted at their worst case because the run ended before their reply."""
+    _listeners: list[Callable[[list[Call]], None]] = field(
+        default_factory=list, repr=False, compare=False
+    )
     _lock: threading.Condition = field(
         default_factory=lambda: threading.Condition(threading.RLock()), repr=False, compare=False
     )
@@ -217,12 +235,25 @@ class Usage:
         )
 
     def _log(self, calls: list[Call]) -> None:
-        """Keep `calls` here and in the ledgers above, each log in time order."""
+        """Keep `calls` here and in the ledgers above, each log in time order; the run's
+        ledger tells its listeners."""
         with self._lock:
             for call in calls:
                 bisect.insort(self._calls, call, key=_when)
+            listeners = list(self._listeners)
         if self.parent is not None:
             self.parent._log(calls)
+        for listener in listeners:
+            listener(calls)
+
+    def listen(self, listener: Callable[[list[Call]], None]) -> None:
+        """Have `listener` told of every call counted from now on (quickly: it runs on the
+        thread that counted them). It is told of the calls counted before, at once."""
+        with self._lock:
+            self._listeners.append(listener)
+            earlier = list(self._calls)
+        if earlier:
+            listener(earlier)
 
     def call_log(self) -> list[Call]:
         """Every call recorded here or merged in, oldest first (a phase view: its own only)."""
@@ -267,16 +298,39 @@ class Usage:
         it raises BudgetExhaustedError only when nothing is in flight and the call still
         cannot afford `min_tokens` of output (or its whole max_tokens, if that is smaller).
         """
+        return self._hold(
+            model,
+            input_tokens=input_tokens,
+            max_tokens=max_tokens,
+            min_tokens=min_tokens,
+            searches=searches,
+            phase=self.phase_name,
+        )
+
+    def _hold(
+        self,
+        model: str,
+        *,
+        input_tokens: int,
+        max_tokens: int,
+        min_tokens: int,
+        searches: int,
+        phase: str,
+    ) -> Hold:
         if self.parent is not None:
-            return self.parent.hold(
+            return self.parent._hold(
                 model,
                 input_tokens=input_tokens,
                 max_tokens=max_tokens,
                 min_tokens=min_tokens,
                 searches=searches,
+                phase=phase,
             )
         if self.budget_usd is None:
-            return Hold(max_tokens, 0.0)
+            held = Hold(max_tokens, 0.0, model, input_tokens, searches, phase)
+            with self._lock:
+                self._in_flight.add(held)
+            return held
         price = price_of(model)[0]
         fixed_usd = input_tokens * price.cache_write / 1_000_000 + search_usd(searches)
         with self._lock:
@@ -286,7 +340,9 @@ class Usage:
                 if tokens >= min(min_tokens, max_tokens):
                     usd = fixed_usd + tokens * price.output / 1_000_000
                     self._held_usd += usd
-                    return Hold(tokens, usd)
+                    held = Hold(tokens, usd, model, input_tokens, searches, phase)
+                    self._in_flight.add(held)
+                    return held
                 if self._held_usd <= 1e-12:
                     needed = fixed_usd + min(min_tokens, max_tokens) * price.output / 1_000_000
                     raise BudgetExhaustedError(self.cost_usd(), self.budget_usd, needed)
@@ -297,11 +353,39 @@ class Usage:
         if self.parent is not None:
             self.parent.release(hold)
             return
-        if not hold.usd:
-            return
         with self._lock:
+            if hold not in self._in_flight:
+                return  # counted already, at its worst case, when the run ended without it
+            self._in_flight.discard(hold)
             self._held_usd = max(0.0, self._held_usd - hold.usd)
             self._lock.notify_all()
+
+    def settle(self, timeout: float) -> int:
+        """Wait up to `timeout` for the calls in flight to be answered and counted; then count
+        each one still unanswered at its worst case (it is billed whether or not anyone waits
+        for it). Returns how many were counted so."""
+        if self.parent is not None:
+            return self.parent.settle(timeout)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._in_flight and (left := deadline - time.monotonic()) > 0:
+                self._lock.wait(left)
+            unanswered = list(self._in_flight)
+            self._in_flight.clear()
+            self._held_usd = 0.0
+            self._unfinished += len(unanswered)
+            self._lock.notify_all()
+        for call in unanswered:
+            view = self if call.phase == OTHER_PHASE else self.phase(call.phase)
+            worst = _worst_case(call)
+            view.add(
+                call.model,
+                cache_write_tokens=worst.cache_write_tokens,
+                output_tokens=worst.output_tokens,
+                searches=worst.web_searches,
+            )
+            view._log([worst])
+        return len(unanswered)
 
     @property
     def is_estimate(self) -> bool:
@@ -315,7 +399,7 @@ class Usage:
     def cost_summary(self) -> CostSummary:
         """Plain numbers for displays, JSON output and the run archive."""
         total = self.totals()
-        return CostSummary(
+        summary = CostSummary(
             llm_calls=total.calls,
             input_tokens=total.input_tokens,
             output_tokens=total.output_tokens,
@@ -323,13 +407,38 @@ class Usage:
             cache_read_tokens=total.cache_read_tokens,
             web_searches=total.searches,
             usd=round(self.cost_usd(), 6),
-            estimate=self.is_estimate,
+            estimate=self.is_estimate or bool(self._unfinished),
             unpriced=self.unpriced(),
         )
+        if self._unfinished:
+            summary["unfinished"] = self._unfinished
+        return summary
 
 
 def _when(call: Call) -> datetime:
     return call.at
+
+
+def _worst_case(held: Hold) -> Call:
+    """A call that was never answered, as the record keeps it: at the most it may have cost —
+    its input at the cache-write price (the dearest), all its output tokens, every search."""
+    row = ModelUsage(
+        calls=1,
+        cache_write_tokens=held.input_tokens,
+        output_tokens=held.tokens,
+        searches=held.searches,
+    )
+    return Call(
+        phase=held.phase,
+        model=held.model,
+        input_tokens=0,
+        output_tokens=held.tokens,
+        cache_write_tokens=held.input_tokens,
+        cache_read_tokens=0,
+        web_searches=held.searches,
+        usd=row.cost_usd(price_of(held.model)[0]),
+        at=datetime.now(UTC),
+    )
 
 
 def usage_count(usage: Any, name: str) -> int:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentgod import config, models
-from agentgod.ledger import Usage, estimate_tokens
+from agentgod.ledger import Usage, estimate_tokens, usage_count
 from agentgod.signals import shield_from_signals
 
 if TYPE_CHECKING:
@@ -67,6 +67,11 @@ _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "agentgod_llm_deadline", default=None
 )
 """time.monotonic() by which the call running on this thread must be over."""
+_broken: contextvars.ContextVar[Callable[[dict[str, int]], None] | None] = contextvars.ContextVar(
+    "agentgod_broken_attempt", default=None
+)
+"""Counts what a streamed attempt that broke off was billed (its message_start usage): the API
+bills it whether or not the attempt is retried. Set by `_send` for its call."""
 _waiting: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar(
     "agentgod_llm_waiting", default=None
 )
@@ -443,12 +448,27 @@ def _send(
     hold = usage.hold(
         request["model"], input_tokens=estimate_tokens(sent), max_tokens=request["max_tokens"]
     )
+    token = _broken.set(functools.partial(usage.record, request["model"]))
     try:
         reply = _within_deadline(send, {**request, "max_tokens": hold.tokens}, settings)
         usage.record(request["model"], reply.usage)
         return reply
     finally:
+        _broken.reset(token)
         usage.release(hold)
+
+
+def _counts(usage: Any) -> dict[str, int]:
+    """A reply's usage as the counts the ledger reads (ledger.Usage.record takes a dict)."""
+    return {
+        name: usage_count(usage, name)
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+        )
+    }
 
 
 @functools.cache
@@ -458,29 +478,69 @@ def _schema_text(output_format: type[Any]) -> str:
     return json.dumps(output_format.model_json_schema())
 
 
+@dataclass(frozen=True)
+class _Block:
+    """One content block of a streamed reply, as `response_text` reads it."""
+
+    type: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A streamed reply, gathered in linear time: its text blocks, why it stopped, its usage.
+
+    The SDK's own stream keeps a snapshot by appending each delta to the text so far, which
+    copies the whole answer at every delta (minutes for a few megabytes); here the pieces are
+    joined once, at the end.
+    """
+
+    content: list[_Block]
+    stop_reason: str | None
+    usage: dict[str, int]
+
+
 def _streaming(client: anthropic.Anthropic, on_text: TextSink) -> Callable[..., Any]:
-    """A `send` that streams: each text delta goes to on_text as it arrives; returns the message.
+    """A `send` that streams: each text delta goes to on_text as it arrives; returns the reply.
 
     The SDK checks a stream's HTTP status and raises its `error` events, but a connection that
     breaks mid-body surfaces as the HTTP library's own error, turned here into the SDK's
     connection errors so the retries and the deadline treat it as they treat one before the
     reply. A stream that ends without message_stop is malformed, and retried like one. When an
-    attempt that showed text fails, on_text("") says so before the error goes on.
+    attempt that showed text fails, on_text("") says so before the error goes on, and what it
+    was billed (its message_start usage) is counted all the same.
     """
 
-    def send(**request: Any) -> Any:
+    def send(**request: Any) -> Streamed:
         import anthropic
         import httpx2
 
         shown = False
+        billed: dict[str, int] | None = None
+        """What the API bills for this attempt so far: message_start's usage, with the output
+        tokens of the latest message_delta."""
+        blocks: dict[int, tuple[str, list[str]]] = {}
+        stop_reason: str | None = None
         try:
-            with client.messages.stream(**request) as stream:
+            with client.messages.create(**request, stream=True) as stream:
                 stopped = False
                 try:
                     for event in stream:
-                        if event.type == "text" and event.text:
-                            shown = True
-                            on_text(event.text)
+                        if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                            blocks.setdefault(event.index, ("text", []))[1].append(event.delta.text)
+                            if event.delta.text:
+                                shown = True
+                                on_text(event.delta.text)
+                        elif event.type == "content_block_start":
+                            kind = event.content_block.type
+                            first = getattr(event.content_block, "text", "") or ""
+                            blocks[event.index] = (kind, [first])
+                        elif event.type == "message_start":
+                            billed = _counts(event.message.usage)
+                        elif event.type == "message_delta":
+                            stop_reason = event.delta.stop_reason
+                            if billed is not None:
+                                billed["output_tokens"] = usage_count(event.usage, "output_tokens")
                         elif event.type == "message_stop":
                             stopped = True
                 except httpx2.TimeoutException as error:
@@ -489,12 +549,18 @@ def _streaming(client: anthropic.Anthropic, on_text: TextSink) -> Callable[..., 
                     raise anthropic.APIConnectionError(
                         message=f"the stream broke off: {error}", request=stream.response.request
                     ) from error
-                if not stopped:
+                if not stopped or billed is None:
                     raise MalformedReplyError("a streamed reply that ended before message_stop")
-                return stream.get_final_message()
+                content = [
+                    _Block(kind, "".join(pieces)) for _, (kind, pieces) in sorted(blocks.items())
+                ]
+                return Streamed(content, stop_reason, billed)
         except Exception:
             if shown:
                 on_text("")
+            count_broken = _broken.get()
+            if billed is not None and count_broken is not None:
+                count_broken(billed)
             raise
 
     return send

@@ -60,6 +60,7 @@ def _run(invocation: cli.Invocation) -> int:
     )
     session = Session(ui, invocation, interactive)
     try:
+        session.sweep()
         if invocation.mode == "verb" and invocation.verb == "key":
             config.check_home()
             return session.key(invocation.verb_arg or "check")

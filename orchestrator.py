@@ -18,6 +18,7 @@ prints.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import threading
 import time
@@ -31,6 +32,8 @@ from agentgod import (
     council,
     eventlog,
     executor,
+    historydb,
+    journal,
     judgment,
     ledger,
     library,
@@ -141,6 +144,19 @@ class _Conductor:
         """Who writes, starts, runs and repairs the agents, round after round."""
         self.redactions = runlog.Redactions()
         """The record's texts redacted while the model is busy, not after it (see archive)."""
+        self.answer: str | None = None
+        """The latest answer paid for (merged, refined or revised), judged or not: a run stopped
+        before it ends keeps it."""
+        self.run_file: Path | None = None
+        """The run file once the archive wrote it: archiving again rewrites that one file."""
+        self.archiving = False
+        """The archive has begun once: a second one replaces what the first wrote."""
+        self.journal = journal.RunJournal(
+            self.settings.runs_dir / historydb.DB_NAME,
+            dataclasses.replace(self.record(None), status=RunStatus.RUNNING),
+        )
+        """The run in the history from its first moment (see journal.py)."""
+        self.usage.listen(self.journal.calls)
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -177,6 +193,7 @@ class _Conductor:
         self.log.flush()
         if self.log.failed:
             self.warn(f"the run's event log stopped: {self.log.failed}")
+        self.settle(SETTLE_SECONDS)
         result = self.result(answer)
         result.run_file = self.archive(result)
         result.warnings = list(self.warnings)  # the archive's own, when it could not write
@@ -253,6 +270,7 @@ class _Conductor:
             reasoning=plan.reasoning,
         )
         self.rounds.append(this_round)
+        self.journal.update(self.record(None))  # the plan, in the history before any agent runs
         # A follow-up's agents work from the earlier answers too: they see only the task text.
         agent_task = f"{self.context}\n\n{task_text}" if plan.follow_up else task_text
         outputs = self.crew.run_round(ordered, kept, agent_task, effort, this_round, carried or {})
@@ -335,6 +353,7 @@ class _Conductor:
             self.events.phase_finished(Phase.MERGE, time.monotonic() - phase)
         for warning in merged.warnings:
             self.warn(warning)
+        self.answer = merged.answer
         return merged.answer
 
     def convene_council(self, task_text: str, answer: str, effort: str) -> str:
@@ -364,6 +383,7 @@ class _Conductor:
             self.events.answer_replaced("the council refined the answer")
         self.events.council_finished(verdict.weaknesses, verdict.improved)
         self.events.phase_finished(Phase.COUNCIL, time.monotonic() - phase)
+        self.answer = verdict.answer
         return verdict.answer
 
     def judge(self, answer: str) -> judgment.Verdict | None:
@@ -413,12 +433,13 @@ class _Conductor:
             self.warn(f"the library could not be updated: {problems.explain(error).technical}")
 
     def record(self, answer: str | None, error: BaseException | None = None) -> RunRecord:
-        """The run's facts as they stand: `answer` is None when it ended without one."""
+        """The run's facts as they stand: `answer` is None when it ended without one. A run
+        stopped (or failed) after an answer was paid for keeps that answer, unjudged."""
         last = self.rounds[-1] if self.rounds else None
         return RunRecord(
             task=self.task,
             ok=answer is not None,
-            answer=answer or "",
+            answer=answer if answer is not None else (self.answer or ""),
             error=problems.explain(error).headline if error else "",
             complexity=last.complexity if last else None,
             waves=last.waves if last else [],
@@ -462,23 +483,67 @@ class _Conductor:
             artifact_files=self.artifacts.list(),
         )
 
+    def recorded(self, agent: AgentRecord) -> None:
+        """An agent's record is final (crew.RunState): in the history as the run goes."""
+        self.journal.agent(agent)
+
     def close(self) -> None:
         """The run is over: the crew's processes and doors go with it, and the log is shut."""
         self.crew.close()
+        self.journal.close()
         self.log.close()
         self.redactions.close()
 
     # ---- archive -------------------------------------------------------------------------------
 
-    def archive(self, record: RunRecord) -> Path | None:
-        """Write the run to runs/ (success or failure); never raises."""
+    def archive(self, record: RunRecord, *, wait_seconds: float | None = None) -> Path | None:
+        """Write the run to runs/ (success or failure); never raises.
+
+        Once: a run archived again (stopped while its archive was being written) rewrites the
+        same run file and the same history row. `wait_seconds` bounds the wait for another
+        process's lock on the history.
+        """
         self.events.phase_started(Phase.ARCHIVE)
-        path = runlog.archive(
-            record, warn=self.warn, settings=self.settings, redactions=self.redactions
+        self.journal.close()
+        again, self.archiving = self.archiving, True
+        self.run_file = runlog.archive(
+            record,
+            warn=self.warn,
+            settings=self.settings,
+            redactions=self.redactions,
+            into=self.run_file,
+            again=again,
+            wait_seconds=wait_seconds,
+            wrote=self._wrote,
         )
-        self.events.archived(str(path) if path else None)
+        self.events.archived(str(self.run_file) if self.run_file else None)
         self.events.phase_finished(Phase.ARCHIVE, 0.0)
-        return path
+        return self.run_file
+
+    def _wrote(self, run_file: Path) -> None:
+        """The archive's run file exists: an archive after a stop rewrites this one."""
+        self.run_file = run_file
+
+    def settle(self, seconds: float) -> None:
+        """Wait (at most `seconds`) for model calls still in flight — an agent's, abandoned when
+        it ended — so the record counts what the API bills; any still unanswered is counted at
+        its worst case, and said so."""
+        unanswered = self.usage.settle(seconds)
+        if unanswered:
+            calls = f"{unanswered} model call{'s' if unanswered > 1 else ''}"
+            self.warn(
+                f"{calls} had no reply yet when the run ended; the cost counts "
+                f"{'each' if unanswered > 1 else 'it'} at the most it may have cost"
+            )
+
+
+SETTLE_SECONDS = 5.0
+"""How long a finished run waits for model calls still in flight before it counts them at their
+worst case (an agent that ended before its call was answered)."""
+STOP_SETTLE_SECONDS = 0.5
+"""The same for a run being stopped: a stop must be prompt."""
+STOP_ARCHIVE_SECONDS = 1.0
+"""How long a stopped run's archive waits for another process's lock on the history."""
 
 
 def _status(answer: str | None, error: BaseException | None) -> RunStatus:
@@ -499,6 +564,7 @@ def handle_task(
     events: TaskEvents | None = None,
     usage: ledger.Usage | None = None,
     written: list[Path] | None = None,
+    unjudged: list[str] | None = None,
     space: RunSpace | None = None,
     attached: Attached | None = None,
     conversation: Conversation | None = None,
@@ -517,7 +583,8 @@ def handle_task(
     every agent failed; a failed run is still archived so `history` and `stats` see it. So is an
     interrupted one (Ctrl-C, SIGTERM, SIGHUP: a KeyboardInterrupt), with what it had done and
     spent, and a warning naming the signal. When it raises, `written` (if given) receives the
-    scratch files written so far, for cleanup.
+    scratch files written so far, for cleanup, and `unjudged` the answer already paid for, if
+    there was one (a run stopped while the judge read it): the caller shows it.
 
     `space` is the run's own scratch; the caller closes it (after asking what to keep). Without
     one, the run makes its own and removes it before returning.
@@ -532,10 +599,13 @@ def handle_task(
         executor.stop_all()
         if written is not None:
             written.extend(sorted(set(conductor.crew.paths.values())))
+        if unjudged is not None and conductor.answer:
+            unjudged.append(conductor.answer)
         if isinstance(error, KeyboardInterrupt):
             _archive_interrupted(conductor, error)
         else:
             conductor.bookkeep_library()
+            conductor.settle(SETTLE_SECONDS)
             conductor.archive(conductor.record(None, error))
         raise
     finally:
@@ -555,7 +625,10 @@ def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> Non
     with contextlib.suppress(Exception):
         conductor.warn(f"interrupted by {signals.signal_name(error)} before the run finished")
     conductor.events = SerialisedEvents(conductor.log)  # the log still hears; the display not
-    path = conductor.archive(conductor.record(None, error))
+    conductor.settle(STOP_SETTLE_SECONDS)
+    if conductor.answer:
+        conductor.warn("the answer was not judged: the run was stopped first")
+    path = conductor.archive(conductor.record(None, error), wait_seconds=STOP_ARCHIVE_SECONDS)
     conductor.events = shown
     with contextlib.suppress(Exception):
         shown.archived(str(path) if path else None)

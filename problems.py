@@ -10,6 +10,7 @@ pydantic's. Every field passes through `redact`, so a key never reaches a termin
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections import Counter
@@ -74,6 +75,18 @@ def _home(error: BaseException) -> Problem:
         "or unset it to use the default.",
         str(getattr(error, "reason", "")) or _technical(error),
         "home",
+    )
+
+
+def _disk_full(error: BaseException) -> Problem:
+    """No space left where AgentGOD writes (ENOSPC, or a HomeError that found the disk full)."""
+    where = getattr(error, "path", None) or getattr(error, "filename", None) or "AGENTGOD_HOME"
+    return Problem(
+        f"The disk holding {where} is full.",
+        "Free some space on it, or set AGENTGOD_HOME to a folder on another disk. What the run "
+        "had paid for is kept as far as the disk let it be written.",
+        _technical(error),
+        "disk",
     )
 
 
@@ -366,6 +379,18 @@ _BY_ERROR_TYPE: dict[str, Translator] = {
 }
 
 
+def _disk_is_full(error: BaseException) -> bool:
+    """ENOSPC (or a quota) anywhere in the error's chain: SQLite's "disk is full" too."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if getattr(seen, "full", False) or getattr(seen, "sqlite_errorname", "") == "SQLITE_FULL":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _api_error_type(error: BaseException) -> str:
     """The `error.type` of an API error body (`{"type": "error", "error": {"type": ...}}`)."""
     body = getattr(error, "body", None)
@@ -375,7 +400,10 @@ def _api_error_type(error: BaseException) -> str:
 
 
 def _translator(error: BaseException) -> Translator:
-    """The translator of the most specific loaded type `error` is an instance of."""
+    """The translator of the most specific loaded type `error` is an instance of; a full disk
+    is told as one whichever call ran into it."""
+    if _disk_is_full(error):
+        return _disk_full
     known: dict[type, Translator] = {}
     for module, name, translate in _BY_TYPE:
         cls = getattr(sys.modules.get(module), name, None)

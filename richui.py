@@ -23,7 +23,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -109,12 +109,18 @@ class _Agent:
 class _Answer:
     """The answer as it is being written: what the live panel shows."""
 
-    text: str = ""
+    pieces: list[str] = field(default_factory=list)
+    """Its text as it arrived, joined only when shown: appending to one string would copy the
+    whole answer at every piece."""
     streaming: bool = False
     again: bool = False
     """Written again from the start (an attempt failed part-way, or there was no room)."""
     replaced: str | None = None
     """Why it will not stand, once answer_replaced said so."""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
 
 
 def can_drive(stream: TextIO) -> bool:
@@ -467,7 +473,7 @@ class RichUI(PlainUI):
             parts.append(rail)
             if self._agents:
                 parts.append(board)
-            answer = _Answer(**vars(self._answer))
+            answer = replace(self._answer, pieces=list(self._answer.pieces))
             merging = self._phases[Phase.MERGE].state
             settled = self._settled
             notes = list(self._notes)
@@ -643,7 +649,7 @@ class RichUI(PlainUI):
     def answer_delta(self, text: str) -> None:
         with self._state:
             if self._answer.streaming:
-                self._answer.text += text
+                self._answer.pieces.append(text)
 
     def answer_replaced(self, reason: str) -> None:
         with self._state:

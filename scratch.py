@@ -11,6 +11,7 @@ keep (keeping is library.remember's job, not this module's), the space goes. Cle
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 import shutil
 import tempfile
@@ -18,9 +19,12 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from agentgod import config, history
+from agentgod import config, history, journal
 from agentgod.runrecord import new_run_id
 
+OWNER_FILE = ".owner"
+"""In a run's agent folder: the process running it (journal.Owner) and where its scratch
+directories are, so a later command can sweep what a killed run left behind."""
 RUN_ID_DRAWS = 64
 """How many ids RunSpace draws before it gives up: a clash is a one-in-four-billion event, so
 running out means the random source is broken, not that the home is full."""
@@ -45,6 +49,7 @@ class RunSpace:
             folder.mkdir()
         self.id = run_id
         self.folder = folder
+        _own(folder)
         """generated_agents/<run id>/: this run's agent files, and where its standby agents wait."""
         self._lock = threading.Lock()
         self._scratch: set[Path] = set()
@@ -127,6 +132,50 @@ def _claim(root: Path) -> tuple[str, Path]:
             continue
         return run_id, folder
     raise FileExistsError(f"no free run id after {RUN_ID_DRAWS} draws in {root}")
+
+
+def _own(folder: Path) -> None:
+    """Name this process as the folder's owner (best effort: without it, a killed run's folder
+    is simply never swept)."""
+    owner = json.loads(journal.Owner.this_process().to_json())
+    with contextlib.suppress(OSError):
+        (folder / OWNER_FILE).write_text(
+            json.dumps({**owner, "scratch": tempfile.gettempdir()}), encoding="utf-8"
+        )
+
+
+def sweep() -> list[str]:
+    """What runs whose process is gone left behind: their history rows are finished as crashed
+    (journal.finish_dead_runs), their agent folders and scratch directories removed. A live run's
+    are never touched, nor a folder whose owner is unknown. Returns the runs finished; never
+    raises (it runs at the start of every command)."""
+    finished = journal.finish_dead_runs()
+    root = config.agents_dir()
+    with contextlib.suppress(OSError):
+        for folder in list(root.iterdir()) if root.is_dir() else []:
+            if _left_behind(folder):
+                _remove_run_folder(folder)
+    return finished
+
+
+def _left_behind(folder: Path) -> bool:
+    try:
+        text = (folder / OWNER_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    owner = journal.Owner.parse(text)
+    return owner is not None and not owner.alive()
+
+
+def _remove_run_folder(folder: Path) -> None:
+    """A dead run's agent folder and its scratch directories (agentgod-<id>-*)."""
+    with contextlib.suppress(OSError, ValueError):
+        scratch_root = Path(json.loads((folder / OWNER_FILE).read_text())["scratch"])
+        for made in scratch_root.glob(f"agentgod-{folder.name}-*"):
+            shutil.rmtree(made, ignore_errors=True)
+    delete_agents(folder.iterdir())
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 def delete_agents(paths: Iterable[Path]) -> int:

@@ -22,6 +22,7 @@ from agentgod.kinds import RunStatus, Spend
 from agentgod.replies import (
     ArtifactReply,
     ErrorDetail,
+    ErrorReply,
     KeepChoice,
     chat_reply,
 )
@@ -56,6 +57,8 @@ class Session:
         self.conversation = Conversation()
         """This session's tasks and answers so far: a follow-up is planned with them."""
         self.task = ""
+        self.unjudged: str | None = None
+        """The answer a stopped run had paid for, never judged: shown, and in `--json`."""
         self.warnings: list[str] = []
         """The current run's warnings from before it started (the pipeline keeps its own)."""
 
@@ -69,10 +72,25 @@ class Session:
     def fail(self, error: BaseException, code: int) -> int:
         problem = problems.explain(error)
         if self.invocation.json:
-            task = redact.redact(self.task)
-            cli.print_json({"ok": False, "task": task, "error": error_json(problem)})
+            reply = ErrorReply(ok=False, task=redact.redact(self.task), error=error_json(problem))
+            if self.unjudged is not None:
+                reply["answer"], reply["unjudged"] = self.unjudged, True
+            cli.print_json(reply)
         self.ui.problem(problem.headline, problem.advice, problem.technical)
         return code
+
+    def sweep(self) -> None:
+        """What runs killed outright left behind is finished and cleared (scratch.sweep); the
+        person hears of each such run once."""
+        if not config.home().is_dir():
+            return  # nothing was ever run here, and nothing is created by looking
+        from agentgod import scratch
+
+        for run_id in scratch.sweep():
+            self.ui.info(
+                f"Run {run_id} ended without finishing (its process was killed); "
+                f"what it had done and spent is in `agentgod show {run_id}`."
+            )
 
     def settings(self) -> config.Settings:
         """The settings as this session was told them, read now (config.settings's snapshot)."""
@@ -187,6 +205,7 @@ class Session:
         if settings.sandbox == "off":
             self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
         written: list[Path] = []
+        unjudged: list[str] = []
         keep_files = False
         space = scratch.RunSpace()
         try:
@@ -197,14 +216,19 @@ class Session:
                 events=self.ui,
                 usage=spent,
                 written=written,
+                unjudged=unjudged,
                 space=space,
                 attached=attached,
                 conversation=self.conversation,
                 retry=retry,
             )
         except KeyboardInterrupt:
+            self.unjudged = unjudged[-1] if unjudged else None
             with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
                 self.ui.task_finished()
+                if self.unjudged is not None and not self.invocation.json:
+                    self.ui.answer(self.unjudged)  # paid for: shown, though never judged
+                    self.ui.warn("the answer above was not judged: the run was stopped first")
             raise  # a stop is no time for questions: the run's files go with it
         except BaseException:
             self.ui.task_finished()

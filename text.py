@@ -101,6 +101,14 @@ def cost_text(summary: CostSummary, duration_seconds: float | None = None) -> st
 
 def estimate_note(summary: CostSummary) -> str | None:
     """Why the dollars are a guess ("estimated: MODEL has no known price"); None when exact."""
-    names = summary.get("unpriced") or ["a model used"]
-    verb = "have" if len(names) > 1 else "has"
-    return f"estimated: {', '.join(names)} {verb} no known price" if summary["estimate"] else None
+    if not summary["estimate"]:
+        return None
+    notes = []
+    names = summary.get("unpriced") or []
+    if names:
+        notes.append(f"{', '.join(names)} {'have' if len(names) > 1 else 'has'} no known price")
+    unfinished = summary.get("unfinished", 0)
+    if unfinished:
+        calls = "call" if unfinished == 1 else "calls"
+        notes.append(f"{unfinished} unanswered {calls} counted at the most they may cost")
+    return "estimated: " + "; ".join(notes or ["a model used has no known price"])

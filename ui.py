@@ -94,7 +94,8 @@ class PlainUI(asking.Questions):
         self._name_width = _MIN_NAME_WIDTH
         self._plan_order: dict[str, int] = {}
         """Each planned agent's place, every round's plan in turn: how agents are listed."""
-        self._streamed = ""
+        self._streamed: list[str] = []
+        """The pieces of the answer shown as it was written (joined only when taken)."""
         """The answer as streamed since the last answer_started (the pieces as they came)."""
         self._streaming = False
         """answer_started came during this task: the answer's pieces are being shown."""
@@ -195,8 +196,8 @@ class PlainUI(asking.Questions):
     def _take_stream(self) -> tuple[str, str | None]:
         """What was streamed and why it will not stand (None: it stands); forgotten here."""
         with self._lock:
-            taken = (self._streamed, self._replaced)
-            self._streamed, self._streaming, self._replaced = "", False, None
+            taken = ("".join(self._streamed), self._replaced)
+            self._streamed, self._streaming, self._replaced = [], False, None
             return taken
 
     def _shows_pieces(self) -> bool:
@@ -456,19 +457,19 @@ class PlainUI(asking.Questions):
             return
         with self._lock:
             again = self._streaming
-            self._streamed, self._streaming, self._replaced = "", True, None
+            self._streamed, self._streaming, self._replaced = [], True, None
         self._line("answer", "written again from the start:" if again else "being written:")
 
     def answer_delta(self, text: str) -> None:
         with self._lock:
             if not self._streaming:
                 return
-            self._streamed += text
+            self._streamed.append(text)
             self._write(self.out, text, piece=True)
 
     def answer_replaced(self, reason: str) -> None:
         with self._lock:
-            if not self._streamed.strip():
+            if not "".join(self._streamed).strip():
                 return
             self._replaced = reason
         self._line("answer", f"{one_line(reason)}: the final answer follows at the end")

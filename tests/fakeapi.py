@@ -224,6 +224,9 @@ class Request:
     """Bytes of the request body."""
     reply: Any = None
     """The JSON payload the fake answered (a message or an error body)."""
+    billed: dict[str, Any] = field(default_factory=dict)
+    """The usage the client was told of, as the API bills it: a reply's whole usage, or, for a
+    stream, its message_start's as updated by any message_delta that got out before it broke."""
 
     @property
     def system(self) -> str:
@@ -755,6 +758,8 @@ class FakeMessagesAPI:
                     # Recorded before the write, so a client never holds a reply the record lacks.
                     request.status = status
                     request.reply = payload
+                    if status == 200 and isinstance(payload, dict):
+                        request.billed = dict(payload.get("usage") or {})
                     request.replied = time.monotonic()
                     self._send(request, status, headers, payload, drip=reply.drip if reply else 0.0)
                 request.ended = time.monotonic()
@@ -847,6 +852,10 @@ class FakeMessagesAPI:
                         ):
                             return
                         self._write(_chunk(event, data), request)
+                        if event == "message_start":
+                            request.billed = dict(data["message"]["usage"])
+                        elif event == "message_delta":
+                            request.billed = {**request.billed, **data["usage"]}
                         texts += data.get("delta", {}).get("type") == "text_delta"
                     self._write(b"0\r\n\r\n", request)
                 except OSError:

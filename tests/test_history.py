@@ -83,7 +83,7 @@ def test_no_history_reads_as_empty_and_creates_nothing() -> None:
 
 
 def test_history_is_newest_first_and_limited() -> None:
-    for hours, task in ((2, "middle task"), (0, "oldest task"), (5, "newest task")):
+    for hours, task in ((0, "oldest task"), (2, "middle task"), (5, "newest task")):
         runlog.archive(make_record(task=task, started_at=STARTED + timedelta(hours=hours)))
     rows = history.history()
     assert [row.task for row in rows] == ["newest task", "middle task", "oldest task"]
@@ -94,6 +94,25 @@ def test_history_is_newest_first_and_limited() -> None:
     assert newest.run_file is not None and newest.run_file.is_file()
     assert [row.task for row in history.history(2)] == ["newest task", "middle task"]
     assert history.history(0) == []
+
+
+def test_runs_are_ordered_by_when_they_started_not_by_the_clock() -> None:
+    """A clock stepped back (an NTP correction) between two runs must not make the later one
+    the older: history, last and --continue follow the order the runs started in."""
+    runlog.archive(make_record(task="first", answer="first answer", conversation_id="c0000001"))
+    stepped_back = STARTED - timedelta(hours=3)
+    runlog.archive(
+        make_record(
+            task="second",
+            answer="second answer",
+            conversation_id="c0000002",
+            started_at=stepped_back,
+        )
+    )
+    assert [row.task for row in history.history()] == ["second", "first"]
+    last = history.last()
+    assert last is not None and last.answer == "second answer"
+    assert history.last_conversation_id() == "c0000002"
 
 
 def test_last_is_the_newest_successful_answer() -> None:
@@ -270,11 +289,11 @@ def test_runs_stopped_early_are_recorded_like_any_other() -> None:
 
 
 def test_a_run_is_named_by_its_id_or_a_unique_prefix() -> None:
-    runlog.archive(full_record(run_id="3f9a0c1d", task="count the otters"))
-    runlog.archive(full_record(run_id="3f9a77e2", task="name the seals"))
     runlog.archive(
         full_record(run_id="b0b0b0b0", task="weigh the whale", started_at=STARTED - timedelta(1))
     )
+    runlog.archive(full_record(run_id="3f9a0c1d", task="count the otters"))
+    runlog.archive(full_record(run_id="3f9a77e2", task="name the seals"))
 
     def task(ref: str | None) -> str | None:
         found = history.load(ref)

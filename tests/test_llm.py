@@ -215,7 +215,10 @@ def test_a_stream_that_fails_part_way_is_retried_and_on_text_told_to_start_over(
     first, second = fake_api.messages()
     assert first.status == 200  # the failure came after the reply had begun
     assert second.headers["x-stainless-retry-count"] == "1"
-    assert usage.totals().calls == 1  # only the reply that was had is counted
+    # The broken attempt was billed from its message_start on: it is counted with the reply.
+    assert usage.totals().calls == 2
+    broken, whole = usage.call_log()
+    assert broken.input_tokens == whole.input_tokens > 0, "the input was billed twice"
 
 
 def test_a_stream_error_not_worth_retrying_is_raised_after_saying_start_over(
