@@ -200,6 +200,9 @@ def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
                     "web_searches": call.web_searches,
                     "usd": call.usd,
                     "at": utc(call.at).isoformat(timespec="microseconds"),
+                    "agent": call.agent,
+                    "seconds": call.seconds,
+                    "web_fetches": call.web_fetches,
                 }
                 for seq, call in enumerate(record.calls)
             ],
@@ -441,6 +444,9 @@ def _stored(db: sqlite3.Connection, row: int) -> RunRecord:
                 web_searches=call["web_searches"],
                 usd=call["usd"],
                 at=datetime.fromisoformat(call["at"]),
+                agent=call["agent"],
+                seconds=call["seconds"],
+                web_fetches=call["web_fetches"],
             )
             for call in calls
         ],

@@ -24,7 +24,7 @@ from agentgod import config, runfile
 from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
@@ -131,6 +131,15 @@ _V2_INDEXES = (
 )
 
 
+_V3_COLUMNS = (
+    ("run_calls", "agent TEXT NOT NULL DEFAULT ''"),
+    ("run_calls", "seconds REAL NOT NULL DEFAULT 0"),
+    ("run_calls", "web_fetches INTEGER NOT NULL DEFAULT 0"),
+)
+"""Version 3 (issue 29): whom each model call served, how long it took, the pages it fetched:
+what a run's timeline and trace place each call by."""
+
+
 Rebuild = Callable[[Path, RunRecord, Path | None], None]
 """Writes one run's rows into the database at a path (history's _insert_rows): what a rebuild
 from the run files does for each of them."""
@@ -189,6 +198,9 @@ def _migrate(db: sqlite3.Connection) -> None:
             _give_run_ids(db)
             for statement in _V2_INDEXES:
                 db.execute(statement)
+        if version < 3:
+            for table, column in _V3_COLUMNS:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         if version < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.commit()

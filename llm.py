@@ -444,8 +444,9 @@ def _send(
         request["model"], input_tokens=estimate_tokens(sent), max_tokens=request["max_tokens"]
     )
     try:
+        began = time.monotonic()
         reply = _within_deadline(send, {**request, "max_tokens": hold.tokens}, settings)
-        usage.record(request["model"], reply.usage)
+        usage.record(request["model"], reply.usage, seconds=time.monotonic() - began)
         return reply
     finally:
         usage.release(hold)

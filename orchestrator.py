@@ -121,6 +121,7 @@ class _Conductor:
         self.usage = usage or ledger.Usage()
         self.log = eventlog.EventLog(eventlog.run_log(self.settings.runs_dir, space.id))
         """Every moment of the run as a JSON line, for `agentgod show RUN --replay`."""
+        self.log.note("task", task)  # what a viewer of the run in progress names it by
         # The log first: a moment is in the log's queue before the display draws it.
         self.events = SerialisedEvents(eventlog.Tee(self.log, events or NullEvents()))
         self.started = time.monotonic()
