@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -238,15 +239,27 @@ def _query(read: Callable[[sqlite3.Connection], _T], empty: _T) -> _T:
     return historydb.query(read, empty, _insert_rows)
 
 
-def history(limit: int = 10) -> list[HistoryRow]:
-    """The latest `limit` runs, newest first; [] when nothing has been archived or readable."""
+def history(limit: int = 10, *, matching: str = "", status: str = "") -> list[HistoryRow]:
+    """The latest `limit` runs, newest first; [] when nothing has been archived or readable.
+
+    `matching` keeps the runs whose task or id holds it (any case), `status` those that ended
+    so (kinds.RunStatus): what the viewer's search asks."""
+    where, values = [], []
+    if matching:
+        pattern = "%" + re.sub(r"([\\%_])", r"\\\1", matching.lower()) + "%"
+        where.append("(lower(task) LIKE ? ESCAPE '\\' OR run_id LIKE ? ESCAPE '\\')")
+        values += [pattern, pattern]
+    if status:
+        where.append("status = ?")
+        values.append(status)
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
 
     def read(db: sqlite3.Connection) -> list[HistoryRow]:
         rows = db.execute(
             "SELECT id, started_at, task, ok, complexity, usd, duration_seconds, run_file,"
             " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id), run_id, status"
-            " FROM runs ORDER BY started_at DESC, id DESC LIMIT ?",
-            (limit,),
+            f" FROM runs{condition} ORDER BY started_at DESC, id DESC LIMIT ?",
+            (*values, limit),
         ).fetchall()
         return [
             HistoryRow(
@@ -506,6 +519,15 @@ def last_conversation_id() -> str | None:
         return None if row is None else str(row[0])
 
     return _query(read, None)
+
+
+def run_ids() -> set[str]:
+    """Every recorded run's id (the viewer tells a run in progress by its having none yet)."""
+
+    def read(db: sqlite3.Connection) -> set[str]:
+        return {str(row[0]) for row in db.execute("SELECT run_id FROM runs") if row[0]}
+
+    return _query(read, set())
 
 
 def known(run_id: str) -> bool:

@@ -142,6 +142,8 @@ class _Conductor:
         """Who writes, starts, runs and repairs the agents, round after round."""
         self.redactions = runlog.Redactions()
         """The record's texts redacted while the model is busy, not after it (see archive)."""
+        self.finished: TaskResult | None = None
+        """What the run returns, once it has it (a trace not exported is a warning there too)."""
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -181,6 +183,7 @@ class _Conductor:
         result = self.result(answer)
         result.run_file = self.archive(result)
         result.warnings = list(self.warnings)  # the archive's own, when it could not write
+        self.finished = result
         return result
 
     def successes(self) -> dict[str, str]:
@@ -543,6 +546,23 @@ def handle_task(
         conductor.close()
         if own:
             space.close()
+        if settings.tracing is not None:
+            _export_trace(conductor, settings.tracing)
+
+
+def _export_trace(conductor: _Conductor, tracing: config.Tracing) -> None:
+    """Send the run, as it was recorded, to the tracing backend: once its log is closed and its
+    record archived, so the trace is exactly `agentgod show RUN --trace`'s. Only here is the
+    exporter imported; a failed export is a warning, never the run's failure."""
+    from agentgod import otlp
+
+    problem = otlp.export_run(conductor.space.id, tracing, conductor.settings.runs_dir)
+    if problem is None:
+        return
+    with contextlib.suppress(Exception):
+        conductor.events.warn(problem)
+    if conductor.finished is not None:
+        conductor.finished.warnings.append(problem)
 
 
 def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> None:
