@@ -160,7 +160,8 @@ class _Builder:
         }
 
     def add(self, span: _Span) -> _Span:
-        span.attributes = {**self.common, **span.attributes}
+        if "gen_ai.operation.name" in span.attributes:  # a GenAI span: the required ones too
+            span.attributes = {**self.common, **span.attributes}
         self.spans.append(span)
         return span
 
