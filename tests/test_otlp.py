@@ -111,7 +111,7 @@ def spans_of(payload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run_json(home: Path, api: FakeMessagesAPI, *args: str, **env: str) -> dict[str, Any]:
-    done = agentgod(home, api, "--json", "--no-input", "--discard", *args, **env)
+    done = agentgod(home, api, "--json", "--no-input", "--discard", *args, cwd=None, **env)
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))
 
