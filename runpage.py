@@ -610,10 +610,11 @@ def timeline_svg(line: Timeline) -> str:
             f'y="{y + 3}" width="{max(1.5, x(end) - x(span.start)):.1f}" height="{TL_LANE - 8}">'
             f"<title>{esc(span.phase)}: {end - span.start:.2f} s</title></rect>"
         )
-        flow.append(
-            f'<text class="phase-label" x="{x(span.start) + 2:.1f}" y="{y + 16}">'
-            f"{esc(span.phase)}</text>"
-        )
+        if x(end) - x(span.start) >= 6.5 * len(span.phase) + 4:  # named where it fits
+            flow.append(
+                f'<text class="phase-label" x="{x(span.start) + 2:.1f}" y="{y + 16}">'
+                f"{esc(span.phase)}</text>"
+            )
     for placed in line.calls:
         if not placed.call.agent:
             flow.append(_call_mark(line, placed.index, x, y))
