@@ -110,10 +110,6 @@ class Tracing:
     or OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces appended."""
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """OTEL_EXPORTER_OTLP_(TRACES_)HEADERS: key=value pairs (a backend's key: never shown)."""
-    service_name: str = "agentgod"
-    """OTEL_SERVICE_NAME: the service the traces are filed under."""
-    content: bool = False
-    """TRACE_CONTENT=on: the task, answer, agents' outputs and code go into the trace too."""
     timeout_seconds: float = 10.0
     """OTEL_EXPORTER_OTLP_TIMEOUT (milliseconds there): how long one export may take."""
 
@@ -173,6 +169,11 @@ class Settings:
     tracing: Tracing | None = None
     """Where each run's trace goes (TRACE_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT); None: off,
     and nothing of the exporter is imported."""
+    trace_content: bool = False
+    """TRACE_CONTENT=on: a trace (sent, or written by `show --trace`) holds the task, the answer,
+    the agents' inputs and outputs and the plan too."""
+    service_name: str = "agentgod"
+    """OTEL_SERVICE_NAME: the service a trace is filed under."""
 
     @property
     def agents_dir(self) -> Path:
@@ -381,16 +382,11 @@ def _tracing() -> Tracing | None:
         if not base:
             return None
         url = _url(name, base).rstrip("/") + "/v1/traces"
-    content = env("TRACE_CONTENT", "off").lower()
-    if content not in ("on", "off"):
-        raise ConfigError("TRACE_CONTENT", "one of on, off", content)
     headers = dict(_headers("OTEL_EXPORTER_OTLP_HEADERS"))
     headers.update(_headers("OTEL_EXPORTER_OTLP_TRACES_HEADERS"))
     return Tracing(
         url=url,
         headers=tuple(headers.items()),
-        service_name=env("OTEL_SERVICE_NAME", "agentgod"),
-        content=content == "on",
         timeout_seconds=_number("OTEL_EXPORTER_OTLP_TIMEOUT", "10000", 1, 600_000, float) / 1000,
     )
 
@@ -428,6 +424,8 @@ def _read_settings(where: Path) -> Settings:
         base_url=env("ANTHROPIC_BASE_URL") or None,
         api_key=_registered(env("ANTHROPIC_API_KEY")) or None,
         tracing=_tracing(),
+        trace_content=_choice("TRACE_CONTENT", Switch.OFF, Switch) is Switch.ON,
+        service_name=env("OTEL_SERVICE_NAME", "agentgod"),
     )
 
 

@@ -547,16 +547,16 @@ def handle_task(
         if own:
             space.close()
         if settings.tracing is not None:
-            _export_trace(conductor, settings.tracing)
+            _export_trace(conductor)
 
 
-def _export_trace(conductor: _Conductor, tracing: config.Tracing) -> None:
+def _export_trace(conductor: _Conductor) -> None:
     """Send the run, as it was recorded, to the tracing backend: once its log is closed and its
     record archived, so the trace is exactly `agentgod show RUN --trace`'s. Only here is the
     exporter imported; a failed export is a warning, never the run's failure."""
     from agentgod import otlp
 
-    problem = otlp.export_run(conductor.space.id, tracing, conductor.settings.runs_dir)
+    problem = otlp.export_run(conductor.space.id, conductor.settings)
     if problem is None:
         return
     with contextlib.suppress(Exception):

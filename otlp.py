@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgod import eventlog, history
-from agentgod.config import Tracing
+from agentgod.config import Settings, Tracing
 from agentgod.eventlog import Event
 from agentgod.redact import redact
 from agentgod.runrecord import RunRecord
@@ -471,9 +471,13 @@ def send(payload: dict[str, Any], tracing: Tracing) -> None:
         raise ExportError(redact(f"{tracing.url} could not be reached: {reason}")) from None
 
 
-def export_run(run_id: str, tracing: Tracing, runs_dir: Path) -> str | None:
-    """Send the recorded run `run_id` (its history record and event log) as a trace; a warning
-    for the person when it could not be, else None. Never raises."""
+def export_run(run_id: str, settings: Settings) -> str | None:
+    """Send the recorded run `run_id` (its history record and event log) where the settings say
+    (`settings.tracing`); a warning for the person when it could not be, else None. Never
+    raises."""
+    tracing = settings.tracing
+    if tracing is None:
+        return None
     try:
         record = history.load(run_id)
     except Exception as error:  # a history that cannot be read costs the trace, not the run
@@ -482,9 +486,9 @@ def export_run(run_id: str, tracing: Tracing, runs_dir: Path) -> str | None:
         return "the run's trace was not exported: it is not in the history"
     payload = trace(
         record,
-        events_of(runs_dir, run_id),
-        service_name=tracing.service_name,
-        content=tracing.content,
+        events_of(settings.runs_dir, run_id),
+        service_name=settings.service_name,
+        content=settings.trace_content,
     )
     try:
         send(payload, tracing)

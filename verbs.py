@@ -168,12 +168,11 @@ class Reader:
         from agentgod import otlp
 
         settings = self.settings or config.settings()
-        tracing = settings.tracing
         data = otlp.trace(
             found,
             _events(config.runs_dir(), found.run_id),
-            service_name=tracing.service_name if tracing else "agentgod",
-            content=tracing.content if tracing else False,
+            service_name=settings.service_name,
+            content=settings.trace_content,
         )
         text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
         return self.write_out(found, text, target, "", "trace")

@@ -299,6 +299,10 @@ def test_message_contents_go_in_only_when_asked_for(
     assert json.loads(writer["gen_ai.output.messages"])[0]["parts"][0]["content"] == (
         "result from writer"
     )
+    written = agentgod(isolated_home, fake_api, "show", "--trace", "-", TRACE_CONTENT="on")
+    assert written.returncode == 0 and "gen_ai.input.messages" in written.stdout, "no endpoint"
+    plain = agentgod(isolated_home, fake_api, "show", "--trace", "-")
+    assert "gen_ai.input.messages" not in plain.stdout and "resourceSpans" in plain.stdout
 
 
 # ---- the settings -----------------------------------------------------------------------------
@@ -314,11 +318,8 @@ def test_tracing_is_off_without_an_endpoint_and_each_setting_is_checked(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/")
     tracing = config.settings().tracing
     assert tracing is not None and tracing.url == "http://collector:4318/v1/traces"
-    assert (tracing.service_name, tracing.content, tracing.timeout_seconds) == (
-        "agentgod",
-        False,
-        10.0,
-    )
+    assert tracing.timeout_seconds == 10.0
+    assert (config.settings().service_name, config.settings().trace_content) == ("agentgod", False)
     monkeypatch.setenv("TRACE_ENDPOINT", "https://mine.example/otel")
     assert config.settings().tracing.url == "https://mine.example/otel/v1/traces"  # type: ignore[union-attr]
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://tempo.example/v1/t")
@@ -339,6 +340,7 @@ def test_tracing_is_off_without_an_endpoint_and_each_setting_is_checked(
     monkeypatch.setenv("TRACE_CONTENT", "on")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2500")
     tracing = config.settings().tracing
-    assert tracing is not None and tracing.content and tracing.timeout_seconds == 2.5
+    assert tracing is not None and tracing.timeout_seconds == 2.5
+    assert config.settings().trace_content
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert config.settings().tracing is None, "the standard switch turns it off"
