@@ -659,6 +659,19 @@ def test_an_old_history_is_migrated_in_place_and_loses_nothing() -> None:
     assert len(history.history()) == 4
 
 
+def test_history_finds_runs_by_words_of_their_task_or_id_and_by_status() -> None:
+    runlog.archive(make_record(task="Sum 100% of the rows", run_id="aaaa0001"))
+    runlog.archive(make_record(task="a_b test", run_id="bbbb0002", ok=False))
+    runlog.archive(make_record(task="axb plain", run_id="cccc0003"))
+    assert [row.run_id for row in history.history(10, matching="100%")] == ["aaaa0001"]
+    assert [row.run_id for row in history.history(10, matching="%")] == ["aaaa0001"]
+    assert [row.run_id for row in history.history(10, matching="a_b")] == ["bbbb0002"]
+    assert [row.run_id for row in history.history(10, matching="SUM")] == ["aaaa0001"]
+    assert [row.run_id for row in history.history(10, matching="cccc")] == ["cccc0003"]
+    assert [row.run_id for row in history.history(10, status="failed")] == ["bbbb0002"]
+    assert history.run_ids() == {"aaaa0001", "bbbb0002", "cccc0003"}
+
+
 def test_a_version_2_history_gains_whom_each_call_served_and_keeps_its_calls() -> None:
     """Issue 29: run_calls gains agent, seconds and web_fetches; an older call reads as the
     main agent's, untimed, with no page fetched."""
