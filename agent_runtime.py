@@ -541,6 +541,11 @@ def format_previous(previous_outputs: dict[str, object]) -> str:
 
 RUNTIME_BEGIN = "# ---- agent runtime: begin ----"
 RUNTIME_END = "# ---- agent runtime: end ----"
+HEADER_MARK = "# ---- runtime header (trusted) ----"
+BODY_START = "# ---- agent code (written by the model; checked by codeguard) ----"
+BODY_END = "# ---- runtime footer (trusted) ----"
+"""The lines an assembled agent file holds between its trusted header, the model's code and its
+trusted footer (generator writes them; a run's page shows the model's part apart by them)."""
 
 
 def runtime_source() -> str:

@@ -116,7 +116,7 @@ class Ledger(Protocol[HoldT]):
     def hold(
         self, model: str, *, input_tokens: int, max_tokens: int, searches: int = 0
     ) -> HoldT: ...
-    def record(self, model: str, usage: Any) -> None: ...
+    def record(self, model: str, usage: Any, *, agent: str = "", seconds: float = 0.0) -> None: ...
     def release(self, hold: HoldT) -> None: ...
 
 
@@ -620,13 +620,15 @@ class Broker:
                 self.budget_needed = max(self.budget_needed, getattr(error, "needed_usd", 0.0))
             raise Refusal("budget", f"the run's budget is spent: {error}") from None
         try:
+            began = time.monotonic()
             try:
                 sent = self._send({**request, "max_tokens": hold.tokens})
             except Exception as error:
                 return channel._fail(*_failure(error)), hold.tokens
             reply = _plain(sent)  # junk from the road is the broker's bug: an internal failure
             usage = reply.get("usage") or {}
-            self._ledger.record(model, usage)
+            took = time.monotonic() - began
+            self._ledger.record(model, usage, agent=channel.name, seconds=took)
             counts, searched = channel._bill(model, usage, self._price(model))
         finally:
             self._ledger.release(hold)

@@ -38,7 +38,7 @@ EXITS_BY_SIGNAL: dict[int, int] = {
 }
 """The exit code of a run a stop signal ended, by the signal."""
 
-VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key")
+VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key", "ui")
 KEY_ACTIONS = ("set", "check")
 """`agentgod key set` saves a key it has tested; `key check` tests the one configured."""
 SHELLS = ("bash", "zsh", "fish")
@@ -102,6 +102,13 @@ class Invocation:
     """show: print this agent's source, exactly as it ran (--code NAME)."""
     replay: bool = False
     """show: replay the run's live display from its event log (--replay)."""
+    html: str | None = None
+    """show: write the run's page (--html [FILE]): None when not asked, "" for the default
+    place (stdout when it is no terminal, else agentgod-run-<id>.html here), "-" for stdout."""
+    trace: str | None = None
+    """show: write the run's trace as OTLP JSON into this file, "-" for stdout (--trace FILE)."""
+    port: int | None = None
+    """ui: the port to listen on (--port N); None for any free one."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -119,6 +126,12 @@ def _positive_dollars(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from agentgod.kinds import CouncilMode, Effort
 
@@ -127,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="An agent factory: plans, writes, guards and runs a team of LLM agents "
         "for your task, then merges and judges their answer.",
         epilog="verbs (only as the whole command): library | history [N] | stats | last | "
-        "forget NAME | show [RUN] | retry [RUN].  With no task at a terminal, an interactive "
+        "forget NAME | show [RUN] | retry [RUN] | ui.  With no task at a terminal, an interactive "
         "prompt starts; with piped stdin, stdin is the task.",
     )
     parser.add_argument("words", nargs="*", metavar="TASK", help="the task; '-' reads stdin")
@@ -169,6 +182,20 @@ def build_parser() -> argparse.ArgumentParser:
     shown = parser.add_argument_group("show RUN")
     shown.add_argument("--code", metavar="NAME", help="print the source agent NAME ran")
     shown.add_argument("--replay", action="store_true", help="replay the run's live display")
+    shown.add_argument(
+        "--html",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="write the run as one self-contained web page (to FILE; '-' for stdout)",
+    )
+    shown.add_argument(
+        "--trace", metavar="FILE", help="write the run's OpenTelemetry trace as OTLP JSON"
+    )
+    viewer = parser.add_argument_group("ui")
+    viewer.add_argument(
+        "--port", type=_port, metavar="N", help="the local viewer's port (default: any free one)"
+    )
     keep = run.add_mutually_exclusive_group()
     keep.add_argument("--keep", action="store_true", help="keep new agents without asking")
     keep.add_argument("--discard", action="store_true", help="discard new agents without asking")
@@ -271,6 +298,9 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         "resume": args.resume,
         "code": args.code,
         "replay": args.replay,
+        "html": args.html,
+        "trace": args.trace,
+        "port": args.port,
     }
     if args.resume not in (None, "last") and not RUN_REF.fullmatch(args.resume):
         raise UsageError(f"--resume takes a run id such as 3f9a2b1c, got {args.resume!r}")
@@ -293,9 +323,23 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         return Invocation("stdin", **options)
     if "-" in words:
         raise UsageError("'-' reads the task from stdin and cannot be mixed with other words")
+    if words == ["show"] and args.html and RUN_REF.fullmatch(args.html):
+        # `show --html 3f9a`: the word is the run, not a file named like one.
+        words, options["html"] = ["show", args.html], ""
     verb = _verb(words)
-    if (args.code or args.replay) and (verb is None or verb[0] != "show"):
-        raise UsageError("--code and --replay belong to 'agentgod show [RUN]'")
+    shows = [
+        flag for flag in ("code", "replay", "html", "trace") if options[flag] not in (None, False)
+    ]
+    if shows and (verb is None or verb[0] != "show"):
+        raise UsageError("--code, --replay, --html and --trace belong to 'agentgod show [RUN]'")
+    if len(shows) > 1:
+        raise UsageError(
+            f"show takes one of --code, --replay, --html and --trace, got {len(shows)}"
+        )
+    if options["trace"] is not None and not str(options["trace"]).strip():
+        raise UsageError("--trace needs a file ('-' for stdout)")
+    if args.port is not None and (verb is None or verb[0] != "ui"):
+        raise UsageError("--port belongs to 'agentgod ui'")
     if verb:
         return Invocation("verb", verb=verb[0], verb_arg=verb[1], **options)
     if words:

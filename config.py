@@ -56,6 +56,15 @@ SETTING_NAMES = (
     "ARTIFACTS_MAX_MB",
     "AGENTGOD_HOME",
     "AGENTGOD_PLAIN",
+    "TRACE_ENDPOINT",
+    "TRACE_CONTENT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_SERVICE_NAME",
+    "OTEL_SDK_DISABLED",
 )
 """Every environment variable that changes what AgentGOD does (tests and benchmarks clear them)."""
 
@@ -98,6 +107,20 @@ class HomeError(RuntimeError):
 
 class MissingApiKeyError(RuntimeError):
     """No ANTHROPIC_API_KEY in the environment or in .env."""
+
+
+@dataclass(frozen=True)
+class Tracing:
+    """Where and how each run is exported as an OpenTelemetry trace (otlp.py); on only when an
+    endpoint is set."""
+
+    url: str
+    """The OTLP/HTTP traces URL: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, else TRACE_ENDPOINT
+    or OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces appended."""
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """OTEL_EXPORTER_OTLP_(TRACES_)HEADERS: key=value pairs (a backend's key: never shown)."""
+    timeout_seconds: float = 10.0
+    """OTEL_EXPORTER_OTLP_TIMEOUT (milliseconds there): how long one export may take."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +175,14 @@ class Settings:
     """ANTHROPIC_BASE_URL, when set (tests and proxies)."""
     api_key: str | None = field(default=None, repr=False)
     """ANTHROPIC_API_KEY, when there is one; `llm` builds its client with it. Never shown."""
+    tracing: Tracing | None = None
+    """Where each run's trace goes (TRACE_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT); None: off,
+    and nothing of the exporter is imported."""
+    trace_content: bool = False
+    """TRACE_CONTENT=on: a trace (sent, or written by `show --trace`) holds the task, the answer,
+    the agents' inputs and outputs and the plan too."""
+    service_name: str = "agentgod"
+    """OTEL_SERVICE_NAME: the service a trace is filed under."""
 
     @property
     def agents_dir(self) -> Path:
@@ -328,6 +359,58 @@ def _megabytes(name: str, default: str) -> int:
     return int(_number(name, default, 0.001, 100_000, float) * 1024 * 1024)
 
 
+def _url(name: str, raw: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(raw)
+    except ValueError:
+        parts = urlsplit("")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(name, "an http:// or https:// URL such as http://localhost:4318", raw)
+    return raw
+
+
+def _headers(name: str) -> tuple[tuple[str, str], ...]:
+    """OTLP exporter headers: comma-separated key=value pairs, values percent-encoded."""
+    from urllib.parse import unquote
+
+    raw = env(name)
+    pairs = []
+    for item in raw.split(",") if raw else ():
+        key, equals, value = item.partition("=")
+        key, value = key.strip(), unquote(value.strip())
+        if not equals or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", key):
+            raise ConfigError(name, "comma-separated key=value pairs", "(not shown)")
+        if value:
+            redact.register(value)
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def _tracing() -> Tracing | None:
+    """The export of each run as a trace: off unless an endpoint is set (and OTEL_SDK_DISABLED
+    is not true)."""
+    if env("OTEL_SDK_DISABLED").lower() in ("true", "1", "yes", "on"):
+        return None
+    traces = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if traces:
+        url = _url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces)
+    else:
+        name = "TRACE_ENDPOINT" if env("TRACE_ENDPOINT") else "OTEL_EXPORTER_OTLP_ENDPOINT"
+        base = env(name)
+        if not base:
+            return None
+        url = _url(name, base).rstrip("/") + "/v1/traces"
+    headers = dict(_headers("OTEL_EXPORTER_OTLP_HEADERS"))
+    headers.update(_headers("OTEL_EXPORTER_OTLP_TRACES_HEADERS"))
+    return Tracing(
+        url=url,
+        headers=tuple(headers.items()),
+        timeout_seconds=_number("OTEL_EXPORTER_OTLP_TIMEOUT", "10000", 1, 600_000, float) / 1000,
+    )
+
+
 def settings(overrides: Overrides | None = None) -> Settings:
     """Read and validate every setting now; raises ConfigError naming the first bad one."""
     with _one_reading(overrides or {}) as where:
@@ -360,6 +443,9 @@ def _read_settings(where: Path) -> Settings:
         home=where,
         base_url=env("ANTHROPIC_BASE_URL") or None,
         api_key=_registered(env("ANTHROPIC_API_KEY")) or None,
+        tracing=_tracing(),
+        trace_content=_choice("TRACE_CONTENT", Switch.OFF, Switch) is Switch.ON,
+        service_name=env("OTEL_SERVICE_NAME", "agentgod"),
     )
 
 

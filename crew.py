@@ -558,7 +558,7 @@ class Crew:
                 source = generator.generate_agent_code(
                     spec,
                     upstream,
-                    usage=run.usage.phase(Spend.GENERATE),
+                    usage=run.usage.phase(Spend.GENERATE).for_agent(spec.name),
                     effort=effort,
                     settings=run.settings,
                     attachments=run.attached.describe(),
@@ -639,7 +639,7 @@ class Crew:
                     spec,
                     upstream_names,
                     repair=generator.Repair(source, result.error),
-                    usage=run.usage.phase(Spend.GENERATE),
+                    usage=run.usage.phase(Spend.GENERATE).for_agent(spec.name),
                     effort=effort,
                     settings=run.settings,
                     attachments=run.attached.describe(),

@@ -22,9 +22,9 @@ from agentgod import agent_runtime, codeguard, config, ledger, llm
 if TYPE_CHECKING:
     from agentgod.planner import AgentSpec
 
-BODY_START = "# ---- agent code (written by the model; checked by codeguard) ----"
-BODY_END = "# ---- runtime footer (trusted) ----"
-HEADER_MARK = "# ---- runtime header (trusted) ----"
+BODY_START = agent_runtime.BODY_START
+BODY_END = agent_runtime.BODY_END
+HEADER_MARK = agent_runtime.HEADER_MARK
 MARKERS = (
     HEADER_MARK,
     BODY_START,

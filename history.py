@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -281,6 +282,9 @@ def add_calls(db: sqlite3.Connection, run: int, calls: list[Call], *, first: int
                 "web_searches": call.web_searches,
                 "usd": call.usd,
                 "at": utc(call.at).isoformat(timespec="microseconds"),
+                "agent": call.agent,
+                "seconds": call.seconds,
+                "web_fetches": call.web_fetches,
             }
             for seq, call in enumerate(calls, start=first)
         ],
@@ -316,15 +320,27 @@ def _query(read: Callable[[sqlite3.Connection], _T], empty: _T) -> _T:
     return historydb.query(read, empty, _insert_rows)
 
 
-def history(limit: int = 10) -> list[HistoryRow]:
-    """The latest `limit` runs, newest first; [] when nothing has been archived or readable."""
+def history(limit: int = 10, *, matching: str = "", status: str = "") -> list[HistoryRow]:
+    """The latest `limit` runs, newest first; [] when nothing has been archived or readable.
+
+    `matching` keeps the runs whose task or id holds it (any case), `status` those that ended
+    so (kinds.RunStatus): what the viewer's search asks."""
+    where, values = [], []
+    if matching:
+        pattern = "%" + re.sub(r"([\\%_])", r"\\\1", matching.lower()) + "%"
+        where.append("(lower(task) LIKE ? ESCAPE '\\' OR run_id LIKE ? ESCAPE '\\')")
+        values += [pattern, pattern]
+    if status:
+        where.append("status = ?")
+        values.append(status)
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
 
     def read(db: sqlite3.Connection) -> list[HistoryRow]:
         rows = db.execute(
             "SELECT id, started_at, task, ok, complexity, usd, duration_seconds, run_file,"
             " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id), run_id, status"
-            " FROM runs ORDER BY id DESC LIMIT ?",
-            (limit,),
+            f" FROM runs{condition} ORDER BY id DESC LIMIT ?",
+            (*values, limit),
         ).fetchall()
         return [
             HistoryRow(
@@ -543,6 +559,9 @@ def call_of(row: sqlite3.Row) -> Call:
         web_searches=row["web_searches"],
         usd=row["usd"],
         at=datetime.fromisoformat(row["at"]),
+        agent=row["agent"],
+        seconds=row["seconds"],
+        web_fetches=row["web_fetches"],
     )
 
 
@@ -582,6 +601,17 @@ def last_conversation_id() -> str | None:
         return None if row is None else str(row[0])
 
     return _query(read, None)
+
+
+def run_ids() -> set[str]:
+    """Every finished run's id: the viewer tells a run in progress by its having none yet (its
+    journal's row says `running`)."""
+
+    def read(db: sqlite3.Connection) -> set[str]:
+        rows = db.execute("SELECT run_id FROM runs WHERE status != 'running'")
+        return {str(row[0]) for row in rows if row[0]}
+
+    return _query(read, set())
 
 
 def running() -> list[str]:

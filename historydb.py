@@ -25,7 +25,7 @@ from agentgod import config, runfile
 from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
@@ -140,6 +140,14 @@ it (journal.Owner, as JSON) until it is archived, so a later command can tell a 
 whose process is gone."""
 _V3_INDEXES = ("CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status)",)
 
+_V4_COLUMNS = (
+    ("run_calls", "agent TEXT NOT NULL DEFAULT ''"),
+    ("run_calls", "seconds REAL NOT NULL DEFAULT 0"),
+    ("run_calls", "web_fetches INTEGER NOT NULL DEFAULT 0"),
+)
+"""Version 4 (issue 29): whom each model call served, how long it took, the pages it fetched:
+what a run's timeline and trace place each call by."""
+
 
 Rebuild = Callable[[Path, RunRecord, Path | None], None]
 """Writes one run's rows into the database at a path (history's _insert_rows): what a rebuild
@@ -230,6 +238,9 @@ def _migrate(db: sqlite3.Connection) -> None:
                 db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
             for statement in _V3_INDEXES:
                 db.execute(statement)
+        if version < 4:
+            for table, column in _V4_COLUMNS:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         if version < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.commit()

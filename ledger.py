@@ -64,19 +64,30 @@ class Call:
     """Its tokens and searches at the price table's rates when it was counted."""
     at: datetime
     """When its reply was counted (UTC)."""
+    agent: str = ""
+    """The agent whose build or run the call served (an agent's own call through the broker,
+    or the generation of its code); "" for the main agent's own calls."""
+    seconds: float = 0.0
+    """How long the call took, request to counted reply, retries included: it began at
+    `at - seconds`. 0.0 when not measured (a run recorded before calls were timed)."""
+    web_fetches: int = 0
+    """Pages its reply says the web fetch tool read (usage.server_tool_use.web_fetch_requests)."""
 
     def to_json(self) -> dict[str, Any]:
         """As `agentgod show --json` lists it."""
         return {
             "phase": self.phase,
+            "agent": self.agent,
             "model": self.model,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "web_searches": self.web_searches,
+            "web_fetches": self.web_fetches,
             "usd": self.usd,
             "at": self.at.isoformat(),
+            "seconds": self.seconds,
         }
 
 
@@ -142,6 +153,8 @@ class Usage:
     """For a phase's view: the run's ledger, which also counts everything and holds the budget."""
     phase_name: str = OTHER_PHASE
     """What the calls recorded here are tagged with: a phase view's name, else OTHER_PHASE."""
+    agent_name: str = ""
+    """The agent the calls recorded here serve (`for_agent`'s view); "" for the main agent."""
     _calls: list[Call] = field(default_factory=list, repr=False, compare=False)
     _phases: dict[str, Usage] = field(default_factory=dict, repr=False, compare=False)
     _held_usd: float = field(default=0.0, repr=False, compare=False)
@@ -200,15 +213,21 @@ class Usage:
                 view = self._phases[name] = Usage(parent=self, phase_name=name)
             return view
 
+    def for_agent(self, name: str) -> Usage:
+        """A view of this ledger (a phase's, say) whose calls are tagged as serving agent `name`:
+        the generation of its code. It counts and holds through this ledger like a phase view."""
+        return Usage(parent=self, phase_name=self.phase_name, agent_name=name)
+
     def phases(self) -> dict[str, CostSummary]:
         """What each phase has cost so far, in the order the phases first spent."""
         with self._lock:
             views = list(self._phases.items())
         return {name: view.cost_summary() for name, view in views}
 
-    def record(self, model: str, usage: Any) -> None:
+    def record(self, model: str, usage: Any, *, agent: str = "", seconds: float = 0.0) -> None:
         """Count one API reply's `usage` (an SDK object or the raw dict an agent reports),
-        its web searches included (`server_tool_use.web_search_requests`), and log the call."""
+        its web searches included (`server_tool_use.web_search_requests`), and log the call:
+        for `agent` (else this view's agent), taking `seconds` from request to reply."""
         row = ModelUsage(
             calls=1,
             input_tokens=usage_count(usage, "input_tokens"),
@@ -230,6 +249,9 @@ class Usage:
                     web_searches=row.searches,
                     usd=row.cost_usd(price_of(model)[0]),
                     at=datetime.now(UTC),
+                    agent=agent or self.agent_name,
+                    seconds=max(0.0, seconds),
+                    web_fetches=usage_fetches(usage),
                 )
             ]
         )
@@ -449,6 +471,12 @@ def usage_count(usage: Any, name: str) -> int:
 def usage_searches(usage: Any) -> int:
     """The web searches a reply's usage reports (`server_tool_use.web_search_requests`)."""
     return _count(_get(_get(usage, "server_tool_use"), "web_search_requests"))
+
+
+def usage_fetches(usage: Any) -> int:
+    """The pages a reply's usage says web fetch read (`server_tool_use.web_fetch_requests`;
+    the SDK gives None for a missing count)."""
+    return _count(_get(_get(usage, "server_tool_use"), "web_fetch_requests"))
 
 
 def _get(value: Any, name: str) -> Any:

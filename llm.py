@@ -450,8 +450,9 @@ def _send(
     )
     token = _broken.set(functools.partial(usage.record, request["model"]))
     try:
+        began = time.monotonic()
         reply = _within_deadline(send, {**request, "max_tokens": hold.tokens}, settings)
-        usage.record(request["model"], reply.usage)
+        usage.record(request["model"], reply.usage, seconds=time.monotonic() - began)
         return reply
     finally:
         _broken.reset(token)

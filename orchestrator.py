@@ -124,6 +124,7 @@ class _Conductor:
         self.usage = usage or ledger.Usage()
         self.log = eventlog.EventLog(eventlog.run_log(self.settings.runs_dir, space.id))
         """Every moment of the run as a JSON line, for `agentgod show RUN --replay`."""
+        self.log.note("task", task)  # what a viewer of the run in progress names it by
         # The log first: a moment is in the log's queue before the display draws it.
         self.events = SerialisedEvents(eventlog.Tee(self.log, events or NullEvents()))
         self.started = time.monotonic()
@@ -157,6 +158,8 @@ class _Conductor:
         )
         """The run in the history from its first moment (see journal.py)."""
         self.usage.listen(self.journal.calls)
+        self.finished: TaskResult | None = None
+        """What the run returns, once it has it (a trace not exported is a warning there too)."""
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -197,6 +200,7 @@ class _Conductor:
         result = self.result(answer)
         result.run_file = self.archive(result)
         result.warnings = list(self.warnings)  # the archive's own, when it could not write
+        self.finished = result
         return result
 
     def successes(self) -> dict[str, str]:
@@ -612,6 +616,23 @@ def handle_task(
         conductor.close()
         if own:
             space.close()
+        if settings.tracing is not None:
+            _export_trace(conductor)
+
+
+def _export_trace(conductor: _Conductor) -> None:
+    """Send the run, as it was recorded, to the tracing backend: once its log is closed and its
+    record archived, so the trace is exactly `agentgod show RUN --trace`'s. Only here is the
+    exporter imported; a failed export is a warning, never the run's failure."""
+    from agentgod import otlp
+
+    problem = otlp.export_run(conductor.space.id, conductor.settings)
+    if problem is None:
+        return
+    with contextlib.suppress(Exception):
+        conductor.events.warn(problem)
+    if conductor.finished is not None:
+        conductor.finished.warnings.append(problem)
 
 
 def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> None:

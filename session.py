@@ -459,8 +459,21 @@ class Session:
     def verb(self, verb: str, argument: str | None) -> int:
         from agentgod import verbs
 
-        reader = verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn)
-        return reader.run(verb, argument, code=self.invocation.code, replay=self.invocation.replay)
+        asked = self.invocation
+        try:
+            settings: config.Settings | None = self.settings()
+        except config.ConfigError:
+            settings = None  # a verb needs none it cannot read again (settle_settings warned)
+        reader = verbs.Reader(self.ui, json_mode=asked.json, warn=self.warn, settings=settings)
+        return reader.run(
+            verb,
+            argument,
+            code=asked.code,
+            replay=asked.replay,
+            html=asked.html,
+            trace=asked.trace,
+            port=asked.port,
+        )
 
     # ---- earlier runs: continued, retried --------------------------------------------------
 

@@ -247,7 +247,9 @@ def test_show_json_is_plain_json_with_every_agent_and_call() -> None:
     assert shown["agents"][0]["source"] == SOURCE
     assert shown["agents"][0]["usage"]["web_searches"] == 1
     assert shown["agents"][1]["inputs"] == ["spec_reader"]
-    assert [call["phase"] for call in shown["calls"]] == ["other", "plan", "agents"]
+    assert [call["phase"] for call in shown["calls"]] == ["other", "plan", "generate", "agents"]
+    assert [call["agent"] for call in shown["calls"]] == ["", "", "spec_reader", "spec_reader"]
+    assert shown["calls"][3]["seconds"] == 0.75 and shown["calls"][3]["web_fetches"] == 2
     assert shown["calls"][0]["at"] == STARTED.isoformat()
     assert shown["plan"][0]["dependencies"] == ["requests"]
     assert shown["cost"] == cost()
@@ -674,6 +676,40 @@ def test_an_old_history_is_migrated_in_place_and_loses_nothing() -> None:
     runlog.archive(full_record())
     assert history.history()[0].task == make_record().task
     assert len(history.history()) == 4
+
+
+def test_history_finds_runs_by_words_of_their_task_or_id_and_by_status() -> None:
+    runlog.archive(make_record(task="Sum 100% of the rows", run_id="aaaa0001"))
+    runlog.archive(make_record(task="a_b test", run_id="bbbb0002", ok=False))
+    runlog.archive(make_record(task="axb plain", run_id="cccc0003"))
+    assert [row.run_id for row in history.history(10, matching="100%")] == ["aaaa0001"]
+    assert [row.run_id for row in history.history(10, matching="%")] == ["aaaa0001"]
+    assert [row.run_id for row in history.history(10, matching="a_b")] == ["bbbb0002"]
+    assert [row.run_id for row in history.history(10, matching="SUM")] == ["aaaa0001"]
+    assert [row.run_id for row in history.history(10, matching="cccc")] == ["cccc0003"]
+    assert [row.run_id for row in history.history(10, status="failed")] == ["bbbb0002"]
+    assert history.run_ids() == {"aaaa0001", "bbbb0002", "cccc0003"}
+
+
+def test_a_version_3_history_gains_whom_each_call_served_and_keeps_its_calls() -> None:
+    """Issue 29 (schema 4): run_calls gains agent, seconds and web_fetches; an older call reads
+    as the main agent's, untimed, with no page fetched."""
+    runlog.archive(full_record())
+    path = historydb.database()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for column in ("agent", "seconds", "web_fetches"):
+            db.execute(f"ALTER TABLE run_calls DROP COLUMN {column}")
+        db.execute("PRAGMA user_version = 3")
+        db.commit()
+    stored = history.load("3f9a0c1d")
+    assert stored is not None
+    assert query("PRAGMA user_version") == [(historydb.SCHEMA_VERSION,)]
+    expected = [(call.phase, call.input_tokens, call.usd, call.at) for call in full_record().calls]
+    assert [(c.phase, c.input_tokens, c.usd, c.at) for c in stored.calls] == expected
+    assert {(c.agent, c.seconds, c.web_fetches) for c in stored.calls} == {("", 0.0, 0)}
+    runlog.archive(full_record(run_id="5e5e5e5e"))
+    again = history.load("5e5e5e5e")
+    assert again is not None and again.calls == full_record().calls
 
 
 def test_a_new_history_and_a_migrated_one_have_the_same_schema() -> None:

@@ -120,6 +120,10 @@ def _package_copy(root: Path) -> Path:
         ("executor.py", "from agentgod import llm", "Each layer imports only"),
         # a cycle inside one layer, only through a lazy import
         ("models.py", "from agentgod import config", "No import cycles"),
+        # the run's own path drawing its page
+        ("orchestrator.py", "from agentgod import runpage", "own path imports neither"),
+        # a view of the run reaching for what writes the record
+        ("runpage.py", "from agentgod import runlog", "never reach the writers"),
     ],
 )
 def test_the_layer_contracts_hold_and_refuse_a_wrong_import(

@@ -148,7 +148,12 @@ def full_record(**overrides: Any) -> runrecord.RunRecord:
                 "dependencies": [],
             },
         ],
-        "calls": [call("other", 0), call("plan", 1), call("agents", 2, web_searches=1)],
+        "calls": [
+            call("other", 0),
+            call("plan", 1, seconds=2.5),
+            call("generate", 2, agent="spec_reader", seconds=1.5),
+            call("agents", 3, web_searches=1, web_fetches=2, agent="spec_reader", seconds=0.75),
+        ],
         "phases": {"plan": cost(llm_calls=1, usd=0.001)},
         "warnings": ["judge failed"],
         "attachments": [
