@@ -253,14 +253,15 @@ class Crew:
             self._pool.start_standby(self._started_ahead)
 
     def reusable(self, name: str) -> str | None:
-        """A library agent's source when it is reliable and still passes the guard untouched."""
+        """A library agent's source, as the pipeline runs it, when it is reliable and still
+        passes the guard untouched."""
         settings = self._run.settings
         if not library.reliable(name, settings=settings):
             return None
         source = library.lookup(name, settings=settings)
         if source is None or generator.check_assembled(source):
             return None
-        return source
+        return generator.for_run(source)  # without the library copy's standalone road
 
     def close(self) -> None:
         """The run is over: no process started ahead of need may outlive it, nor any door."""

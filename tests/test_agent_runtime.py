@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -272,11 +273,12 @@ def test_x_should_retry_true_retries_a_status_that_is_not_transient(
 
 
 def _kept_agent(folder: Path) -> Path:
-    """An agent file as generator.py will inline the runtime: its text between the markers."""
+    """An agent file as the library keeps one: the runtime and the standalone road."""
     folder.mkdir(parents=True)
     path = folder / "kept_agent.py"
     main = "\nprint(call_llm(sys.argv[1]))\n"
-    path.write_text(agent_runtime.runtime_source() + main, encoding="utf-8")
+    text = agent_runtime.runtime_source() + agent_runtime.standalone_source() + main
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -355,7 +357,38 @@ def test_the_inlined_runtime_imports_only_the_standard_modules_it_names() -> Non
         if isinstance(node, ast.Import) and node not in tree.body
         for alias in node.names
     }
-    assert nested == {"base64", "urllib.error", "urllib.request"}, "HTTP only standalone"
+    assert nested == {"base64"}, "no HTTP: the inlined runtime has no road but the broker"
+    standalone = ast.parse(agent_runtime.standalone_source())
+    assert {
+        alias.name
+        for node in ast.walk(standalone)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } == {"urllib.error", "urllib.request"}, "HTTP only on the standalone road, and only there"
+
+
+def test_the_inlined_runtime_holds_no_road_to_a_key() -> None:
+    """No .env lookup, no key variable, no HTTP: nothing an agent's code could call to get
+    around the broker, whatever walls the machine has (issue 23)."""
+    source = agent_runtime.runtime_source()
+    strings = [
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+    for clue in (r"\.env\b", "ANTHROPIC_API_KEY", "x-api-key", "api.anthropic", "/v1/messages"):
+        assert not any(re.search(clue, text) for text in strings), clue
+    tree = ast.parse(source)
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    names |= {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    assert not names & {"_setting", "_api_key", "_post", "_retry_wait", "_Standalone"}
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    assert not imported & {"urllib", "http", "socket", "ssl"}
 
 
 def test_the_inlined_runtime_defines_what_agents_use() -> None:
@@ -366,7 +399,6 @@ def test_the_inlined_runtime_defines_what_agents_use() -> None:
         "format_previous",
         "input_files",
         "save_artifact",
-        "api_key",
         "LLMError",
         "BrokerRefused",
     ):
@@ -374,6 +406,9 @@ def test_the_inlined_runtime_defines_what_agents_use() -> None:
     for name in ("json", "os", "sys", "time", "Path"):
         assert name in namespace, name
     assert "runtime_source" not in namespace, "the module's own helpers stay out of agents"
+    for name in ("_api_key", "_setting", "_post", "_Standalone"):
+        assert name not in namespace, f"{name} is the standalone road's, never an agent's"
+    assert namespace["_standalone"] is None
 
 
 def test_importing_reads_nothing_and_loads_no_http_stack() -> None:
