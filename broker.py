@@ -16,13 +16,24 @@ The wire format is agent_runtime's (a 4-byte big-endian length, then UTF-8 JSON,
     agent:  {"op": "messages", "request": {...}, "web": false, "files": []}
     broker: {"ok": true, "text": "...", "model": "...", "stop_reason": "...", "max_tokens": N,
              "usage": {"input_tokens": ..., ...}, "searches": N, "sources": [{"title", "url"}]}
-    agent:  {"op": "artifact", "name": "report.md", "data": "<base64>"}
+    agent:  {"op": "artifact", "name": "report.md", "data": "<base64>", "more": true}
     broker: {"ok": true, "name": "report.md", "bytes": N}
        or:  {"ok": false, "error": {"type": "budget", "message": "..."}}
 
-Frames up to MAX_FRAME_BYTES are read whatever they hold (an artifact's base64 must fit); a
-messages frame is then refused above MAX_REQUEST_BYTES, and the request built from it, the
-attachments inlined, above the API's own MAX_API_REQUEST_BYTES.
+The operations and their fields are agent_runtime.BROKER_OPS, the one table: the dispatch (a
+handler `_op_<name>` per operation) and the field allowlists are derived from it.
+
+The parent's memory and time are the agents' to spend only so far. A frame larger than
+MAX_REQUEST_BYTES is refused before a byte of it is parsed (drained in small pieces, the channel
+stays), one larger than MAX_DRAIN_BYTES is not read at all (the channel closes), and a frame that
+holds more than MAX_FRAME_VALUES JSON values is refused before it is parsed: tiny values cost the
+parser far more memory than their bytes. Each agent's frames are paced (FRAMES_PER_SECOND and
+BYTES_PER_SECOND, with bursts): a faster agent waits. An artifact larger than a frame comes in
+pieces ("more": true on every piece but the last), each appended to a file in the run's artifacts
+folder as it arrives, so saving one of any size up to ARTIFACTS_MAX_MB keeps the parent's memory
+flat; the run's artifacts are capped in bytes and in count (artifacts.ArtifactStore). The request
+built from a messages frame, the attachments inlined, is refused above the API's own
+MAX_API_REQUEST_BYTES.
 
 The web (`"web": true`, for an agent whose grant allows it, in a run with the web on): the request
 carries the API's server-side web_search and web_fetch tools (the plain versions, which need no
@@ -45,6 +56,7 @@ import base64
 import binascii
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -59,12 +71,22 @@ from agentgod.ledger import search_usd, tokens_in_bytes, usage_count, usage_sear
 from agentgod.signals import shield_from_signals
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
-"""A messages frame (what the agent sent) larger than this is refused as too_large."""
-MAX_FRAME_BYTES = 48 * 1024 * 1024
-"""Any frame up to this is read (an artifact of about 36 MB fits in base64); a larger one is
-drained and refused as too_large, the channel stays open."""
+"""Any frame larger than this is refused as too_large before it is parsed (drained in pieces of
+DRAIN_PIECE_BYTES; the channel stays open). An artifact's pieces are well under it
+(agent_runtime.ARTIFACT_PIECE_BYTES)."""
 MAX_DRAIN_BYTES = 64 * 1024 * 1024
 """A frame that declares more than this is not read at all: refused as malformed, channel closed."""
+DRAIN_PIECE_BYTES = 1024 * 1024
+MAX_FRAME_VALUES = 20_000
+"""JSON values (strings, numbers, objects, arrays...) one frame may hold: counted before it is
+parsed, since each tiny value costs the parser tens of bytes (36 MB of them took 890 MB). A
+messages frame holds a few dozen; an artifact's, three or four."""
+FRAMES_PER_SECOND = 100.0
+FRAME_BURST = 200.0
+BYTES_PER_SECOND = 64.0 * 1024 * 1024
+BYTE_BURST = 128.0 * 1024 * 1024
+"""How fast one agent's frames are taken: a burst, then a steady rate; a faster agent waits (its
+writes block), so no agent can keep the parent busy parsing or writing for it."""
 MAX_API_REQUEST_BYTES = 32 * 1024 * 1024
 """The Messages API's own limit on a request: what the broker builds, attachments inlined."""
 MAX_TOKENS_CAP = 21_333
@@ -76,7 +98,6 @@ MAX_CONTINUATIONS = 5
 WEB_USE_TOKENS = 5_000
 """Input held under a budget for each search or fetch a call may make: about what one search's
 results or one page adds (a guess, not a bound: the real usage is what is billed)."""
-ARTIFACT_FIELDS = frozenset({"op", "name", "data"})
 USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",
@@ -127,9 +148,24 @@ class Recorder(Protocol):
 
 Send = Callable[[dict[str, Any]], Any]
 """The road to the model: Messages keyword arguments -> the reply's JSON body (llm.forward)."""
-SaveArtifact = Callable[[str, str, bytes], str]
-"""(agent name, artifact name, data) -> the name it was stored under; raises ValueError (with a
-`kind` of invalid, too_large or forbidden) to refuse."""
+
+
+class Upload(Protocol):
+    """One artifact being written, piece by piece (artifacts.ArtifactUpload is one). `write` and
+    `finish` raise ValueError (with a `kind` of invalid, too_large or forbidden) to refuse."""
+
+    @property
+    def size(self) -> int: ...
+    def write(self, data: bytes) -> None: ...
+    def finish(self) -> str: ...
+    def abort(self) -> None: ...
+
+
+class Artifacts(Protocol):
+    """Where the run keeps its agents' files (artifacts.ArtifactStore is one): `begin(agent,
+    name)` starts one, or raises ValueError (with a `kind`) to refuse it."""
+
+    def begin(self, agent: str, name: str) -> Upload: ...
 
 
 @dataclass
@@ -194,6 +230,10 @@ class Channel:
         self._usage = AgentUsage()
         self._lock = threading.Lock()
         self._ended = threading.Event()
+        self._closing = threading.Event()
+        self._pace = _Pace(broker.pacing)
+        self.upload: tuple[str, Upload] | None = None
+        """The artifact whose pieces are arriving (the name the agent asked for), if any."""
         self._parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._child: socket.socket | None = child
         self._child_fd = child.fileno()
@@ -246,6 +286,7 @@ class Channel:
 
     def close(self) -> None:
         """End the channel; a call in flight still finishes and is billed, its answer dropped."""
+        self._closing.set()
         self.close_child_end()
         with contextlib.suppress(OSError):
             self._parent.shutdown(socket.SHUT_RDWR)  # wakes the thread; it closes the socket
@@ -273,6 +314,9 @@ class Channel:
             return  # close() shut the socket down under us
         finally:
             self._parent.close()
+            if self.upload is not None:  # an artifact left half sent is no artifact
+                self.upload[1].abort()
+                self.upload = None
             self._ended.set()
 
     def _read_exact(self, size: int) -> bytearray | None:
@@ -293,26 +337,35 @@ class Channel:
         if header is None:
             return None
         size = int.from_bytes(header, "big")
-        limit = self._broker.max_frame_bytes
+        limit = self._broker.max_request_bytes
         if size == 0:
             raise _Malformed("an empty frame")
         if size > max(limit, MAX_DRAIN_BYTES):
             raise _Malformed(f"a frame of {size} bytes (the limit is {limit})")
-        if size > limit:
+        self._pace.wait(size, self._closing)
+        if size > limit:  # refused unparsed: its bytes pass through one small buffer, no more
             left = size
-            scrap = bytearray(min(size, 1 << 20))
+            scrap = bytearray(min(size, DRAIN_PIECE_BYTES))
             while left:
                 count = self._parent.recv_into(scrap, min(left, len(scrap)))
                 if not count:
                     return None
                 left -= count
-            raise Refusal("too_large", f"the frame is {size} bytes; the limit is {limit}")
+            raise Refusal(
+                "too_large",
+                f"the frame is {size} bytes; the limit is {limit} (save_artifact sends a large "
+                "file in pieces by itself)",
+            )
         body = self._read_exact(size)
         if body is None:
             return None
+        if _too_many_values(body, MAX_FRAME_VALUES):
+            raise Refusal(
+                "too_large", f"the frame holds more than {MAX_FRAME_VALUES:,} JSON values"
+            )
         try:
             frame = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: JSON, int digits
             raise _Malformed("a frame that is not UTF-8 JSON") from None
         if not isinstance(frame, dict):
             raise _Malformed("a frame that is not a JSON object")
@@ -380,21 +433,27 @@ class Broker:
         budget_error: type[BaseException],
         web: bool = False,
         known_urls: Collection[str] = (),
-        save_artifact: SaveArtifact | None = None,
+        artifacts: Artifacts | None = None,
         secrets: Sequence[str] = (),
         max_request_bytes: int = MAX_REQUEST_BYTES,
-        max_frame_bytes: int = MAX_FRAME_BYTES,
         max_api_bytes: int = MAX_API_REQUEST_BYTES,
         max_tokens_cap: int = MAX_TOKENS_CAP,
+        pacing: tuple[float, float, float, float] = (
+            FRAMES_PER_SECOND,
+            FRAME_BURST,
+            BYTES_PER_SECOND,
+            BYTE_BURST,
+        ),
     ) -> None:
         """`send` is the road (it adds the key and retries transient errors); `ledger.hold`
         raises `budget_error` when the run's budget is spent. `price(model)` prices the bills,
         `effort_for_model(model, level)` lowers an effort to what the model accepts (None: omit).
         `web` turns the server tools on for the run (a grant must still allow them);
         `known_urls` are the URLs of the task and its attached text, the ones a web request may
-        hold besides those results brought; `save_artifact` keeps an agent's file (None: this
+        hold besides those results brought; `artifacts` keeps the agents' files (None: this
         run keeps none). `secrets` are redacted from every error an agent sees, on top of
-        redact.py's own rules.
+        redact.py's own rules. `pacing` is (frames per second, frame burst, bytes per second,
+        byte burst) for each agent's channel; `max_request_bytes` the largest frame taken.
         """
         self._send = send
         self._ledger = ledger
@@ -402,10 +461,10 @@ class Broker:
         self._effort_for_model = effort_for_model
         self._budget_error = budget_error
         self.web = web
-        self._save_artifact = save_artifact
+        self._artifacts = artifacts
         self.secrets = tuple(secrets)
         self.max_request_bytes = max_request_bytes
-        self.max_frame_bytes = max_frame_bytes
+        self.pacing = pacing
         self.max_api_bytes = max_api_bytes
         self.max_tokens_cap = max_tokens_cap
         self._channels: list[Channel] = []
@@ -477,55 +536,83 @@ class Broker:
     # ---- one request -----------------------------------------------------------------------
 
     def _handle(self, channel: Channel, frame: dict[str, Any], size: int) -> dict[str, Any]:
-        grant = channel.grant
+        """One frame, dispatched by its "op" as agent_runtime.BROKER_OPS says, fields checked."""
         try:
             op = frame.get("op")
-            if op == "artifact":
-                return self._artifact(channel, frame)
-            if op != "messages":
-                raise Refusal("invalid", "the operations are 'messages' and 'artifact'")
-            if size > self.max_request_bytes:
-                limit = self.max_request_bytes
-                raise Refusal("too_large", f"the request is {size} bytes; the limit is {limit}")
-            request, added = brokerrequest.build(
-                frame,
-                grant,
-                searches_used=channel.usage.searches,
-                web=self.web,
-                known=self._known,
-                max_tokens_cap=self.max_tokens_cap,
-                max_api_bytes=self.max_api_bytes,
-                effort_for_model=self._effort_for_model,
-            )
-            return self._call(channel, grant, request, size + added)
+            known = agent_runtime.BROKER_OPS.get(op) if isinstance(op, str) else None
+            if known is None:
+                ops = " and ".join(repr(name) for name in agent_runtime.BROKER_OPS)
+                raise Refusal("invalid", f"the operations are {ops}")
+            unknown = sorted(set(frame) - {"op", *known.fields})
+            if unknown:
+                raise Refusal("invalid", f"unknown {op} fields: {listed(unknown)}")
+            missing = [name for name in known.required if name not in frame]
+            if missing:
+                raise Refusal("invalid", f"an {op!r} frame needs {listed(missing)}")
+            handler: Callable[[Channel, dict[str, Any], int], dict[str, Any]]
+            handler = getattr(self, f"_op_{op}")
+            return handler(channel, frame, size)
         except Refusal as refusal:
             return channel._refuse(refusal)
         except Exception as error:  # a bug here must not leave the agent waiting forever
             detail = f"{type(error).__name__}: {error}"[:500]
             return channel._fail("internal", f"the broker failed: {detail}")
 
-    def _artifact(self, channel: Channel, frame: dict[str, Any]) -> dict[str, Any]:
-        """Keep a file the agent made, through the run's `save_artifact`."""
-        unknown = sorted(set(frame) - ARTIFACT_FIELDS)
-        if unknown:
-            raise Refusal("invalid", f"unknown artifact fields: {listed(unknown)}")
-        name, data = frame.get("name"), frame.get("data")
+    def _op_messages(self, channel: Channel, frame: dict[str, Any], size: int) -> dict[str, Any]:
+        """A Messages call: the request brokerrequest builds, sent and billed."""
+        grant = channel.grant
+        request, added = brokerrequest.build(
+            frame,
+            grant,
+            searches_used=channel.usage.searches,
+            web=self.web,
+            known=self._known,
+            max_tokens_cap=self.max_tokens_cap,
+            max_api_bytes=self.max_api_bytes,
+            effort_for_model=self._effort_for_model,
+        )
+        return self._call(channel, grant, request, size + added)
+
+    def _op_artifact(self, channel: Channel, frame: dict[str, Any], size: int) -> dict[str, Any]:
+        """Keep a file the agent made (or one piece of it), through the run's `artifacts`.
+
+        A piece with "more" is appended to the artifact being written under that name; the
+        piece without it finishes the artifact. A piece of another name first throws away an
+        artifact left unfinished, so one channel has at most one upload open.
+        """
+        name, data, more = frame.get("name"), frame.get("data"), frame.get("more", False)
         if not isinstance(name, str) or not name:
             raise Refusal("invalid", "an artifact's 'name' must be a non-empty string")
         if not isinstance(data, str):
             raise Refusal("invalid", "an artifact's 'data' must be a base64 string")
-        if self._save_artifact is None:
+        if not isinstance(more, bool):
+            raise Refusal("invalid", "an artifact's 'more' must be true or false")
+        if self._artifacts is None:
             raise Refusal("forbidden", "this run keeps no artifacts")
         try:
             content = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
             raise Refusal("invalid", f"artifact {shown(name)}: 'data' is not base64") from None
+        open_upload, channel.upload = channel.upload, None
+        upload = None
+        if open_upload is not None and open_upload[0] == name:
+            upload = open_upload[1]
+        elif open_upload is not None:
+            open_upload[1].abort()
         try:
-            stored = self._save_artifact(channel.name, name, content)
+            if upload is None:
+                upload = self._artifacts.begin(channel.name, name)
+            upload.write(content)
+            if more:
+                channel.upload = (name, upload)
+                return {"ok": True, "name": name, "bytes": upload.size}
+            stored = upload.finish()
         except ValueError as error:
+            if upload is not None:
+                upload.abort()
             kind = getattr(error, "kind", "invalid")
             raise Refusal(kind if kind in ARTIFACT_REFUSALS else "invalid", str(error)) from None
-        return {"ok": True, "name": stored, "bytes": len(content)}
+        return {"ok": True, "name": stored, "bytes": upload.size}
 
     def _call(
         self, channel: Channel, grant: Grant, request: dict[str, Any], size: int
@@ -628,6 +715,11 @@ class Broker:
         return leg, hold.tokens
 
 
+_UNHANDLED = [op for op in agent_runtime.BROKER_OPS if not hasattr(Broker, f"_op_{op}")]
+if _UNHANDLED:  # the table grew an operation the broker cannot serve: fail at once, not per frame
+    raise ImportError(f"broker.Broker has no handler for the operations {_UNHANDLED}")
+
+
 # ---- replies -------------------------------------------------------------------------------
 
 
@@ -661,3 +753,45 @@ def _failure(error: BaseException) -> tuple[str, str]:
     if "APIConnectionError" in names or isinstance(error, OSError):
         return "connection", "cannot reach the Messages API"
     return "api_error", f"the call failed: {type(error).__name__}: {str(error)[:500]}"
+
+
+# ---- frames --------------------------------------------------------------------------------
+
+_VALUE_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{,]')
+"""A JSON string, or a character that starts another value outside strings."""
+
+
+def _too_many_values(body: bytes | bytearray, limit: int) -> bool:
+    """Whether the JSON text in `body` holds more than `limit` values, told without parsing it.
+
+    The cheap count (every comma and opening bracket, in strings too) settles almost every frame;
+    only past it are the strings told apart, and the count stops as soon as it passes `limit`,
+    so a hostile frame of millions of tiny values costs a few milliseconds.
+    """
+    if body.count(b",") + body.count(b"[") + body.count(b"{") < limit:
+        return False
+    tokens = enumerate(_VALUE_TOKENS.finditer(body), start=1)
+    return any(count > limit for count, _ in tokens)
+
+
+class _Pace:
+    """One channel's pacing: token buckets of frames and bytes that refill at a steady rate.
+
+    A frame that finds a bucket short waits until it is even again (or the channel closes).
+    A bucket may go below zero by one frame, so a large frame is never refused, only waited for.
+    """
+
+    def __init__(self, pacing: tuple[float, float, float, float]) -> None:
+        self._frame_rate, self._frame_burst, self._byte_rate, self._byte_burst = pacing
+        self._frames = self._frame_burst
+        self._bytes = self._byte_burst
+        self._at = time.monotonic()
+
+    def wait(self, size: int, closing: threading.Event) -> None:
+        now = time.monotonic()
+        elapsed, self._at = now - self._at, now
+        self._frames = min(self._frame_burst, self._frames + elapsed * self._frame_rate) - 1
+        self._bytes = min(self._byte_burst, self._bytes + elapsed * self._byte_rate) - size
+        delay = max(-self._frames / self._frame_rate, -self._bytes / self._byte_rate, 0.0)
+        if delay > 0:
+            closing.wait(delay)

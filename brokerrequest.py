@@ -40,7 +40,8 @@ from agentgod.kinds import EFFORT_LEVELS
 
 MAX_IMAGES = 100
 """The API's limit on images in one request (on 200k-context models; others take more)."""
-MESSAGES_FIELDS = frozenset({"op", "request", "web", "files"})
+MESSAGES_FIELDS = frozenset({"op", *agent_runtime.BROKER_OPS["messages"].fields})
+"""What a messages frame may hold: agent_runtime.BROKER_OPS says, as for the broker's dispatch."""
 REQUEST_FIELDS = frozenset({"model", "max_tokens", "system", "messages", "output_config"})
 """Anything else in a request (tools, temperature, stream, metadata, ...) is refused, not
 stripped: an agent that asked for it should learn it cannot have it."""

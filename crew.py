@@ -215,7 +215,7 @@ class Crew:
             budget_error=ledger.BudgetExhaustedError,
             web=settings.web,
             known_urls=attached.texts(),
-            save_artifact=run.artifacts.save,
+            artifacts=run.artifacts,
         )
         self._started_ahead = 0
         """Processes start_ahead asked for this round, before its plan."""

@@ -26,6 +26,7 @@ from agentgod.agent_runtime import (
     BrokerRefused,
     LLMError,
 )
+from agentgod.broker import MAX_REQUEST_BYTES
 
 Answer = Callable[[dict[str, Any]], dict[str, Any] | None]
 
@@ -770,6 +771,33 @@ def test_a_refused_artifact_raises_with_the_brokers_reason(
     with pytest.raises(BrokerRefused) as caught:
         agent_runtime.save_artifact("big.csv", b"x" * 1000)
     assert (caught.value.kind, caught.value.message) == ("too_large", message)
+
+
+def test_a_large_artifact_goes_in_pieces_each_a_frame_the_table_allows(
+    scripted: Callable[[Answer], ScriptedBroker],
+) -> None:
+    broker = scripted(lambda frame: {"ok": True, "name": frame["name"], "bytes": 0})
+    data = bytes(range(256)) * (9 * 4096)  # 9 MB: three pieces
+    assert agent_runtime.save_artifact("big.bin", data) == "big.bin"
+    assert [frame.get("more") for frame in broker.frames] == [True, True, None]
+    assert b"".join(base64.b64decode(frame["data"]) for frame in broker.frames) == data
+    allowed = {"op", *agent_runtime.BROKER_OPS["artifact"].fields}
+    for frame in broker.frames:
+        assert frame["op"] == "artifact" and set(frame) <= allowed
+        assert len(agent_runtime.encode_frame(frame)) < MAX_REQUEST_BYTES
+
+
+def test_a_piece_refused_stops_the_artifact_there(
+    scripted: Callable[[Answer], ScriptedBroker],
+) -> None:
+    refusal = {"type": "too_large", "message": "over the cap"}
+    broker = scripted(
+        lambda frame: {"ok": False, "error": refusal} if len(broker.frames) == 2 else
+        {"ok": True, "name": "x", "bytes": 0}
+    )  # fmt: skip
+    with pytest.raises(BrokerRefused, match="over the cap"):
+        agent_runtime.save_artifact("big.bin", bytes(13 * 1024 * 1024))
+    assert len(broker.frames) == 2, "nothing more is sent once a piece is refused"
 
 
 @pytest.mark.parametrize("name", ["../x.md", "sub/x.md", ".hidden", "", "a\nb", " x", "a\\b"])
