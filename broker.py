@@ -96,8 +96,14 @@ MIN_CALL_TOKENS = 256
 MAX_CONTINUATIONS = 5
 """A web call's `pause_turn` legs continued at most this often; then the answer so far is sent."""
 WEB_USE_TOKENS = 5_000
-"""Input held under a budget for each search or fetch a call may make: about what one search's
-results or one page adds (a guess, not a bound: the real usage is what is billed)."""
+"""Input held under a budget for each search a call may make: about what one search's results
+add (a guess, not a bound: the API has none; the real usage is what is billed)."""
+MAX_PAGE_TOKENS = 50_000
+"""The most one fetched page may add to a web call (the fetch tool's max_content_tokens), with
+no budget too: about 200 kB of text. Under a budget the agent's share and the run's budget lower
+it (see `Broker._leg`); the hold always covers every page a call may read at that size."""
+MIN_PAGE_TOKENS = 500
+"""Below this a page is not worth fetching: a web call that can pay for no more searches only."""
 USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",
@@ -121,10 +127,13 @@ class Price(Protocol):
 
 
 class HoldLike(Protocol):
-    """What a ledger sets aside for one call: `tokens` is the max_tokens it can pay for."""
+    """What a ledger sets aside for one call: `tokens` is the max_tokens it can pay for,
+    `extra_input` the input beyond the call's own it can pay for (the pages a fetch reads)."""
 
     @property
     def tokens(self) -> int: ...
+    @property
+    def extra_input(self) -> int: ...
 
 
 HoldT = TypeVar("HoldT", bound=HoldLike)
@@ -134,7 +143,13 @@ class Ledger(Protocol[HoldT]):
     """The run's ledger, as ledger.Usage is: hold the worst case, record the real, release."""
 
     def hold(
-        self, model: str, *, input_tokens: int, max_tokens: int, searches: int = 0
+        self,
+        model: str,
+        *,
+        input_tokens: int,
+        max_tokens: int,
+        searches: int = 0,
+        extra_input: int = 0,
     ) -> HoldT: ...
     def record(self, model: str, usage: Any) -> None: ...
     def release(self, hold: HoldT) -> None: ...
@@ -621,7 +636,8 @@ class Broker:
 
         `size` (the frame's bytes plus what the broker added) bounds the request's JSON from
         above, so it serves for the size limit and the input estimate without encoding again;
-        each continuation adds the content it sends back.
+        each continuation adds the content it sends back. A web call's first leg decides how
+        much of a page its fetches may read (`_leg`); the continuations send the same tools.
         """
         if size > self.max_api_bytes:
             raise Refusal(
@@ -633,8 +649,9 @@ class Broker:
         usage = dict.fromkeys(USAGE_FIELDS, 0)
         searches = 0
         max_tokens = request["max_tokens"]
+        pages: int | None = None
         for _ in range(MAX_CONTINUATIONS + 1):
-            reply, held = self._leg(channel, grant, request, size)
+            reply, held, request, pages = self._leg(channel, grant, request, size, pages)
             if reply.get("ok") is False:
                 return reply  # a failure: every leg before it is billed
             legs.append(reply)
@@ -662,43 +679,67 @@ class Broker:
         }
 
     def _leg(
-        self, channel: Channel, grant: Grant, request: dict[str, Any], size: int
-    ) -> tuple[dict[str, Any], int]:
+        self,
+        channel: Channel,
+        grant: Grant,
+        request: dict[str, Any],
+        size: int,
+        pages: int | None,
+    ) -> tuple[dict[str, Any], int, dict[str, Any], int]:
         """One Messages call: clamped to the share and the budget, sent, billed.
 
         Its content (as a plain dict, to be sent back unchanged), stop_reason, counts and
-        searches, or the failure the agent gets; and the max_tokens it was sent with.
+        searches, or the failure the agent gets; the max_tokens it was sent with; the request
+        as sent; and the tokens each fetched page may hold (`pages`). The hold covers what the
+        call can cost: the prompt, the searches' results (a guess, WEB_USE_TOKENS each), the
+        output, and every page a fetch may read, each cut to `pages` tokens by the fetch tool's
+        max_content_tokens. The first leg of a web call (`pages` None) chooses that from what
+        the agent's share has left (half of it at most, the rest for output) and what the
+        budget can pay (`Usage.hold`'s extra_input), at most MAX_PAGE_TOKENS; below
+        MIN_PAGE_TOKENS it sends no fetch tool at all.
         """
         model = request["model"]
         estimate = tokens_in_bytes(size)
         max_tokens = request["max_tokens"]
+        uses = {tool["name"]: tool["max_uses"] for tool in request.get("tools", ())}
+        searches, fetches = uses.get("web_search", 0), uses.get("web_fetch", 0)
+        fixed = estimate + WEB_USE_TOKENS * searches
+        choosing = pages is None and fetches > 0
+        wanted = fetches * (MAX_PAGE_TOKENS if pages is None else pages)
         if grant.share_tokens is not None:
             used = channel.usage.tokens
-            left = grant.share_tokens - used - estimate
+            left = grant.share_tokens - used - fixed - (0 if choosing else wanted)
             if left < min(MIN_CALL_TOKENS, max_tokens):
                 raise Refusal(
                     "budget",
                     f"this agent's share of the budget is spent ({used} of "
-                    f"{grant.share_tokens} tokens used, this prompt needs about {estimate}); "
-                    "no further model calls",
+                    f"{grant.share_tokens} tokens used, this call needs about "
+                    f"{grant.share_tokens - used - left}); no further model calls",
                 )
+            if choosing:
+                wanted = max(0, min(wanted, left - min(max_tokens, left // 2)))
+                left -= wanted
             max_tokens = min(max_tokens, left)
-        uses = {tool["name"]: tool["max_uses"] for tool in request.get("tools", ())}
-        searches = uses.get("web_search", 0)
-        held_input = estimate + WEB_USE_TOKENS * sum(uses.values())
         try:
             hold = self._ledger.hold(
-                model, input_tokens=held_input, max_tokens=max_tokens, searches=searches
+                model,
+                input_tokens=fixed + (0 if choosing else wanted),
+                max_tokens=max_tokens,
+                searches=searches,
+                extra_input=wanted if choosing else 0,
             )
         except self._budget_error as error:
             with self._lock:
                 self.budget_needed = max(self.budget_needed, getattr(error, "needed_usd", 0.0))
             raise Refusal("budget", f"the run's budget is spent: {error}") from None
         try:
+            if choosing:
+                pages = min(MAX_PAGE_TOKENS, hold.extra_input // fetches)
+                request = {**request, "tools": _with_pages(request["tools"], pages)}
             try:
                 sent = self._send({**request, "max_tokens": hold.tokens})
             except Exception as error:
-                return channel._fail(*_failure(error)), hold.tokens
+                return channel._fail(*_failure(error)), hold.tokens, request, pages or 0
             reply = _plain(sent)  # junk from the road is the broker's bug: an internal failure
             usage = reply.get("usage") or {}
             self._ledger.record(model, usage)
@@ -712,7 +753,18 @@ class Broker:
             "counts": counts,
             "searches": searched,
         }
-        return leg, hold.tokens
+        return leg, hold.tokens, request, pages or 0
+
+
+def _with_pages(tools: list[dict[str, Any]], pages: int) -> list[dict[str, Any]]:
+    """The web call's tools with each fetched page cut to `pages` tokens (max_content_tokens),
+    or without the fetch tool when that is too little to be worth a fetch."""
+    if pages < MIN_PAGE_TOKENS:
+        return [tool for tool in tools if tool["name"] != "web_fetch"]
+    return [
+        {**tool, "max_content_tokens": pages} if tool["name"] == "web_fetch" else tool
+        for tool in tools
+    ]
 
 
 _UNHANDLED = [op for op in agent_runtime.BROKER_OPS if not hasattr(Broker, f"_op_{op}")]

@@ -96,6 +96,8 @@ class Hold:
     """Output tokens the call may use: its max_tokens, lowered to what the budget can pay for."""
     usd: float
     """The worst case of the call, held back from everyone else meanwhile."""
+    extra_input: int = 0
+    """Input beyond the call's own the budget pays for (its `extra_input`, lowered with it)."""
 
 
 @dataclass
@@ -244,11 +246,15 @@ class Usage:
         max_tokens: int,
         min_tokens: int = MIN_OUTPUT_TOKENS,
         searches: int = 0,
+        extra_input: int = 0,
     ) -> Hold:
         """Set aside the worst case of a call; lower max_tokens to what the budget can pay for.
 
         `searches` is the most web searches the call may make (its web_search max_uses): their
         price is held in full, since the model, not the caller, decides how many it runs.
+        `extra_input` is input the call may be given beyond `input_tokens` that the caller can
+        still bound (the pages a web fetch reads, by max_content_tokens): it is lowered together
+        with max_tokens, in proportion, to what the budget can pay for (`Hold.extra_input`).
         While other holds are in flight their money may come back, so this waits for them;
         it raises BudgetExhaustedError only when nothing is in flight and the call still
         cannot afford `min_tokens` of output (or its whole max_tokens, if that is smaller).
@@ -260,22 +266,28 @@ class Usage:
                 max_tokens=max_tokens,
                 min_tokens=min_tokens,
                 searches=searches,
+                extra_input=extra_input,
             )
         if self.budget_usd is None:
-            return Hold(max_tokens, 0.0)
+            return Hold(max_tokens, 0.0, extra_input)
         price = price_of(model)[0]
+        least = min(min_tokens, max_tokens)
         fixed_usd = input_tokens * price.cache_write / 1_000_000 + search_usd(searches)
+        fixed_usd += least * price.output / 1_000_000
+        more = max_tokens - least
+        rest_usd = (extra_input * price.cache_write + more * price.output) / 1_000_000
         with self._lock:
             while True:
                 room = self.budget_usd - self.cost_usd() - self._held_usd - fixed_usd
-                tokens = min(max_tokens, int(room * 1_000_000 / price.output)) if room > 0 else 0
-                if tokens >= min(min_tokens, max_tokens):
-                    usd = fixed_usd + tokens * price.output / 1_000_000
+                if room >= 0:  # the least output first; then the rest of both, in proportion
+                    share = min(1.0, room / rest_usd) if rest_usd > 0 else 1.0
+                    tokens, extra = least + int(more * share), int(extra_input * share)
+                    usd = input_tokens * price.cache_write + extra * price.cache_write
+                    usd = (usd + tokens * price.output) / 1_000_000 + search_usd(searches)
                     self._held_usd += usd
-                    return Hold(tokens, usd)
+                    return Hold(tokens, usd, extra)
                 if self._held_usd <= 1e-12:
-                    needed = fixed_usd + min(min_tokens, max_tokens) * price.output / 1_000_000
-                    raise BudgetExhaustedError(self.cost_usd(), self.budget_usd, needed)
+                    raise BudgetExhaustedError(self.cost_usd(), self.budget_usd, fixed_usd)
                 self._lock.wait()
 
     def release(self, hold: Hold) -> None:

@@ -476,7 +476,7 @@ def test_a_web_call_gets_the_server_tools_and_its_answer_names_its_sources(
     [request] = fake_api.messages()
     assert (
         request.body["tools"]
-        == agent_runtime.web_tools(3)
+        == agent_runtime.web_tools(3, broker.MAX_PAGE_TOKENS)
         == [
             {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
             {
@@ -484,6 +484,7 @@ def test_a_web_call_gets_the_server_tools_and_its_answer_names_its_sources(
                 "name": "web_fetch",
                 "max_uses": agent_runtime.MAX_FETCHES_PER_CALL,
                 "citations": {"enabled": True},
+                "max_content_tokens": broker.MAX_PAGE_TOKENS,
             },
         ]
     )
@@ -552,9 +553,8 @@ def test_a_web_call_under_a_budget_holds_every_search_it_may_make(
         channel = door.open_channel("researcher", model=MODEL, web_allowed=True, max_searches=5)
         answer = exchange(channel, web_frame())
         assert answer["error"]["type"] == "budget"
-        uses = 5 + agent_runtime.MAX_FETCHES_PER_CALL
-        allowance = uses * broker.WEB_USE_TOKENS * models.price_of(MODEL)[0].cache_write / 1e6
-        assert door.budget_needed > five_searches + allowance, "every search and fetch held"
+        allowance = 5 * broker.WEB_USE_TOKENS * models.price_of(MODEL)[0].cache_write / 1e6
+        assert door.budget_needed > five_searches + allowance, "every search held, results too"
         assert fake_api.messages() == []
         assert exchange(channel, messages_frame())["ok"] is True
     roomy = Usage(budget_usd=1.0)
@@ -562,6 +562,58 @@ def test_a_web_call_under_a_budget_holds_every_search_it_may_make(
         channel = door.open_channel("researcher", model=MODEL, web_allowed=True, max_searches=5)
         assert exchange(channel, web_frame())["searches"] == 1
     assert roomy.cost_usd() == pytest.approx(channel.usage.usd)
+
+
+BIG_PAGE = Page("https://big.example/report", "The big report", "word " * 120_000)
+"""600 kB of text: 150,000 tokens as the fake counts them."""
+
+
+def test_a_web_call_reads_no_more_of_a_page_than_its_hold_covers(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """One fetch of a 150k-token page spent $0.31 under a $0.25 budget (issue 23)."""
+    fake_api.pages = [BIG_PAGE]
+    ledger = Usage(budget_usd=0.25)
+    with make_broker(
+        sdk(fake_api, max_retries=0), ledger, web=True, known_urls=[BIG_PAGE.url]
+    ) as door:
+        channel = door.open_channel(
+            "reader", model=MODEL, web_allowed=True, max_searches=5, share_tokens=65_536
+        )
+        answer = exchange(channel, web_frame(f"read {BIG_PAGE.url}"))
+    assert answer["ok"] is True, answer
+    [request] = fake_api.messages()
+    fetch = request.tool("web_fetch")
+    assert fetch is not None and fetch["max_content_tokens"] <= 65_536 // 2
+    [result] = [b for b in request.reply["content"] if b["type"] == "web_fetch_tool_result"]
+    read = result["content"]["content"]["source"]["data"]
+    assert len(read) <= fetch["max_content_tokens"] * 4 < len(BIG_PAGE.text), "the page was cut"
+    assert ledger.cost_usd() <= 0.25
+    assert channel.usage.tokens <= 65_536, "the agent's share held too"
+
+
+def test_a_web_call_under_a_nearly_spent_budget_reads_less_or_fetches_nothing(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    fake_api.pages = [BIG_PAGE]
+    price = models.price_of(MODEL)[0]
+    for budget, fetched in ((0.05, True), (0.0262, False)):
+        fake_api.forget_cache()
+        before = len(fake_api.messages())
+        ledger = Usage(budget_usd=budget)
+        with make_broker(
+            sdk(fake_api, max_retries=0), ledger, web=True, known_urls=[BIG_PAGE.url]
+        ) as door:
+            channel = door.open_channel("reader", model=MODEL, web_allowed=True, max_searches=1)
+            answer = exchange(channel, web_frame(f"read {BIG_PAGE.url}"))
+        assert answer["ok"] is True, (budget, answer)
+        request = fake_api.messages()[before]
+        fetch = request.tool("web_fetch")
+        assert (fetch is not None) == fetched, (budget, request.tools)
+        if fetch is not None:
+            pages = fetch["max_content_tokens"] * fetch["max_uses"]
+            assert pages * price.cache_write / 1e6 < budget, "every page it may read is held"
+        assert ledger.cost_usd() <= budget
 
 
 def test_a_paused_turn_is_continued_with_its_content_unchanged_and_every_leg_billed(
