@@ -500,9 +500,12 @@ class Broker:
         web_allowed: bool = False,
         max_searches: int = 0,
         files: Mapping[str, Path] | None = None,
+        file_ids: Mapping[Path, tuple[int, int, int]] | None = None,
         meter: Recorder | None = None,
     ) -> Channel:
-        """A served channel for one agent process; `meter` also records each real reply."""
+        """A served channel for one agent process; `meter` also records each real reply.
+        `files` are the attachments it may show the model, `file_ids` what each one was when it
+        was vetted (attachments.file_identity): one that is another file now is refused."""
         grant = checked(
             Grant(
                 model=model,
@@ -512,6 +515,7 @@ class Broker:
                 web_allowed=web_allowed,
                 max_searches=max_searches,
                 files=dict(files or {}),
+                file_ids=dict(file_ids or {}),
             )
         )
         with self._lock:

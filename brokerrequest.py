@@ -26,6 +26,7 @@ text in a reply, and the agent's walls and the broker's allowlist are what they 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgod import agent_runtime
+from agentgod.attachments import file_identity
 from agentgod.kinds import EFFORT_LEVELS
 
 MAX_IMAGES = 100
@@ -76,6 +78,9 @@ class Grant:
     """Web searches this agent's calls may make together (MAX_SEARCHES_PER_AGENT); 0: none."""
     files: Mapping[str, Path] = field(default_factory=dict)
     """Attachments by the name the agent uses for them -> where the broker reads them."""
+    file_ids: Mapping[Path, tuple[int, int, int]] = field(default_factory=dict)
+    """attachments.file_identity of each file as it was vetted, by path: the broker reads a path
+    only while it still is that file (attachments.Attached.identities)."""
 
 
 class Refusal(Exception):
@@ -231,7 +236,9 @@ def checked(grant: Grant) -> Grant:
     if not isinstance(grant.max_searches, int) or grant.max_searches < 0:
         raise ValueError(f"max_searches must be a whole number, got {grant.max_searches!r}")
     models = frozenset(grant.allowed_models) | {grant.model}
-    return replace(grant, allowed_models=models, files=dict(grant.files))
+    return replace(
+        grant, allowed_models=models, files=dict(grant.files), file_ids=dict(grant.file_ids)
+    )
 
 
 def listed(names: list[str]) -> str:
@@ -282,11 +289,21 @@ def _attachment(grant: Grant, name: str, limit: int) -> dict[str, Any]:
     path = grant.files.get(name)
     if path is None:
         raise Refusal("forbidden", f"no file named {shown(name)} was given to this agent")
+    vetted = grant.file_ids.get(path)
+    replaced = Refusal(
+        "forbidden",
+        f"file {shown(name)} was replaced since it was attached: it is not the file that was "
+        "checked, so it is not read",
+    )
     try:
         # O_NONBLOCK: a FIFO put where a file was must not hang the channel; fstat refuses it.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        # O_NOFOLLOW: a vetted file swapped for a link is not followed anywhere.
+        follow = os.O_NOFOLLOW if vetted is not None else 0
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | follow)
         try:
             status = os.fstat(fd)
+            if vetted is not None and file_identity(status) != tuple(vetted):
+                raise replaced
             regular, size, data = stat.S_ISREG(status.st_mode), status.st_size, b""
             if regular and size <= limit:
                 with open(fd, "rb", closefd=False) as file:
@@ -294,6 +311,8 @@ def _attachment(grant: Grant, name: str, limit: int) -> dict[str, Any]:
         finally:
             os.close(fd)
     except OSError as error:
+        if vetted is not None and error.errno == errno.ELOOP:  # a link now stands there
+            raise replaced from None
         raise Refusal("invalid", f"file {shown(name)} cannot be read: {error.strerror}") from None
     if not regular:
         raise Refusal("invalid", f"file {shown(name)} is not a regular file")

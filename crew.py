@@ -235,6 +235,7 @@ class Crew:
             space=space,
             inputs=attached.inputs(),
             read_only=attached.mounts,
+            identities=attached.identities(),
             settings=settings,
         )
 
@@ -673,6 +674,7 @@ class Crew:
             space=self.space,
             inputs=attached.inputs(),
             read_only=attached.mounts,
+            identities=attached.identities(),
             settings=settings,
         )
         return result, door
@@ -694,6 +696,7 @@ class Crew:
             web_allowed=spec is not None and spec.web,
             max_searches=self._searches_for(spec),
             files=self._run.attached.inputs(),
+            file_ids=self._run.attached.identities(),
         )
 
     def _share_for(self, spec: planner.AgentSpec | None) -> int | None:

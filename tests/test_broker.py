@@ -27,7 +27,7 @@ from fakeapi import FakeMessagesAPI, Page, Reply, Request, Search, WebTurn, web_
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentgod import agent_runtime, broker, brokerrequest, executor, models
+from agentgod import agent_runtime, attachments, broker, brokerrequest, executor, models
 from agentgod.agent_runtime import BROKER_FD_VARIABLE, BrokerRefused, LLMError
 from agentgod.artifacts import ArtifactStore
 from agentgod.ledger import MIN_OUTPUT_TOKENS, BudgetExhaustedError, Usage, search_usd
@@ -827,6 +827,35 @@ def test_granted_files_arrive_as_the_blocks_the_api_reads(
         },
     }
     assert prompt == {"type": "text", "text": "summarise"}
+
+
+@pytest.mark.parametrize("swap", ["link", "new-file", "written"])
+def test_a_granted_file_that_is_not_the_file_vetted_is_not_read(
+    swap: str, fake_api: FakeMessagesAPI, door: broker.Broker, tmp_path: Path
+) -> None:
+    """A file is vetted by path once; swapped for a link, replaced, or written since, the
+    broker's files= used to read whatever stood there then (issue 23)."""
+    notes = write(tmp_path, "notes.txt", b"the vetted notes")
+    elsewhere = write(tmp_path, "elsewhere.txt", b"NEVER-VETTED-4d2a")
+    vetted = attachments.file_identity(os.stat(notes))
+    channel = door.open_channel(
+        "reader", model=MODEL, files={"notes.txt": notes}, file_ids={notes: vetted}
+    )
+    assert exchange(channel, {**messages_frame(), "files": ["notes.txt"]})["ok"] is True
+    if swap == "link":
+        notes.unlink()
+        notes.symlink_to(elsewhere)
+    elif swap == "new-file":
+        elsewhere.replace(notes)
+    else:
+        with notes.open("ab") as handle:  # the same inode, written since it was checked
+            handle.write(b" NEVER-VETTED-4d2a")
+    answer = exchange(channel, {**messages_frame(), "files": ["notes.txt"]})
+    assert answer["error"]["type"] == "forbidden", answer
+    assert "was replaced since it was attached" in answer["error"]["message"]
+    [sent] = fake_api.messages()
+    assert "the vetted notes" in json.dumps(sent.body)
+    assert all("NEVER-VETTED" not in json.dumps(r.body) for r in fake_api.messages())
 
 
 @pytest.mark.parametrize("media_type", sorted(IMAGES))

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import escapes
 import pytest
@@ -27,7 +28,7 @@ from agents import agent_source, write_agent, write_raw
 from conftest import IMPORT_ROOT, TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
-from agentgod import config, executor, generator, sandbox
+from agentgod import attachments, config, executor, generator, sandbox
 from agentgod.broker import Channel
 
 WITHOUT_BWRAP = "auto-without-bwrap"
@@ -490,10 +491,6 @@ def test_without_walls_an_agent_finds_no_key_and_no_road_around_the_broker(
         f"ANTHROPIC_API_KEY={TEST_KEY}\nANTHROPIC_BASE_URL={fake_api.base_url}\n"
     )
     fake_api.queue(Reply("the broker's answer"))
-    source = agent_source(KEY_THIEF, name="key_thief")
-    complaints = generator.check_assembled(source)
-    assert any("_setting is none of this code's own names" in c for c in complaints)
-    assert any("_post is none of this code's own names" in c for c in complaints)
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
         path = write_agent(KEY_THIEF, name="key_thief")  # run anyway, as if the guard had not
@@ -506,3 +503,55 @@ def test_without_walls_an_agent_finds_no_key_and_no_road_around_the_broker(
     billed = door.ledger.totals().calls  # type: ignore[attr-defined]
     assert len(fake_api.messages()) == billed == 1, "every call the API saw was billed"
     assert TEST_KEY not in result.output + result.error
+    complaints = generator.check_assembled(agent_source(KEY_THIEF, name="key_thief"))
+    assert any("_setting is none of this code's own names" in c for c in complaints)
+    assert any("_post is none of this code's own names" in c for c in complaints)
+
+
+# ---- an attachment is the file that was vetted (issue 23) -------------------------------------
+
+
+def test_an_attachment_swapped_for_a_link_reaches_neither_the_agent_nor_the_model(
+    fake_api: FakeMessagesAPI, door: OpenDoor, configuration: str, tmp_path: Path
+) -> None:
+    """Checked by path once, then swapped for a link: the read-only mount and the broker's
+    files= used to follow it to a file never vetted."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "report.txt").write_text("the vetted report", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("NEVER-VETTED-9e4b", encoding="utf-8")
+    elsewhere.chmod(0o644)
+    attached = attachments.gather(
+        "summarise @report.txt", cwd=work, max_bytes=1 << 20, max_files=10
+    )
+    (work / "report.txt").unlink()
+    (work / "report.txt").symlink_to(elsewhere)  # during the run, before this agent starts
+    fake_api.queue(Reply("a summary"))
+    body = """
+        def run(task, previous_outputs):
+            [(name, path)] = input_files().items()
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    seen = handle.read()
+            except OSError as error:
+                seen = f"unreadable ({type(error).__name__})"
+            return seen + " | " + call_llm("summarise", files=[name])
+        """
+    given: dict[str, Any] = {
+        "door": door(files=attached.inputs(), file_ids=attached.identities()),
+        "inputs": attached.inputs(),
+        "read_only": attached.mounts,
+        "identities": attached.identities(),
+    }
+    if configuration == AWAITING_CODE:
+        started = executor.start_agent(None, preload=generator.RUNTIME_MODULES, **given)
+        if isinstance(started, executor.AgentProcess):
+            started = started.run("t", {}, path=write_agent(body, name="reader"))
+        result = started
+    else:
+        result = executor.execute_agent(write_agent(body, name="reader"), "t", {}, **given)
+    assert "NEVER-VETTED" not in result.output + result.error
+    assert all("NEVER-VETTED" not in json.dumps(request.body) for request in fake_api.messages())
+    assert not result.ok
+    assert "was replaced since it was attached" in result.error

@@ -39,6 +39,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentgod import agent_runtime, sandbox, sandbox_boot
+from agentgod.attachments import file_identity
 
 SECRET = "the-planted-secret"
 ALL = "all"  # the layer set `prepare` picks by itself
@@ -623,6 +624,48 @@ def test_the_bootstrap_fails_closed(world: World) -> None:
     assert done.returncode == sandbox.BOOT_FAILURE_EXIT
     assert done.stdout == ""
     assert done.stderr.startswith("sandbox: landlock could not be applied: [Errno 2]")
+
+
+@pytest.mark.parametrize("layer_set", ["landlock", "bwrap", ALL])
+def test_an_attachment_swapped_after_its_check_is_never_followed(
+    layer_set: str, world: World
+) -> None:
+    """The parent checks a vetted file's identity, then starts the agent; a link put in its
+    place in between is caught by the bootstrap itself, before any wall grants or mounts it."""
+    attached = world.base / f"attached_{uuid.uuid4().hex[:8]}.txt"
+    attached.write_text("what was vetted", encoding="utf-8")
+    attached.chmod(0o644)
+    vetted = os.stat(attached)
+    agent = world.base / f"agent_{uuid.uuid4().hex[:8]}.py"
+    agent.write_text(f"print(open({str(attached)!r}).read())\n", encoding="utf-8")
+    scratch = Path(tempfile.mkdtemp(dir=world.base))
+    launch = sandbox.prepare(
+        agent,
+        python=sys.executable,
+        scratch=scratch,
+        api_url="http://127.0.0.1:1",
+        layers=None if layer_set == ALL else {layer_set},
+        read_only=(attached,),
+        identities={attached: file_identity(vetted)},
+    )
+    if layer_set != ALL and layer_set not in launch.layers:
+        pytest.skip("; ".join(launch.skipped))
+    attached.unlink()
+    attached.symlink_to(world.secret)  # after the parent's check, before the child's walls
+    done = subprocess.run(
+        launch.argv, cwd=scratch, capture_output=True, text=True, timeout=60, user=launch.user
+    )
+    assert SECRET not in done.stdout + done.stderr
+    assert done.returncode == sandbox.BOOT_FAILURE_EXIT, done.stderr
+    assert "was replaced since it was attached" in done.stderr
+    with pytest.raises(sandbox.AttachmentReplaced, match="was replaced since it was attached"):
+        sandbox.prepare(
+            agent,
+            python=sys.executable,
+            scratch=scratch,
+            read_only=(attached,),
+            identities={attached: file_identity(vetted)},
+        )
 
 
 def _walls(launch: sandbox.Launch) -> tuple[sandbox_boot.Walls, list[str]]:
