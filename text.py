@@ -37,6 +37,27 @@ def clean(text: str) -> str:
     return _BIDI.sub(lambda found: bidi_marker(found.group()), text)
 
 
+def visible_code(source: str) -> tuple[str, list[int]]:
+    """Code as a terminal can show it without being fooled, and the lines that needed it.
+
+    Unlike `clean`, nothing is removed: a control character (but tab and newline) is written as
+    its escape (`\\x1b`, `\\r`), as a string literal in the code would spell it, and a bidi
+    control as its marker (<U+202E>), so what a person reads is what runs. The line numbers
+    (1-based) are those that held either, for a warning (Trojan Source).
+    """
+    flagged: list[int] = []
+    lines = []
+    for number, line in enumerate(source.split("\n"), start=1):
+        shown = _CONTROL.sub(
+            lambda found: f"\\x{ord(found.group()):02x}", line.replace("\r", "\\r")
+        )
+        shown = _BIDI.sub(lambda found: bidi_marker(found.group()), shown)
+        if shown != line:
+            flagged.append(number)
+        lines.append(shown)
+    return "\n".join(lines), flagged
+
+
 def one_line(text: str, limit: int = 160) -> str:
     """The most telling line of a message (the last non-empty one, like a traceback's), capped."""
     lines = [line.strip() for line in clean(text).splitlines() if line.strip()]
