@@ -605,6 +605,42 @@ def test_strict_mode_refuses_a_kernel_without_landlock(tmp_path: Path) -> None:
     assert refused.startswith("REFUSED strict sandbox refused to run agents: landlock: ")
 
 
+def test_a_machine_without_the_walls_is_said_to_run_agents_with_your_permissions(
+    tmp_path: Path,
+) -> None:
+    """SANDBOX=auto on a kernel without Landlock and with no bubblewrap: agents could read any
+    file the user can, and the run says so first (issue 23); with the walls, nothing is said."""
+    if "seccomp" in sandbox.probe().why_not:
+        pytest.skip(sandbox.probe().why_not["seccomp"])
+    if "landlock" not in sandbox.probe().why_not:
+        assert sandbox.unconfined_warning("auto") is None, "this machine has its walls"
+    script = f"""
+        import ctypes, sys
+        lib = ctypes.CDLL("libseccomp.so.2")
+        lib.seccomp_init.restype = ctypes.c_void_p
+        ctx = ctypes.c_void_p(lib.seccomp_init(ctypes.c_uint32(0x7FFF0000)))
+        for number in (444, 445, 446):
+            assert lib.seccomp_rule_add(ctx, ctypes.c_uint32(0x50000 | 38), number, 0) == 0
+        assert lib.seccomp_load(ctx) == 0
+        sys.path.insert(0, {str(IMPORT_ROOT)!r})
+        from agentgod import sandbox
+        print(sandbox.unconfined_warning("auto"))
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": str(tmp_path)},  # no bwrap on it
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.strip()
+    assert said.startswith("no OS walls on this machine (Landlock, and no bubblewrap): ")
+    assert "agents run with your own permissions" in said
+    assert "the key in your AgentGOD home's .env included" in said
+    assert "open connections" not in said, "seccomp still refuses them"
+
+
 def test_the_bootstrap_fails_closed(world: World) -> None:
     """A wall that cannot be raised stops the agent before its first line runs."""
     agent = world.base / f"agent_{uuid.uuid4().hex[:8]}.py"
