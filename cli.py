@@ -409,9 +409,16 @@ def is_positive_number(text: str) -> bool:
     return text.isascii() and text.isdigit() and int(text) > 0
 
 
+_TERMINAL_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""What JSON leaves raw (ensure_ascii off) that a terminal acts on: DEL and C1 controls, bidi
+controls. Escaped as \\uXXXX, the same JSON to a program."""
+
+
 def print_json(data: object) -> None:
     """The JSON contract: stdout carries exactly one object and a newline."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    text = _TERMINAL_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

@@ -218,7 +218,7 @@ class Crew:
             budget_error=ledger.BudgetExhaustedError,
             web=settings.web,
             known_urls=attached.texts(),
-            save_artifact=run.artifacts.save,
+            artifacts=run.artifacts,
         )
         self._started_ahead = 0
         """Processes start_ahead asked for this round, before its plan."""
@@ -238,6 +238,7 @@ class Crew:
             space=space,
             inputs=attached.inputs(),
             read_only=attached.mounts,
+            identities=attached.identities(),
             settings=settings,
         )
 
@@ -256,14 +257,15 @@ class Crew:
             self._pool.start_standby(self._started_ahead)
 
     def reusable(self, name: str) -> str | None:
-        """A library agent's source when it is reliable and still passes the guard untouched."""
+        """A library agent's source, as the pipeline runs it, when it is reliable and still
+        passes the guard untouched."""
         settings = self._run.settings
         if not library.reliable(name, settings=settings):
             return None
         source = library.lookup(name, settings=settings)
         if source is None or generator.check_assembled(source):
             return None
-        return source
+        return generator.for_run(source)  # without the library copy's standalone road
 
     def close(self) -> None:
         """The run is over: no process started ahead of need may outlive it, nor any door."""
@@ -680,6 +682,7 @@ class Crew:
             space=self.space,
             inputs=attached.inputs(),
             read_only=attached.mounts,
+            identities=attached.identities(),
             settings=settings,
         )
         return result, door
@@ -701,6 +704,7 @@ class Crew:
             web_allowed=spec is not None and spec.web,
             max_searches=self._searches_for(spec),
             files=self._run.attached.inputs(),
+            file_ids=self._run.attached.identities(),
         )
 
     def _share_for(self, spec: planner.AgentSpec | None) -> int | None:

@@ -10,6 +10,7 @@ exceed the cap: a run can stop short but never overspend.
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -126,6 +127,8 @@ class Hold:
     """Output tokens the call may use: its max_tokens, lowered to what the budget can pay for."""
     usd: float
     """The worst case of the call, held back from everyone else meanwhile (0 without a budget)."""
+    extra_input: int = 0
+    """Input beyond the call's own the budget pays for (its `extra_input`, lowered with it)."""
     model: str = ""
     input_tokens: int = 0
     """The call's input as estimated when it was held."""
@@ -311,11 +314,15 @@ class Usage:
         max_tokens: int,
         min_tokens: int = MIN_OUTPUT_TOKENS,
         searches: int = 0,
+        extra_input: int = 0,
     ) -> Hold:
         """Set aside the worst case of a call; lower max_tokens to what the budget can pay for.
 
         `searches` is the most web searches the call may make (its web_search max_uses): their
         price is held in full, since the model, not the caller, decides how many it runs.
+        `extra_input` is input the call may be given beyond `input_tokens` that the caller can
+        still bound (the pages a web fetch reads, by max_content_tokens): it is lowered together
+        with max_tokens, in proportion, to what the budget can pay for (`Hold.extra_input`).
         While other holds are in flight their money may come back, so this waits for them;
         it raises BudgetExhaustedError only when nothing is in flight and the call still
         cannot afford `min_tokens` of output (or its whole max_tokens, if that is smaller).
@@ -326,6 +333,7 @@ class Usage:
             max_tokens=max_tokens,
             min_tokens=min_tokens,
             searches=searches,
+            extra_input=extra_input,
             phase=self.phase_name,
         )
 
@@ -337,6 +345,7 @@ class Usage:
         max_tokens: int,
         min_tokens: int,
         searches: int,
+        extra_input: int,
         phase: str,
     ) -> Hold:
         if self.parent is not None:
@@ -346,28 +355,37 @@ class Usage:
                 max_tokens=max_tokens,
                 min_tokens=min_tokens,
                 searches=searches,
+                extra_input=extra_input,
                 phase=phase,
             )
+        held_for = functools.partial(
+            Hold, model=model, input_tokens=input_tokens, searches=searches, phase=phase
+        )
         if self.budget_usd is None:
-            held = Hold(max_tokens, 0.0, model, input_tokens, searches, phase)
+            held = held_for(max_tokens, 0.0, extra_input)
             with self._lock:
                 self._in_flight.add(held)
             return held
         price = price_of(model)[0]
+        least = min(min_tokens, max_tokens)
         fixed_usd = input_tokens * price.cache_write / 1_000_000 + search_usd(searches)
+        fixed_usd += least * price.output / 1_000_000
+        more = max_tokens - least
+        rest_usd = (extra_input * price.cache_write + more * price.output) / 1_000_000
         with self._lock:
             while True:
                 room = self.budget_usd - self.cost_usd() - self._held_usd - fixed_usd
-                tokens = min(max_tokens, int(room * 1_000_000 / price.output)) if room > 0 else 0
-                if tokens >= min(min_tokens, max_tokens):
-                    usd = fixed_usd + tokens * price.output / 1_000_000
+                if room >= 0:  # the least output first; then the rest of both, in proportion
+                    share = min(1.0, room / rest_usd) if rest_usd > 0 else 1.0
+                    tokens, extra = least + int(more * share), int(extra_input * share)
+                    usd = input_tokens * price.cache_write + extra * price.cache_write
+                    usd = (usd + tokens * price.output) / 1_000_000 + search_usd(searches)
                     self._held_usd += usd
-                    held = Hold(tokens, usd, model, input_tokens, searches, phase)
+                    held = held_for(tokens, usd, extra)
                     self._in_flight.add(held)
                     return held
                 if self._held_usd <= 1e-12:
-                    needed = fixed_usd + min(min_tokens, max_tokens) * price.output / 1_000_000
-                    raise BudgetExhaustedError(self.cost_usd(), self.budget_usd, needed)
+                    raise BudgetExhaustedError(self.cost_usd(), self.budget_usd, fixed_usd)
                 self._lock.wait()
 
     def release(self, hold: Hold) -> None:

@@ -32,6 +32,7 @@ from agentgod import (
     council,
     eventlog,
     executor,
+    generator,
     historydb,
     journal,
     judgment,
@@ -432,7 +433,8 @@ class _Conductor:
             for name, won in self.crew.library_outcomes.items():
                 library.record_outcome(name, won, settings=self.settings)
             for name, (role, source) in self.crew.evolved.items():
-                library.remember(name, role, source, evolved=True, settings=self.settings)
+                kept = generator.for_library(source)  # the library's copy runs by hand too
+                library.remember(name, role, kept, evolved=True, settings=self.settings)
         except Exception as error:
             self.warn(f"the library could not be updated: {problems.explain(error).technical}")
 
@@ -478,8 +480,8 @@ class _Conductor:
         """The answered run's record, with what its caller still has to act on."""
         return TaskResult.of(
             self.record(answer),
-            pending=[
-                PendingAgent(name, role, source)
+            pending=[  # as the library would keep them: with the standalone road
+                PendingAgent(name, role, generator.for_library(source))
                 for name, (role, source) in self.crew.new_sources.items()
             ],
             agent_paths=sorted(set(self.crew.paths.values())),

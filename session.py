@@ -202,8 +202,10 @@ class Session:
             if reply:
                 task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
         settings = self.settings()  # the run's snapshot, from here on
-        if settings.sandbox == "off":
-            self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
+        from agentgod.sandbox import unconfined_warning
+
+        if unconfined := unconfined_warning(settings.sandbox):
+            self.warn(unconfined)
         written: list[Path] = []
         unjudged: list[str] = []
         keep_files = False

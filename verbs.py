@@ -21,6 +21,7 @@ from agentgod import cli, config, eventlog, history, historydb, library
 from agentgod.agent_runtime import artifact_name_problem
 from agentgod.replies import HistoryRow, LibraryRow, StatsReply, TokenTotals
 from agentgod.runrecord import RunRecord
+from agentgod.text import visible_code
 from agentgod.ui import PlainUI, isatty
 
 
@@ -121,9 +122,18 @@ class Reader:
             )
         if self.json_mode:
             cli.print_json({"run_id": found.run_id, "agent": name, "source": agent.source})
-        else:
-            sys.stdout.write(agent.source if agent.source.endswith("\n") else agent.source + "\n")
-            sys.stdout.flush()
+            return cli.EXIT_OK
+        shown, flagged = visible_code(agent.source)
+        if flagged:
+            lines = ", ".join(map(str, flagged[:10])) + (" and more" if len(flagged) > 10 else "")
+            self.warn(
+                f"the code of {name} holds invisible control or bidi characters (line "
+                f"{lines}): code that reads one way in an editor can run another (Trojan "
+                "Source); they are shown as escapes and <U+…> markers, and --json has the "
+                "code exactly"
+            )
+        sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
+        sys.stdout.flush()
         return cli.EXIT_OK
 
     def replay(self, found: RunRecord) -> int:

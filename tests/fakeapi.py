@@ -653,7 +653,9 @@ class FakeMessagesAPI:
                 if error is None and use.url not in context:
                     error = "url_not_in_prior_context"
                 cite = bool((tool.get("citations") or {}).get("enabled"))
-                content.append(self._fetch_result(tool_id, use, error, found, cite))
+                limit = tool.get("max_content_tokens")
+                limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+                content.append(self._fetch_result(tool_id, use, error, found, cite, limit))
         paused = bool(stops)
         if not paused:
             content += _answer_blocks(state.turn, found)
@@ -688,16 +690,20 @@ class FakeMessagesAPI:
         error: str | None,
         found: list[tuple[str, Page]],
         cite: bool,
+        limit: int | None = None,
     ) -> dict[str, Any]:
+        """A fetched page as the API gives it; cut to `limit` tokens (the tool's
+        max_content_tokens, four characters each here, as this fake counts tokens)."""
         result: dict[str, Any]
         if error is not None:
             result = {"type": "web_fetch_tool_result_error", "error_code": error}
         else:
             page = self.page(use.url)
             found.append(("fetch" if cite else "page", page))
+            text = page.text if limit is None else page.text[: limit * 4]
             document: dict[str, Any] = {
                 "type": "document",
-                "source": {"type": "text", "media_type": "text/plain", "data": page.text},
+                "source": {"type": "text", "media_type": "text/plain", "data": text},
                 "title": page.title,
             }
             if cite:

@@ -23,7 +23,10 @@ from fakeapi import FakeMessagesAPI, Reply
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
-from agentgod import cli, intake
+from agentgod import cli, intake, sandbox
+
+UNCONFINED = sandbox.unconfined_warning("off") or "SANDBOX=off must be warned of"
+"""What every run of the tests' agentgod (SANDBOX=off) says first."""
 
 
 @pytest.fixture
@@ -55,7 +58,10 @@ def test_one_shot_prints_the_answer_on_stdout(factory: Factory, isolated_home: P
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "MERGED: fact_finder"
     assert "fact_finder" in done.stderr, "narration goes to stderr when nobody watches stdout"
-    assert "SANDBOX=off: agents run without OS confinement" in done.stderr
+    # Said first, plainly: without walls an agent's code runs as the user (issue 23).
+    assert done.stderr.index(UNCONFINED) < done.stderr.index("fact_finder")
+    assert "SANDBOX=off: agents run with your own permissions" in UNCONFINED
+    assert "the key in your AgentGOD home's .env included" in UNCONFINED
     assert "what is two plus two" in factory.of("plan")[0].prompt
     assert not list((isolated_home / "generated_agents").glob("*.py")), "scratch is cleaned up"
 
@@ -77,9 +83,7 @@ def test_quiet_prints_only_the_answer(factory: Factory, isolated_home: Path) -> 
     assert done.returncode == 0
     assert done.stdout == "MERGED: fact_finder\n"
     # The tests run with SANDBOX=off; quiet hides narration, never a warning.
-    assert done.stderr.splitlines() == [
-        "[warn]     SANDBOX=off: agents run without OS confinement, only with limits"
-    ]
+    assert done.stderr.splitlines() == [f"[warn]     {UNCONFINED}"]
 
 
 def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: Path) -> None:
@@ -125,9 +129,9 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
     assert Path(data["run_file"]).exists()
     assert isinstance(data["sandbox"], list)
     assert (data["budget_usd"], data["budget_exhausted"]) == (None, False)
-    assert data["warnings"] == [
-        "SANDBOX=off: agents run without OS confinement, only with limits"
-    ], "the tests' agentgod runs with SANDBOX=off, and says so"
+    assert data["warnings"] == [UNCONFINED], (
+        "the tests' agentgod runs with SANDBOX=off, and says so"
+    )
     assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
     assert (data["attachments"], data["artifacts"], data["cost"]["web_searches"]) == ([], [], 0)
 
@@ -365,7 +369,7 @@ def test_warnings_reach_stderr_under_quiet_and_json_lists_them(
     data = json.loads(as_json.stdout)
     assert data["ok"] is True
     assert data["warnings"] == [
-        "SANDBOX=off: agents run without OS confinement, only with limits",
+        UNCONFINED,
         "the judge could not rule (The Anthropic API refused the request.); "
         "the answer is delivered unjudged",
     ]

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from conftest import IMPORT_ROOT
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from agentgod import asking, events, main, text, ui
@@ -280,6 +282,30 @@ def test_escape_sequences_in_model_text_never_reach_the_terminal() -> None:
     assert "\x1b" not in out.getvalue() + err.getvalue()
     assert "\x9b" not in out.getvalue()
     assert "red" in out.getvalue()
+
+
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""What must never reach a terminal from model or agent text: control and bidi characters."""
+
+
+@given(st.text())
+def test_clean_text_holds_no_control_or_bidi_character(raw: str) -> None:
+    assert not UNSAFE.search(text.clean(raw))
+
+
+@given(st.text())
+def test_visible_code_hides_nothing_and_flags_each_line_that_held_one(raw: str) -> None:
+    shown, flagged = text.visible_code(raw)
+    assert not UNSAFE.search(shown)
+    assert shown.count("\n") == raw.count("\n"), "a line stays a line"
+    held = [n for n, line in enumerate(raw.split("\n"), 1) if UNSAFE.search(line)]
+    assert flagged == held
+
+
+def test_bidi_controls_in_an_answer_are_shown_as_markers() -> None:
+    view, out, _ = plain()
+    view.answer("grant \u202eadmin\u202c to \u2066user\u2069")
+    assert out.getvalue().strip() == "grant <U+202E>admin<U+202C> to <U+2066>user<U+2069>"
 
 
 # ---- PlainUI: questions ------------------------------------------------------------------------
