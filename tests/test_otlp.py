@@ -128,9 +128,8 @@ def test_a_run_reaches_the_receiver_as_one_trace_that_matches_its_record(
         OTEL_EXPORTER_OTLP_HEADERS="x-team=agents%20ok,authorization=Basic%20c2VjcmV0",
         OTEL_SERVICE_NAME="tide-lab",
     )
-    assert answered["warnings"] == [
-        "SANDBOX=off: agents run without OS confinement, only with limits"
-    ]
+    [only] = answered["warnings"]  # the run's own, and no word of the export
+    assert only.startswith("SANDBOX=off:")
     [(path, headers, payload)] = receiver.requests
     assert path == "/v1/traces" and headers["content-type"] == "application/json"
     assert headers["x-team"] == "agents ok" and headers["authorization"] == "Basic c2VjcmV0"
