@@ -70,8 +70,9 @@ def _run(invocation: cli.Invocation) -> int:
             session.task = invocation.task or cli.read_task(sys.stdin)
         config.check_home()  # before anything is spent or started
         _check_out(invocation.out)
-        llm.preload_sdk()
-        session.settings()  # a bad setting is found now, before anything is spent
+        # A bad setting is found now, before anything is spent; the connection to the API
+        # opens while the rest of start-up goes on.
+        llm.connect_ahead(session.settings())
         if invocation.resume:
             session.resume(invocation.resume)
         if invocation.mode == "repl":
