@@ -101,9 +101,12 @@ class _Conductor:
         attached: Attached | None = None,
         conversation: Conversation | None = None,
         retry: Retry | None = None,
+        planning: planner.Planning | None = None,
     ) -> None:
         self.task = task
         self.retry = retry
+        self.planning = planning
+        """The first round's plan, already asked for by the session (planner.Planning)."""
         """The earlier run this one retries: its plan, and the outputs its agents delivered."""
         self.conversation = conversation
         """The session's earlier tasks and answers, when this task may follow up on them."""
@@ -205,6 +208,8 @@ class _Conductor:
             # A retry's plan is the one it retries, and what that run's agents delivered stands.
             plan = self.retry.plan
             carried = {**self.retry.outputs, **(carried or {})}
+        elif self.planning is not None and not self.rounds:
+            plan = self.planning.result()  # asked for before the run began: no wait for it here
         else:
             plan = planner.plan_agents(
                 task_text,
@@ -503,6 +508,7 @@ def handle_task(
     attached: Attached | None = None,
     conversation: Conversation | None = None,
     retry: Retry | None = None,
+    planning: planner.Planning | None = None,
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.
 
@@ -512,6 +518,9 @@ def handle_task(
     `conversation` holds the session's earlier turns: the planner decides whether the task
     follows up on them, and then the agents and the merge see them too. `retry` reruns an
     earlier run: no plan call, and only its agents that delivered nothing are built and run.
+    `planning` is the first round's plan, asked for ahead (planner.Planning, with `usage` as
+    its ledger and the same task, attachments and conversation): the run takes its result
+    instead of asking again, and cancels it if the run ends before taking it.
 
     Raises on planner or code-generation failures (bad key, network, an invalid plan) and when
     every agent failed; a failed run is still archived so `history` and `stats` see it. So is an
@@ -524,11 +533,15 @@ def handle_task(
     """
     own = space is None
     space = space or RunSpace()
-    conductor = _Conductor(task, settings, events, usage, space, attached, conversation, retry)
+    conductor = _Conductor(
+        task, settings, events, usage, space, attached, conversation, retry, planning
+    )
     try:
         return conductor.run()
     except BaseException as error:
         conductor.stopped.set()
+        if planning is not None:  # ended before its plan was taken: its cost goes in the record
+            planning.cancel(wait=not isinstance(error, KeyboardInterrupt))
         executor.stop_all()
         if written is not None:
             written.extend(sorted(set(conductor.crew.paths.values())))
@@ -539,6 +552,8 @@ def handle_task(
             conductor.archive(conductor.record(None, error))
         raise
     finally:
+        if planning is not None:
+            planning.cancel(wait=False)  # a no-op once taken; else a plan nobody will use
         conductor.close()
         if own:
             space.close()

@@ -10,6 +10,7 @@ modules (the SDK, pydantic, the pipeline) are imported only when a run needs the
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -31,7 +32,9 @@ from agentgod.ui import PlainUI
 if TYPE_CHECKING:
     from agentgod.artifacts import Artifact
     from agentgod.attachments import Attached
+    from agentgod.intake import Screening
     from agentgod.orchestrator import Retry
+    from agentgod.planner import Planning
     from agentgod.results import PendingAgent
 
 KEY_ASKS = 3
@@ -40,6 +43,9 @@ WAITING = "reading the task"
 """What the spinner says between Enter and the run's own display."""
 CHAT_MAX_WORDS = 12
 """Only input this short is worth a small-talk check; anything longer is a task."""
+SENT_WAIT_SECONDS = 5.0
+"""How long the intake waits for the plan's request to leave first; only a plan request that
+cannot even be built or sent (and then fails) could take longer."""
 
 
 class Session:
@@ -163,36 +169,33 @@ class Session:
         attached: Attached | None = None,
         spent: ledger.Usage | None = None,
         retry: Retry | None = None,
+        *,
+        planning: Planning | None = None,
+        clarified: str | None = None,
+        settings: config.Settings | None = None,
     ) -> int:
-        """Clarify, run, report, keep, clean up. Returns the exit code for this task.
+        """Run, report, keep, clean up. Returns the exit code for this task.
 
-        `spent` is the run's ledger if calls were already made for it (the small-talk check);
-        `retry` is the earlier run this one retries (no clarifying question then either).
+        `task` is as the person wrote it; `clarified` the same with their answer to the
+        clarifying question, which is what gets planned. `spent` is the run's ledger if calls
+        were already made for it (the intake, the plan asked for ahead); `planning` that plan;
+        `retry` the earlier run this one retries; `settings` the snapshot those calls were made
+        with (read now when none is given).
         """
         self.task = task
         spent = spent or ledger.Usage()
-        question: str | None = None
-        with self.ui.waiting(WAITING):  # the pipeline's first import, then maybe a call
-            from agentgod import intake, orchestrator, scratch
-
-            if self.interactive and not self.conversation.turns and retry is None:
-                question = intake.clarifying_question(
-                    task, usage=spent.phase(Spend.INTAKE), settings=self.settings()
-                )
-        if question:
-            reply = self.ui.ask(question)
-            if reply:
-                task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
-        settings = self.settings()  # the run's snapshot, from here on
+        with self.ui.waiting(WAITING):  # the pipeline's first import, unless already done
+            from agentgod import orchestrator, scratch
+        settings = settings or self.settings()  # the run's snapshot, from here on
         if settings.sandbox == "off":
             self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
         written: list[Path] = []
         keep_files = False
         space = scratch.RunSpace()
         try:
-            self.ui.task_started(task)
+            self.ui.task_started(clarified or task)
             result = orchestrator.handle_task(
-                task,
+                clarified or task,
                 settings=settings,
                 events=self.ui,
                 usage=spent,
@@ -201,6 +204,7 @@ class Session:
                 attached=attached,
                 conversation=self.conversation,
                 retry=retry,
+                planning=planning,
             )
         except KeyboardInterrupt:
             with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
@@ -347,16 +351,116 @@ class Session:
         """Small talk gets one cheap reply; anything else is a task for a team.
 
         Attachments are found and vetted first: a file that may not be attached is refused
-        before anything is spent, and a task with files is never small talk.
+        before anything is spent, and a task with files is never small talk. Then the plan is
+        asked for at once, and the small-talk check and the clarifying question (one call) go
+        out beside it, so neither stands before the plan: small talk cancels the plan (what it
+        had cost is counted), and an answer to the question has the plan made again with it.
         """
         self.warnings = []
         with self.ui.waiting(WAITING):  # on screen at once: the first model reply takes seconds
             attached = self.attach(text)
-            # The run's ledger from its first call: the small-talk check is counted against it.
-            spent = ledger.Usage(budget_usd=self.settings().budget_usd)
-            if not attached.files and self._small_talk(text, spent):
+            settings = self.settings()  # the run's snapshot, from its first call on
+            # The run's ledger from its first call: the plan's and the intake's are counted in it.
+            spent = ledger.Usage(budget_usd=settings.budget_usd)
+            planning = self._plan_ahead(attached.task, attached, settings, spent)
+            try:
+                screened = self._screen(text, attached, settings, spent, planning)
+            except BaseException:
+                planning.cancel(wait=False)
+                self.usage.merge(spent)
+                raise
+            if screened.reply is not None:
+                self._chat(text, screened.reply, spent, planning)
                 return cli.EXIT_OK
-        return self.run_task(attached.task, attached, spent)
+        clarified: str | None = None
+        if screened.question:
+            try:
+                reply = self.ui.ask(screened.question)
+            except BaseException:
+                planning.cancel(wait=False)
+                self.usage.merge(spent)
+                raise
+            if reply:
+                clarified = (
+                    f"{attached.task}\n\nClarification asked before the run: "
+                    f"{screened.question}\nAnswer: {reply}"
+                )
+                if planning.cancel():
+                    self.ui.info("Planning again with your answer (the first plan is in the cost).")
+                planning = self._plan_ahead(clarified, attached, settings, spent)
+        return self.run_task(
+            attached.task,
+            attached,
+            spent,
+            planning=planning,
+            clarified=clarified,
+            settings=settings,
+        )
+
+    def _plan_ahead(
+        self, task: str, attached: Attached, settings: config.Settings, spent: ledger.Usage
+    ) -> Planning:
+        """The run's plan, asked for now on a thread of its own (the run takes it later)."""
+        from agentgod import library, planner
+
+        return planner.Planning(
+            task,
+            settings=settings,
+            usage=spent.phase(Spend.PLAN),
+            library_hint=library.describe_for_planner(settings=settings),
+            attachments=attached.describe(),
+            conversation=self.conversation.context(),
+        )
+
+    def _screen(
+        self,
+        text: str,
+        attached: Attached,
+        settings: config.Settings,
+        spent: ledger.Usage,
+        planning: Planning,
+    ) -> Screening:
+        """Small talk's reply or the clarifying question, from one call made beside the plan.
+
+        Only short input without files can be small talk, and only a person at a terminal, at
+        the start of a conversation, is asked a question; when neither can be, no call is made.
+        The run's modules load while the calls are out. The check is a courtesy: if it fails,
+        the task goes on to its team.
+        """
+        from agentgod import intake
+
+        chat = not attached.files and len(text.split()) <= CHAT_MAX_WORDS and "\n" not in text
+        ask = self.interactive and not self.conversation.turns
+        if not (chat or ask):
+            _load_pipeline()
+            return intake.Screening()
+        planning.sent.wait(SENT_WAIT_SECONDS)  # the plan's request goes out first
+        call = llm.Ahead(
+            functools.partial(
+                intake.screen,
+                text,
+                chat=chat,
+                ask=ask,
+                usage=spent.phase(Spend.INTAKE),
+                settings=settings,
+            ),
+            name="agentgod-intake",
+        )
+        _load_pipeline()
+        try:
+            return call.result()
+        except Exception:
+            return intake.Screening()
+
+    def _chat(self, text: str, reply: str, spent: ledger.Usage, planning: Planning) -> None:
+        """Answer small talk directly; the plan asked for meanwhile is cancelled, and its cost
+        (what the API had billed when its stream was closed) is in the reply's."""
+        if not self.invocation.json:
+            self.ui.answer(reply)
+        planning.cancel()
+        self.usage.merge(spent)
+        if self.invocation.json:
+            cli.print_json(chat_reply(text, reply, spent.cost_summary()))
 
     def attach(self, text: str) -> Attached:
         """The task's `@path`s and the --file paths, vetted, listed for the person to see."""
@@ -374,30 +478,6 @@ class Session:
         if attached.files:
             self.ui.attachments([item.reply() for item in attached.files])
         return attached
-
-    def _small_talk(self, text: str, spent: ledger.Usage) -> bool:
-        """Answer "hi" or "what can you do?" directly, without building a team.
-
-        The same in every mode: a one-shot `agentgod "hi"` or a piped "hi" must not pay for a
-        plan, agents and a merge to say hello back. The check's call goes into `spent`, which
-        becomes the run's ledger when the input is a task after all.
-        """
-        from agentgod import intake
-
-        if len(text.split()) > CHAT_MAX_WORDS or "\n" in text:
-            return False
-        try:
-            reply = intake.triage(text, usage=spent.phase(Spend.INTAKE), settings=self.settings())
-        except Exception:  # the check is a courtesy: if it fails, the task still gets its team
-            reply = None
-        if reply is None:
-            return False
-        self.usage.merge(spent)
-        if self.invocation.json:
-            cli.print_json(chat_reply(text, reply, spent.cost_summary()))
-        else:
-            self.ui.answer(reply)
-        return True
 
     def slash(self, text: str) -> None:
         command, _, argument = text.partition(" ")
@@ -503,23 +583,25 @@ class Session:
         return self.run_task(found.task, attached, retry=seed)
 
 
+def _load_pipeline() -> None:
+    """Import the run's own modules (most of the pipeline), while the model is busy."""
+    from agentgod import orchestrator, scratch  # noqa: F401
+
+
 def _warm_up(settings: config.Settings) -> threading.Thread:
     """While the person types, load what the first run needs, so its first request leaves at once.
 
-    The SDK client (and its HTTP stack) and the pipeline's modules together take well over a
-    second to import; a person typing a task gives them that time for free.
+    The pipeline's modules (pydantic's models among them) and the connection to the API
+    (TCP, and TLS to the real one) are ready by the time a person has typed a task.
     """
 
     def load() -> None:
         signals.shield_from_signals()
         with contextlib.suppress(Exception):
-            from agentgod import (
-                intake,  # noqa: F401
-                orchestrator,  # noqa: F401
-                scratch,  # noqa: F401
-            )
+            from agentgod import intake, library, planner  # noqa: F401
 
-            llm.get_client(settings)
+            llm.connect_ahead(settings)
+            _load_pipeline()
 
     thread = threading.Thread(target=load, name="agentgod-warm-up", daemon=True)
     thread.start()
