@@ -8,6 +8,8 @@ at a terminal comes before any agent is built and has the plan made again with t
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -91,3 +93,39 @@ def test_a_question_at_a_terminal_comes_before_any_agent_and_its_answer_reaches_
     phases = [call["phase"] for call in json.loads(shown.stdout)["calls"]]
     assert phases.count("plan") == 2, "the first plan's cost is in the run's"
     assert phases.count("intake") == 1
+
+
+def _imported(home: Path, api: FakeMessagesAPI | None, *args: str) -> set[str]:
+    """Every module `python -X importtime -m agentgod ARGS` imported (it must succeed)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agentgod", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=scripted_env(home, api),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and not line.rstrip().endswith("package")
+    }
+
+
+@pytest.mark.parametrize(
+    "args", [["--version"], ["--help"], ["history"], ["show"], ["stats"], ["library"]]
+)
+def test_the_read_only_commands_never_import_the_sdk(
+    factory: Factory, isolated_home: Path, args: list[str]
+) -> None:
+    assert agentgod(isolated_home, factory.api, "--discard", "a task").returncode == 0
+    modules = _imported(isolated_home, None, *args)
+    assert "agentgod.cli" in modules, "the log is read"
+    assert not {name for name in modules if name.split(".")[0] == "anthropic"}
+
+
+def test_a_whole_run_never_imports_the_sdk(factory: Factory, isolated_home: Path) -> None:
+    """The road speaks HTTP itself: nothing stands between start-up and the first request."""
+    modules = _imported(isolated_home, factory.api, "--json", "--no-input", "a task")
+    assert "agentgod.orchestrator" in modules, "the log covers the whole run"
+    assert not {name for name in modules if name.split(".")[0] in ("anthropic", "httpx2")}
