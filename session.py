@@ -432,7 +432,7 @@ class Session:
         chat = not attached.files and len(text.split()) <= CHAT_MAX_WORDS and "\n" not in text
         ask = self.interactive and not self.conversation.turns
         if not (chat or ask):
-            _load_pipeline()
+            _load_pipeline(settings)
             return intake.Screening()
         planning.sent.wait(SENT_WAIT_SECONDS)  # the plan's request goes out first
         call = llm.Ahead(
@@ -446,7 +446,7 @@ class Session:
             ),
             name="agentgod-intake",
         )
-        _load_pipeline()
+        _load_pipeline(settings)
         try:
             return call.result()
         except Exception:
@@ -583,9 +583,16 @@ class Session:
         return self.run_task(found.task, attached, retry=seed)
 
 
-def _load_pipeline() -> None:
-    """Import the run's own modules (most of the pipeline), while the model is busy."""
-    from agentgod import orchestrator, scratch  # noqa: F401
+def _load_pipeline(settings: config.Settings) -> None:
+    """What the run's first agents need before they can start, done while the model is busy:
+    the pipeline's modules, the agents' interpreter (its venv made on first use) and the probe
+    of the machine's sandbox layers (each once per process)."""
+    from agentgod import agentvenv, orchestrator, sandbox, scratch  # noqa: F401
+
+    with contextlib.suppress(Exception):  # the run itself says what is wrong with either
+        agentvenv.agent_python(settings)
+        if settings.sandbox != "off":
+            sandbox.probe()
 
 
 def _warm_up(settings: config.Settings) -> threading.Thread:
@@ -601,7 +608,7 @@ def _warm_up(settings: config.Settings) -> threading.Thread:
             from agentgod import intake, library, planner  # noqa: F401
 
             llm.connect_ahead(settings)
-            _load_pipeline()
+            _load_pipeline(settings)
 
     thread = threading.Thread(target=load, name="agentgod-warm-up", daemon=True)
     thread.start()
