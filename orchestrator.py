@@ -21,6 +21,7 @@ import contextlib
 import functools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +52,17 @@ from agentgod.kinds import Phase, RunStatus, Spend
 from agentgod.results import AllAgentsFailedError, PendingAgent, TaskResult
 from agentgod.runrecord import AgentRecord, Failure, RunRecord
 from agentgod.scratch import RunSpace
+
+
+class Withdrawn(Exception):
+    """The caller took the run back at its gate, before anything was shown, planned or built
+    (the input was small talk): the run leaves no record, and its plan is cancelled."""
+
+
+Gate = Callable[[], "planner.Planning | None"]
+"""Called once, on the run's thread, when its first processes are starting and before anything
+is shown: None goes on with the plan asked for; a Planning replaces it (a task the person
+clarified: its `task` becomes the run's); Withdrawn ends the run without a record."""
 
 
 @dataclass(frozen=True)
@@ -102,11 +114,14 @@ class _Conductor:
         conversation: Conversation | None = None,
         retry: Retry | None = None,
         planning: planner.Planning | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.task = task
         self.retry = retry
         self.planning = planning
         """The first round's plan, already asked for by the session (planner.Planning)."""
+        self.gate = gate
+        """The caller's say before anything is shown or built (see Gate)."""
         """The earlier run this one retries: its plan, and the outputs its agents delivered."""
         self.conversation = conversation
         """The session's earlier tasks and answers, when this task may follow up on them."""
@@ -202,6 +217,12 @@ class _Conductor:
         those are neither written nor run again.
         """
         self.crew.start_ahead()
+        if self.gate is not None and not self.rounds:
+            gate, self.gate = self.gate, None
+            replanned = gate()  # the processes start meanwhile; nothing is shown before it
+            if replanned is not None:
+                self.planning = replanned
+                self.task = task_text = replanned.task
         self.events.phase_started(Phase.PLAN)
         phase = time.monotonic()
         if self.retry is not None and not self.rounds:
@@ -509,6 +530,7 @@ def handle_task(
     conversation: Conversation | None = None,
     retry: Retry | None = None,
     planning: planner.Planning | None = None,
+    gate: Gate | None = None,
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.
 
@@ -520,7 +542,9 @@ def handle_task(
     earlier run: no plan call, and only its agents that delivered nothing are built and run.
     `planning` is the first round's plan, asked for ahead (planner.Planning, with `usage` as
     its ledger and the same task, attachments and conversation): the run takes its result
-    instead of asking again, and cancels it if the run ends before taking it.
+    instead of asking again, and cancels it if the run ends before taking it. `gate` (see
+    Gate) lets the caller decide, once the run's first processes are starting, whether it goes
+    on, with a new plan, or not at all (Withdrawn: no record is kept).
 
     Raises on planner or code-generation failures (bad key, network, an invalid plan) and when
     every agent failed; a failed run is still archived so `history` and `stats` see it. So is an
@@ -534,29 +558,39 @@ def handle_task(
     own = space is None
     space = space or RunSpace()
     conductor = _Conductor(
-        task, settings, events, usage, space, attached, conversation, retry, planning
+        task, settings, events, usage, space, attached, conversation, retry, planning, gate
     )
     try:
         return conductor.run()
     except BaseException as error:
         conductor.stopped.set()
-        if planning is not None:  # ended before its plan was taken: its cost goes in the record
-            planning.cancel(wait=not isinstance(error, KeyboardInterrupt))
+        if conductor.planning is not None:  # ended before its plan was taken: its cost counts
+            conductor.planning.cancel(wait=not isinstance(error, KeyboardInterrupt))
         executor.stop_all()
         if written is not None:
             written.extend(sorted(set(conductor.crew.paths.values())))
-        if isinstance(error, KeyboardInterrupt):
+        if isinstance(error, Withdrawn):
+            _forget(conductor)
+        elif isinstance(error, KeyboardInterrupt):
             _archive_interrupted(conductor, error)
         else:
             conductor.bookkeep_library()
             conductor.archive(conductor.record(None, error))
         raise
     finally:
-        if planning is not None:
-            planning.cancel(wait=False)  # a no-op once taken; else a plan nobody will use
+        if conductor.planning is not None:
+            conductor.planning.cancel(wait=False)  # a no-op once taken; else nobody's plan
         conductor.close()
         if own:
             space.close()
+
+
+def _forget(conductor: _Conductor) -> None:
+    """A withdrawn run was never a run: its (empty) event log and folder go."""
+    conductor.log.close()
+    with contextlib.suppress(OSError):
+        conductor.log.path.unlink()
+        conductor.log.path.parent.rmdir()
 
 
 def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> None:

@@ -14,6 +14,7 @@ import functools
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,8 @@ class Session:
         self.conversation = Conversation()
         """This session's tasks and answers so far: a follow-up is planned with them."""
         self.task = ""
+        self._shown = False
+        """Whether the current run's display has begun (ui.task_started)."""
         self.warnings: list[str] = []
         """The current run's warnings from before it started (the pipeline keeps its own)."""
 
@@ -171,31 +174,31 @@ class Session:
         retry: Retry | None = None,
         *,
         planning: Planning | None = None,
-        clarified: str | None = None,
+        gate: Callable[[], Planning | None] | None = None,
         settings: config.Settings | None = None,
     ) -> int:
         """Run, report, keep, clean up. Returns the exit code for this task.
 
-        `task` is as the person wrote it; `clarified` the same with their answer to the
-        clarifying question, which is what gets planned. `spent` is the run's ledger if calls
-        were already made for it (the intake, the plan asked for ahead); `planning` that plan;
-        `retry` the earlier run this one retries; `settings` the snapshot those calls were made
-        with (read now when none is given).
+        `task` is as the person wrote it. `spent` is the run's ledger if calls were already made
+        for it (the intake, the plan asked for ahead); `planning` that plan; `gate` what decides,
+        once the run has begun, whether it goes on (orchestrator.Gate: small talk withdraws it,
+        an answered question plans it again); `retry` the earlier run this one retries;
+        `settings` the snapshot those calls were made with (read now when none is given).
         """
         self.task = task
+        self._shown = False
         spent = spent or ledger.Usage()
         with self.ui.waiting(WAITING):  # the pipeline's first import, unless already done
             from agentgod import orchestrator, scratch
         settings = settings or self.settings()  # the run's snapshot, from here on
-        if settings.sandbox == "off":
-            self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
+        if gate is None:
+            self._start_showing(task, settings)
         written: list[Path] = []
         keep_files = False
         space = scratch.RunSpace()
         try:
-            self.ui.task_started(clarified or task)
             result = orchestrator.handle_task(
-                clarified or task,
+                task,
                 settings=settings,
                 events=self.ui,
                 usage=spent,
@@ -205,18 +208,29 @@ class Session:
                 conversation=self.conversation,
                 retry=retry,
                 planning=planning,
+                gate=gate,
             )
+        except orchestrator.Withdrawn as chat:
+            self.usage.merge(spent)
+            space.close()
+            self._chat(task, str(chat), spent)
+            return cli.EXIT_OK
         except KeyboardInterrupt:
-            with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
-                self.ui.task_finished()
+            if self._shown:
+                with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
+                    self.ui.task_finished()
+            self.usage.merge(spent)
+            space.close()
             raise  # a stop is no time for questions: the run's files go with it
         except BaseException:
-            self.ui.task_finished()
+            if self._shown:
+                self.ui.task_finished()
             keep_files = not self._may_remove(written)
-            raise
-        finally:
             self.usage.merge(spent)
             space.close(keep_files=keep_files)
+            raise
+        self.usage.merge(spent)
+        space.close()
         self.ui.task_finished()
         self.conversation.add(self.task, result.answer, run_id=result.run_id)
         self._history_notices()
@@ -353,8 +367,10 @@ class Session:
         Attachments are found and vetted first: a file that may not be attached is refused
         before anything is spent, and a task with files is never small talk. Then the plan is
         asked for at once, and the small-talk check and the clarifying question (one call) go
-        out beside it, so neither stands before the plan: small talk cancels the plan (what it
-        had cost is counted), and an answer to the question has the plan made again with it.
+        out beside it, so neither stands before the plan; the run begins meanwhile (its first
+        agent processes start), and at its gate — before anything is shown or built — small
+        talk withdraws it (the plan's stream closed, what it had cost counted) and an answer to
+        the question has the plan made again with it.
         """
         self.warnings = []
         with self.ui.waiting(WAITING):  # on screen at once: the first model reply takes seconds
@@ -364,37 +380,16 @@ class Session:
             spent = ledger.Usage(budget_usd=settings.budget_usd)
             planning = self._plan_ahead(attached.task, attached, settings, spent)
             try:
-                screened = self._screen(text, attached, settings, spent, planning)
+                screening = self._screen(text, attached, settings, spent, planning)
             except BaseException:
                 planning.cancel(wait=False)
                 self.usage.merge(spent)
                 raise
-            if screened.reply is not None:
-                self._chat(text, screened.reply, spent, planning)
-                return cli.EXIT_OK
-        clarified: str | None = None
-        if screened.question:
-            try:
-                reply = self.ui.ask(screened.question)
-            except BaseException:
-                planning.cancel(wait=False)
-                self.usage.merge(spent)
-                raise
-            if reply:
-                clarified = (
-                    f"{attached.task}\n\nClarification asked before the run: "
-                    f"{screened.question}\nAnswer: {reply}"
-                )
-                if planning.cancel():
-                    self.ui.info("Planning again with your answer (the first plan is in the cost).")
-                planning = self._plan_ahead(clarified, attached, settings, spent)
+        gate = None
+        if screening is not None:
+            gate = functools.partial(self._gate, screening, attached, settings, spent, planning)
         return self.run_task(
-            attached.task,
-            attached,
-            spent,
-            planning=planning,
-            clarified=clarified,
-            settings=settings,
+            attached.task, attached, spent, planning=planning, gate=gate, settings=settings
         )
 
     def _plan_ahead(
@@ -419,21 +414,17 @@ class Session:
         settings: config.Settings,
         spent: ledger.Usage,
         planning: Planning,
-    ) -> Screening:
-        """Small talk's reply or the clarifying question, from one call made beside the plan.
-
-        Only short input without files can be small talk, and only a person at a terminal, at
-        the start of a conversation, is asked a question; when neither can be, no call is made.
-        The run's modules load while the calls are out. The check is a courtesy: if it fails,
-        the task goes on to its team.
-        """
+    ) -> llm.Ahead[Screening] | None:
+        """The intake call (small talk, the clarifying question), sent once the plan's request
+        is out; None when neither can be: only short input without files can be small talk, and
+        only a person at a terminal, at the start of a conversation, is asked a question."""
         from agentgod import intake
 
         chat = not attached.files and len(text.split()) <= CHAT_MAX_WORDS and "\n" not in text
         ask = self.interactive and not self.conversation.turns
         if not (chat or ask):
             _load_pipeline(settings)
-            return intake.Screening()
+            return None
         planning.sent.wait(SENT_WAIT_SECONDS)  # the plan's request goes out first
         call = llm.Ahead(
             functools.partial(
@@ -447,20 +438,57 @@ class Session:
             name="agentgod-intake",
         )
         _load_pipeline(settings)
-        try:
-            return call.result()
-        except Exception:
-            return intake.Screening()
+        return call
 
-    def _chat(self, text: str, reply: str, spent: ledger.Usage, planning: Planning) -> None:
-        """Answer small talk directly; the plan asked for meanwhile is cancelled, and its cost
+    def _gate(
+        self,
+        screening: llm.Ahead[Screening],
+        attached: Attached,
+        settings: config.Settings,
+        spent: ledger.Usage,
+        planning: Planning,
+    ) -> Planning | None:
+        """The run's gate (orchestrator.Gate): the intake's verdict, once the run has begun.
+
+        The check is a courtesy: if its call failed, the task goes on to its team.
+        """
+        from agentgod import intake, orchestrator
+
+        with self.ui.waiting(WAITING):
+            try:
+                found = screening.result()
+            except Exception:
+                found = intake.Screening()
+        if found.reply is not None:
+            raise orchestrator.Withdrawn(found.reply)
+        replanned: Planning | None = None
+        if found.question:
+            reply = self.ui.ask(found.question)
+            if reply:
+                clarified = (
+                    f"{attached.task}\n\nClarification asked before the run: "
+                    f"{found.question}\nAnswer: {reply}"
+                )
+                if planning.cancel():
+                    self.ui.info("Planning again with your answer (the first plan is in the cost).")
+                replanned = self._plan_ahead(clarified, attached, settings, spent)
+        self._start_showing(replanned.task if replanned else attached.task, settings)
+        return replanned
+
+    def _start_showing(self, task: str, settings: config.Settings) -> None:
+        """The run's own display begins (and the warning it always carries, if any)."""
+        if settings.sandbox == "off":
+            self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
+        self.ui.task_started(task)
+        self._shown = True
+
+    def _chat(self, text: str, reply: str, spent: ledger.Usage) -> None:
+        """Small talk's direct answer; the plan asked for meanwhile was cancelled, and its cost
         (what the API had billed when its stream was closed) is in the reply's."""
-        if not self.invocation.json:
-            self.ui.answer(reply)
-        planning.cancel()
-        self.usage.merge(spent)
         if self.invocation.json:
             cli.print_json(chat_reply(text, reply, spent.cost_summary()))
+        else:
+            self.ui.answer(reply)
 
     def attach(self, text: str) -> Attached:
         """The task's `@path`s and the --file paths, vetted, listed for the person to see."""

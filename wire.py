@@ -37,6 +37,8 @@ API_VERSION = "2026-10-21"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MAX_ERROR_BODY = 1 << 20
 """An error reply is read this far: enough for any error body, never a whole page of junk."""
+WARM_WAIT_SECONDS = 10.0
+"""The longest a request waits for the connection being opened ahead (warm) to be ready."""
 CANCEL_GRACE_SECONDS = 10.0
 """How long a stopped stream waits for message_start (the call's cost) before it is closed
 anyway. The reply's first event comes when the model starts writing, well within this."""
@@ -282,33 +284,50 @@ class _Pool:
     """Idle keep-alive connections by origin, shared by every thread."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._idle: dict[Origin, list[http.client.HTTPConnection]] = {}
+        self._warming: dict[Origin, int] = {}
+        """Connections being opened ahead (warm), by origin."""
 
-    def take(self, where: Origin) -> http.client.HTTPConnection | None:
-        while True:
-            with self._lock:
+    def take(self, where: Origin, wait: float = 0.0) -> http.client.HTTPConnection | None:
+        """An idle connection the server has not closed, else None. One being opened ahead is
+        waited for (at most `wait` seconds): its handshake began earlier than a new one would."""
+        until = time.monotonic() + wait
+        with self._lock:
+            while True:
                 idle = self._idle.get(where)
-                conn = idle.pop() if idle else None
-            if conn is None:
-                return None
-            if _alive(conn):
-                return conn
-            conn.close()
+                while idle:
+                    conn = idle.pop()
+                    if _alive(conn):
+                        return conn
+                    conn.close()
+                left = until - time.monotonic()
+                if not self._warming.get(where) or left <= 0:
+                    return None
+                self._lock.wait(left)
 
     def give(self, where: Origin, conn: http.client.HTTPConnection) -> None:
         with self._lock:
             self._idle.setdefault(where, []).append(conn)
+            self._lock.notify_all()
 
     def warm(self, where: Origin, timeout: float) -> None:
         """One connection opened ahead (TCP, and TLS for https), for the next request to use."""
+        with self._lock:
+            self._warming[where] = self._warming.get(where, 0) + 1
         conn = where.connection(timeout)
+        opened = False
         try:
             conn.connect()
+            opened = True
         except OSError:
             conn.close()
-            return
-        self.give(where, conn)
+        finally:
+            with self._lock:
+                self._warming[where] -= 1
+                if opened:
+                    self._idle.setdefault(where, []).append(conn)
+                self._lock.notify_all()
 
 
 def _alive(conn: http.client.HTTPConnection) -> bool:
@@ -407,7 +426,7 @@ def _send(
 ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
     """Write the request and read the status line and headers; a pooled connection the server
     had already closed is replaced once by a fresh one (nothing reached the API on it)."""
-    reused = _pool.take(where)
+    reused = _pool.take(where, wait=min(max(deadline - time.monotonic(), 0.0), WARM_WAIT_SECONDS))
     for conn in (reused, None):
         fresh = conn is None
         left = max(deadline - time.monotonic(), 0.001)

@@ -224,6 +224,9 @@ class Request:
     """Bytes of the request body."""
     reply: Any = None
     """The JSON payload the fake answered (a message or an error body)."""
+    connection: int = 0
+    """The order in which the server accepted the connection it came on (1 for the first):
+    read on the server's one accepting thread, so it is the order the clients connected in."""
 
     @property
     def system(self) -> str:
@@ -319,7 +322,7 @@ class FakeMessagesAPI:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer((HOST, 0), self._make_handler())
+        self._server = _Server((HOST, 0), self._make_handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -736,6 +739,7 @@ class FakeMessagesAPI:
                     body=body,
                     arrived=time.monotonic(),
                     size=len(raw),
+                    connection=api._server.accepted.get(self.client_address, 0),
                 )
                 with api._lock:
                     api.requests.append(request)
@@ -892,6 +896,20 @@ class _Paused:
     tools: list[dict[str, Any]]
     ids: set[Any]
     web: _WebState | None
+
+
+class _Server(ThreadingHTTPServer):
+    """Numbers each connection as it is accepted (Request.connection)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.accepted: dict[Any, int] = {}
+        self._count = itertools.count(1)
+
+    def get_request(self) -> tuple[Any, Any]:
+        connection, address = super().get_request()
+        self.accepted[address] = next(self._count)
+        return connection, address
 
 
 def default_reply(request: Request) -> Reply:

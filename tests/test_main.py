@@ -386,8 +386,9 @@ def test_small_talk_in_one_shot_and_pipes_is_one_cheap_call_and_no_team(
         True, "Hello! Give me a task.", "chat", [],
     )  # fmt: skip
     assert data["cost"]["llm_calls"] == 2, "the check, and the plan asked for beside it"
-    assert [factory.kind(r) for r in factory.api.messages()] == ["plan", "intake"] * 2
-    assert not (isolated_home / "runs").exists(), "no team, no run to archive"
+    assert sorted(factory.kind(r) for r in factory.api.messages()) == ["intake"] * 2 + ["plan"] * 2
+    runs = isolated_home / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), "no team, no run to archive"
 
 
 def test_a_library_that_cannot_keep_an_agent_never_costs_the_answer(

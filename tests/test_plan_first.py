@@ -36,8 +36,9 @@ def test_a_short_task_sends_its_plan_request_before_the_small_talk_check(
     assert json.loads(done.stdout)["answer"] == "MERGED: fact_finder"
     [planned] = factory.of("plan")
     [screened] = factory.of("intake")
-    assert planned.arrived <= screened.arrived
-    assert factory.kind(factory.api.messages()[0]) == "plan"
+    # The intake's request is sent only once the plan's is written: on a connection opened
+    # after the plan's (accepted later), or the fake would have seen it first.
+    assert planned.connection < screened.connection
 
 
 def test_small_talk_closes_the_plan_stream_and_counts_what_it_had_cost(
@@ -65,7 +66,8 @@ def test_small_talk_closes_the_plan_stream_and_counts_what_it_had_cost(
     assert cost["input_tokens"] == sum(u["input_tokens"] for u in billed)
     assert cost["cache_write_tokens"] == sum(u["cache_creation_input_tokens"] for u in billed)
     assert cost["output_tokens"] < sum(u["output_tokens"] for u in billed), "the plan was cut"
-    assert not (isolated_home / "runs").exists(), "no team, no run to archive"
+    runs = isolated_home / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), "no team, no run to archive"
 
 
 def test_a_question_at_a_terminal_comes_before_any_agent_and_its_answer_reaches_the_second_plan(
