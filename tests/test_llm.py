@@ -386,3 +386,60 @@ def test_constraints_the_api_does_not_enforce_are_said_in_words() -> None:
     assert props["count"] == {"type": "integer", "description": "How many.\n\n{minimum: 1}"}
     assert props["when"] == {"type": "string", "format": "date"}
     assert props["site"] == {"type": "string", "description": "{format: idn-hostname}"}
+
+
+# ---- the connection, and stopping a call -------------------------------------------------------
+
+
+def test_a_connection_the_server_closed_is_replaced_without_a_retry(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """The fake closes the connection after a streamed reply; the next call still leaves once."""
+    seen: list[str] = []
+    llm.completion("first", model=MODEL, effort=None, on_text=seen.append)
+    assert llm.complete("second", model=MODEL, effort=None) == "ok"
+    assert [r.headers["x-stainless-retry-count"] for r in fake_api.messages()] == ["0", "0"]
+
+
+class Plan(BaseModel):
+    steps: list[str]
+
+
+def test_a_call_cancelled_before_its_request_leaves_costs_nothing(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    cancel = llm.Cancel()
+    cancel()
+    usage = ledger.Usage()
+    with pytest.raises(llm.Cancelled):
+        llm.complete_structured("plan", Plan, model=MODEL, effort=None, usage=usage, cancel=cancel)
+    assert fake_api.messages() == []
+    assert usage.totals().calls == 0
+
+
+def test_a_cancelled_stream_is_closed_and_what_it_cost_is_counted(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    never = threading.Event()
+    fake_api.queue(Reply.json({"steps": ["a", "b"]}, hold=never))
+    cancel = llm.Cancel()
+    usage = ledger.Usage()
+    call = llm.Ahead(
+        lambda: llm.complete_structured(
+            "plan", Plan, model=MODEL, effort=None, usage=usage, cancel=cancel
+        )
+    )
+    assert call.sent.wait(10)
+    cancel()
+    with pytest.raises(llm.Cancelled):
+        call.result()
+    [request] = fake_api.wait_ended(1)
+    assert not never.is_set() and request.body["stream"] is True
+    billed = request.reply["usage"]
+    totals = usage.totals()
+    assert (totals.calls, totals.input_tokens, totals.cache_write_tokens) == (
+        1,
+        billed["input_tokens"],
+        billed["cache_creation_input_tokens"],
+    )
+    assert totals.output_tokens < billed["output_tokens"]
