@@ -4,7 +4,7 @@ One Session per invocation: the verbs (no key needed), one-shot and pipe runs, a
 checks the key, asks the clarifying question when someone can answer it, hands each run's events
 to the UI, asks keep-or-discard for new agents, and cleans up scratch files — in a `finally`, so
 a failed or interrupted run still does. One failed task never ends a REPL session. The heavy
-modules (the SDK, pydantic, the pipeline) are imported only when a run needs them.
+modules (pydantic, the road to the model, the pipeline) are imported only when a run needs them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentgod import cli, config, ledger, llm, problems, redact, replinput, signals
+from agentgod import cli, config, ledger, problems, redact, replinput, signals
 from agentgod.conversation import Conversation, Turn
 from agentgod.kinds import RunStatus, Spend
 from agentgod.replies import (
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agentgod.artifacts import Artifact
     from agentgod.attachments import Attached
     from agentgod.intake import Screening
+    from agentgod.llm import Ahead
     from agentgod.orchestrator import Retry
     from agentgod.planner import Planning
     from agentgod.results import PendingAgent
@@ -131,6 +132,8 @@ class Session:
 
     def _test_key(self, key: str) -> None:
         """One tiny call with `key`; the session goes on with it only if it works."""
+        from agentgod import llm
+
         redact.register(key)
         told = {**self.overrides, "ANTHROPIC_API_KEY": key}
         with self.ui.waiting("testing the key"):
@@ -414,11 +417,11 @@ class Session:
         settings: config.Settings,
         spent: ledger.Usage,
         planning: Planning,
-    ) -> llm.Ahead[Screening] | None:
+    ) -> Ahead[Screening] | None:
         """The intake call (small talk, the clarifying question), sent once the plan's request
         is out; None when neither can be: only short input without files can be small talk, and
         only a person at a terminal, at the start of a conversation, is asked a question."""
-        from agentgod import intake
+        from agentgod import intake, llm
 
         chat = not attached.files and len(text.split()) <= CHAT_MAX_WORDS and "\n" not in text
         ask = self.interactive and not self.conversation.turns
@@ -442,7 +445,7 @@ class Session:
 
     def _gate(
         self,
-        screening: llm.Ahead[Screening],
+        screening: Ahead[Screening],
         attached: Attached,
         settings: config.Settings,
         spent: ledger.Usage,
@@ -633,7 +636,7 @@ def _warm_up(settings: config.Settings) -> threading.Thread:
     def load() -> None:
         signals.shield_from_signals()
         with contextlib.suppress(Exception):
-            from agentgod import intake, library, planner  # noqa: F401
+            from agentgod import intake, library, llm, planner  # noqa: F401
 
             llm.connect_ahead(settings)
             _load_pipeline(settings)

@@ -21,7 +21,6 @@ What llm.py relies on:
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import select
 import socket
@@ -29,8 +28,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import http.client
 
 API_VERSION = "2026-10-21"
 """The Messages API version every request names (the `anthropic-version` header)."""
@@ -223,6 +224,8 @@ class Origin:
     """(scheme, host, port) of the proxy the environment names for this host, if any."""
 
     def connection(self, timeout: float) -> http.client.HTTPConnection:
+        import http.client
+
         if self.proxy is None:
             if self.scheme == "https":
                 return http.client.HTTPSConnection(self.host, self.port, timeout=timeout)
@@ -253,6 +256,8 @@ _origins: dict[str, Origin] = {}
 
 def origin(base_url: str | None) -> Origin:
     """The parsed base URL (ANTHROPIC_BASE_URL, else the API's), with the environment's proxy."""
+    from urllib.parse import urlsplit
+
     base = base_url or DEFAULT_BASE_URL
     found = _origins.get(base)
     if found is None:
@@ -269,6 +274,7 @@ def _proxy_for(scheme: str, host: str) -> tuple[str, str, int] | None:
     """The proxy the environment sets for `scheme` (HTTPS_PROXY, ...), unless NO_PROXY spares
     `host`; as urllib reads them."""
     import urllib.request
+    from urllib.parse import urlsplit
 
     proxies = urllib.request.getproxies_environment()
     url = proxies.get(scheme)
@@ -426,6 +432,8 @@ def _send(
 ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
     """Write the request and read the status line and headers; a pooled connection the server
     had already closed is replaced once by a fresh one (nothing reached the API on it)."""
+    import http.client
+
     reused = _pool.take(where, wait=min(max(deadline - time.monotonic(), 0.0), WARM_WAIT_SECONDS))
     for conn in (reused, None):
         fresh = conn is None
@@ -487,6 +495,8 @@ def _spent(exchange: Exchange) -> dict[str, Any] | None:
 def _read(
     response: http.client.HTTPResponse, exchange: Exchange, on_text: TextSink | None
 ) -> dict[str, Any]:
+    import http.client
+
     headers = {name.lower(): value for name, value in response.getheaders()}
     try:
         if response.status != 200:
@@ -537,6 +547,8 @@ def _stream(
     on_text: TextSink | None,
 ) -> dict[str, Any]:
     """Read server-sent events until message_stop; the message they describe."""
+    import http.client
+
     message = _Message(exchange, on_text)
     name = ""
     data: list[bytes] = []
