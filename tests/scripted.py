@@ -2,7 +2,7 @@
 
 It tells the calls apart the way the real API would see them: the main agent's calls carry one of
 the product's stable system prompts; every other call is a generated agent's, which reaches the
-API through the broker (so it too comes through the SDK, but with the agent's own prompt). Each
+API through the broker (so it too comes through llm.forward, but with the agent's own prompt). Each
 kind of call has a default answer that a test can override, so a test states only what it is
 about.
 """

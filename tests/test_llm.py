@@ -1,4 +1,4 @@
-"""llm, the one road to the model, through the real SDK against the fake Messages API."""
+"""llm, the one road to the model (over wire, its own HTTP), against the fake Messages API."""
 
 from __future__ import annotations
 
