@@ -253,12 +253,18 @@ Attempt = Callable[[float, dict[str, str]], dict[str, Any]]
 """One try at a call: (the deadline, extra headers) -> the reply's JSON body."""
 
 
-def _within_deadline(attempt: Attempt, request: dict[str, Any], settings: config.Settings) -> Any:
+def _within_deadline(
+    attempt: Attempt,
+    request: dict[str, Any],
+    settings: config.Settings,
+    stop: threading.Event | None = None,
+) -> Any:
     """One call, retried as API_RETRIES allows, all of it over by its deadline.
 
     A malformed 200 is retried like a 5xx. A retry whose wait would end past the deadline is not
     taken: the error at hand is the more useful one to report. A connection cut by the deadline
-    becomes DeadlineExceeded, naming the deadline.
+    becomes DeadlineExceeded, naming the deadline. A wait between attempts ends early when
+    `stop` is set (the call was cancelled: its next attempt stops before it is sent).
     """
     seconds = deadline_seconds(request["max_tokens"], settings)
     deadline = time.monotonic() + seconds
@@ -282,7 +288,10 @@ def _within_deadline(attempt: Attempt, request: dict[str, Any], settings: config
                 raise
             if time.monotonic() + wait >= deadline:
                 raise
-        time.sleep(wait)
+        if stop is not None:
+            stop.wait(wait)
+        else:
+            time.sleep(wait)
 
 
 def _send(
@@ -300,6 +309,7 @@ def _send(
     """
     key = config.key_of(settings)
     stream = on_text is not None or cancel is not None
+    stop = cancel.requested if cancel is not None else None
     body_extra: dict[str, Any] = {"stream": True} if stream else {}
 
     def attempt(max_tokens: int) -> Attempt:
@@ -334,7 +344,7 @@ def _send(
     if usage is None:
         try:
             reply: dict[str, Any] = _within_deadline(
-                attempt(request["max_tokens"]), request, settings
+                attempt(request["max_tokens"]), request, settings, stop
             )
         except wire.Cancelled as stopped:
             raise Cancelled(str(stopped)) from None
@@ -345,7 +355,7 @@ def _send(
     )
     try:
         try:
-            reply = _within_deadline(attempt(hold.tokens), request, settings)
+            reply = _within_deadline(attempt(hold.tokens), request, settings, stop)
         except wire.Cancelled as stopped:
             if stopped.usage is not None:
                 usage.record(request["model"], stopped.usage)
