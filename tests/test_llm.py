@@ -443,3 +443,9 @@ def test_a_cancelled_stream_is_closed_and_what_it_cost_is_counted(
         billed["cache_creation_input_tokens"],
     )
     assert totals.output_tokens < billed["output_tokens"]
+
+
+def test_the_api_version_we_name_is_the_official_clients() -> None:
+    """No SDK carries the version for us at run time: it must follow the official client's."""
+    constants = pytest.importorskip("anthropic._constants")
+    assert constants.ANTHROPIC_API_VERSION == wire.API_VERSION
