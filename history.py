@@ -232,6 +232,13 @@ def update(db: sqlite3.Connection, run: int, record: RunRecord) -> None:
     db.execute(f"UPDATE runs SET {assignments} WHERE id = :id", {**values, "id": run})
 
 
+def forget(db: sqlite3.Connection, run: int) -> None:
+    """Remove run `run` (its row number) whole: one that was withdrawn before it began."""
+    db.execute("DELETE FROM run_agents WHERE run_id = ?", (run,))
+    db.execute("DELETE FROM run_calls WHERE run_id = ?", (run,))
+    db.execute("DELETE FROM runs WHERE id = ?", (run,))
+
+
 def add_agents(db: sqlite3.Connection, run: int, agents: list[AgentRecord]) -> None:
     """Rows for agents of run `run` (its row number) that have finished."""
     _insert_rows_of(

@@ -108,7 +108,7 @@ class RunJournal:
     tries again at the end, and warns if it cannot either.
     """
 
-    def __init__(self, database: Path, head: RunRecord) -> None:
+    def __init__(self, database: Path) -> None:
         self.database = database
         self.failed = ""
         """Why the journal stopped writing, if it did."""
@@ -118,9 +118,14 @@ class RunJournal:
         self._abandoned = threading.Event()
         """Set when closing gave up waiting: nothing more is written, so nothing stale can land
         after the archive."""
-        self._queue.put(("begin", head))
         self._thread = threading.Thread(target=self._write, name="agentgod-journal", daemon=True)
-        self._thread.start()
+
+    def start(self, head: RunRecord) -> None:
+        """Begin writing, with the run's row as it starts (`head`): the run is a run now, not
+        while small talk may still withdraw it. Whatever was queued before follows it."""
+        if self._thread.ident is None and not self._closed:
+            self._queue.put(("begin", head))
+            self._thread.start()
 
     def update(self, record: RunRecord) -> None:
         """What the run has come to know since it started (its plan, its grade)."""
@@ -134,6 +139,13 @@ class RunJournal:
         """An agent that finished: its output stands for it if the run is retried."""
         self._queue.put(("agent", replace(record, source="")))
 
+    def forget(self) -> None:
+        """The run was withdrawn before it began (small talk): nothing of it is kept, then the
+        journal stops."""
+        if self._thread.is_alive():
+            self._queue.put(("forget", None))
+        self.close()
+
     def close(self, timeout: float = CLOSE_SECONDS) -> None:
         """Write what is queued (waiting at most `timeout`) and stop; the archive follows.
 
@@ -143,6 +155,8 @@ class RunJournal:
         if self._closed:
             return
         self._closed = True
+        if self._thread.ident is None:
+            return  # never started: nothing was queued to be written
         self._queue.put(None)
         self._thread.join(timeout)
         self._abandoned.set()
@@ -160,6 +174,7 @@ class RunJournal:
                     while not self._queue.empty():
                         batch.append(self._queue.get())
                     items = [item for item in batch if item is not None]
+                    items.sort(key=lambda item: item[0] != "begin")  # the row before its parts
                     run, seq = self._commit(db, items, run, seq)
                     if len(items) < len(batch):
                         return
@@ -190,6 +205,9 @@ class RunJournal:
                             now_seq += len(calls)
                         elif kind == "agent" and isinstance(value, AgentRecord):
                             history.add_agents(db, now_run, [runlog.redacted_agent(value)])
+                        elif kind == "forget":
+                            history.forget(db, now_run)
+                            now_run = None
                     if now_run is not None:
                         db.execute(
                             "UPDATE runs SET duration_seconds ="

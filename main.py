@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from agentgod import cli, config, llm, signals
+from agentgod import cli, config, signals
 from agentgod.replies import ErrorDetail
 from agentgod.session import Session, stdin_is_tty
 from agentgod.ui import PlainUI, isatty
@@ -71,8 +71,11 @@ def _run(invocation: cli.Invocation) -> int:
             session.task = invocation.task or cli.read_task(sys.stdin)
         config.check_home()  # before anything is spent or started
         _check_out(invocation.out)
-        llm.preload_sdk()
-        session.settings()  # a bad setting is found now, before anything is spent
+        # A bad setting is found now, before anything is spent; the connection to the API
+        # opens while the rest of start-up goes on.
+        from agentgod import llm
+
+        llm.connect_ahead(session.settings())
         if invocation.resume:
             session.resume(invocation.resume)
         if invocation.mode == "repl":

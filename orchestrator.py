@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,6 +56,17 @@ from agentgod.kinds import Phase, RunStatus, Spend
 from agentgod.results import AllAgentsFailedError, PendingAgent, TaskResult
 from agentgod.runrecord import AgentRecord, Failure, RunRecord
 from agentgod.scratch import RunSpace
+
+
+class Withdrawn(Exception):
+    """The caller took the run back at its gate, before anything was shown, planned or built
+    (the input was small talk): the run leaves no record, and its plan is cancelled."""
+
+
+Gate = Callable[[], "planner.Planning | None"]
+"""Called once, on the run's thread, when its first processes are starting and before anything
+is shown: None goes on with the plan asked for; a Planning replaces it (a task the person
+clarified: its `task` becomes the run's); Withdrawn ends the run without a record."""
 
 
 @dataclass(frozen=True)
@@ -105,9 +117,15 @@ class _Conductor:
         attached: Attached | None = None,
         conversation: Conversation | None = None,
         retry: Retry | None = None,
+        planning: planner.Planning | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.task = task
         self.retry = retry
+        self.planning = planning
+        """The first round's plan, already asked for by the session (planner.Planning)."""
+        self.gate = gate
+        """The caller's say before anything is shown or built (see Gate)."""
         """The earlier run this one retries: its plan, and the outputs its agents delivered."""
         self.conversation = conversation
         """The session's earlier tasks and answers, when this task may follow up on them."""
@@ -153,12 +171,12 @@ class _Conductor:
         """The run file once the archive wrote it: archiving again rewrites that one file."""
         self.archiving = False
         """The archive has begun once: a second one replaces what the first wrote."""
-        self.journal = journal.RunJournal(
-            self.settings.runs_dir / historydb.DB_NAME,
-            dataclasses.replace(self.record(None), status=RunStatus.RUNNING),
-        )
-        """The run in the history from its first moment (see journal.py)."""
+        self.journal = journal.RunJournal(self.settings.runs_dir / historydb.DB_NAME)
+        """The run in the history from its first moment (see journal.py): once no gate can
+        withdraw it any more."""
         self.usage.listen(self.journal.calls)
+        if self.gate is None:
+            self.journal.start(self.head())
         self.finished: TaskResult | None = None
         """What the run returns, once it has it (a trace not exported is a warning there too)."""
 
@@ -221,12 +239,21 @@ class _Conductor:
         those are neither written nor run again.
         """
         self.crew.start_ahead()
+        if self.gate is not None and not self.rounds:
+            gate, self.gate = self.gate, None
+            replanned = gate()  # the processes start meanwhile; nothing is shown before it
+            if replanned is not None:
+                self.planning = replanned
+                self.task = task_text = replanned.task
+            self.journal.start(self.head())
         self.events.phase_started(Phase.PLAN)
         phase = time.monotonic()
         if self.retry is not None and not self.rounds:
             # A retry's plan is the one it retries, and what that run's agents delivered stands.
             plan = self.retry.plan
             carried = {**self.retry.outputs, **(carried or {})}
+        elif self.planning is not None and not self.rounds:
+            plan = self.planning.result()  # asked for before the run began: no wait for it here
         else:
             plan = planner.plan_agents(
                 task_text,
@@ -438,6 +465,10 @@ class _Conductor:
         except Exception as error:
             self.warn(f"the library could not be updated: {problems.explain(error).technical}")
 
+    def head(self) -> RunRecord:
+        """The run's row as it starts: what is known, status running."""
+        return dataclasses.replace(self.record(None), status=RunStatus.RUNNING)
+
     def record(self, answer: str | None, error: BaseException | None = None) -> RunRecord:
         """The run's facts as they stand: `answer` is None when it ended without one. A run
         stopped (or failed) after an answer was paid for keeps that answer, unjudged."""
@@ -575,6 +606,8 @@ def handle_task(
     attached: Attached | None = None,
     conversation: Conversation | None = None,
     retry: Retry | None = None,
+    planning: planner.Planning | None = None,
+    gate: Gate | None = None,
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.
 
@@ -584,6 +617,11 @@ def handle_task(
     `conversation` holds the session's earlier turns: the planner decides whether the task
     follows up on them, and then the agents and the merge see them too. `retry` reruns an
     earlier run: no plan call, and only its agents that delivered nothing are built and run.
+    `planning` is the first round's plan, asked for ahead (planner.Planning, with `usage` as
+    its ledger and the same task, attachments and conversation): the run takes its result
+    instead of asking again, and cancels it if the run ends before taking it. `gate` (see
+    Gate) lets the caller decide, once the run's first processes are starting, whether it goes
+    on, with a new plan, or not at all (Withdrawn: no record is kept).
 
     Raises on planner or code-generation failures (bad key, network, an invalid plan) and when
     every agent failed; a failed run is still archived so `history` and `stats` see it. So is an
@@ -597,17 +635,23 @@ def handle_task(
     """
     own = space is None
     space = space or RunSpace()
-    conductor = _Conductor(task, settings, events, usage, space, attached, conversation, retry)
+    conductor = _Conductor(
+        task, settings, events, usage, space, attached, conversation, retry, planning, gate
+    )
     try:
         return conductor.run()
     except BaseException as error:
         conductor.stopped.set()
+        if conductor.planning is not None:  # ended before its plan was taken: its cost counts
+            conductor.planning.cancel(wait=not isinstance(error, KeyboardInterrupt))
         executor.stop_all()
         if written is not None:
             written.extend(sorted(set(conductor.crew.paths.values())))
         if unjudged is not None and conductor.answer:
             unjudged.append(conductor.answer)
-        if isinstance(error, KeyboardInterrupt):
+        if isinstance(error, Withdrawn):
+            _forget(conductor)
+        elif isinstance(error, KeyboardInterrupt):
             _archive_interrupted(conductor, error)
         else:
             conductor.bookkeep_library()
@@ -615,6 +659,8 @@ def handle_task(
             conductor.archive(conductor.record(None, error))
         raise
     finally:
+        if conductor.planning is not None:
+            conductor.planning.cancel(wait=False)  # a no-op once taken; else nobody's plan
         conductor.close()
         if own:
             space.close()
@@ -635,6 +681,16 @@ def _export_trace(conductor: _Conductor) -> None:
         conductor.events.warn(problem)
     if conductor.finished is not None:
         conductor.finished.warnings.append(problem)
+
+
+def _forget(conductor: _Conductor) -> None:
+    """A withdrawn run was never a run: its row in the history, its (empty) event log and its
+    folder go."""
+    conductor.journal.forget()
+    conductor.log.close()
+    with contextlib.suppress(OSError):
+        conductor.log.path.unlink()
+        conductor.log.path.parent.rmdir()
 
 
 def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> None:

@@ -4,19 +4,21 @@ One Session per invocation: the verbs (no key needed), one-shot and pipe runs, a
 checks the key, asks the clarifying question when someone can answer it, hands each run's events
 to the UI, asks keep-or-discard for new agents, and cleans up scratch files — in a `finally`, so
 a failed or interrupted run still does. One failed task never ends a REPL session. The heavy
-modules (the SDK, pydantic, the pipeline) are imported only when a run needs them.
+modules (pydantic, the road to the model, the pipeline) are imported only when a run needs them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentgod import cli, config, ledger, llm, problems, redact, replinput, signals
+from agentgod import cli, config, ledger, problems, redact, replinput, signals
 from agentgod.conversation import Conversation, Turn
 from agentgod.kinds import RunStatus, Spend
 from agentgod.replies import (
@@ -32,7 +34,10 @@ from agentgod.ui import PlainUI
 if TYPE_CHECKING:
     from agentgod.artifacts import Artifact
     from agentgod.attachments import Attached
+    from agentgod.intake import Screening
+    from agentgod.llm import Ahead
     from agentgod.orchestrator import Retry
+    from agentgod.planner import Planning
     from agentgod.results import PendingAgent
 
 KEY_ASKS = 3
@@ -41,6 +46,9 @@ WAITING = "reading the task"
 """What the spinner says between Enter and the run's own display."""
 CHAT_MAX_WORDS = 12
 """Only input this short is worth a small-talk check; anything longer is a task."""
+SENT_WAIT_SECONDS = 5.0
+"""How long the intake waits for the plan's request to leave first; only a plan request that
+cannot even be built or sent (and then fails) could take longer."""
 
 
 class Session:
@@ -59,6 +67,8 @@ class Session:
         self.task = ""
         self.unjudged: str | None = None
         """The answer a stopped run had paid for, never judged: shown, and in `--json`."""
+        self._shown = False
+        """Whether the current run's display has begun (ui.task_started)."""
         self.warnings: list[str] = []
         """The current run's warnings from before it started (the pipeline keeps its own)."""
 
@@ -140,6 +150,8 @@ class Session:
 
     def _test_key(self, key: str) -> None:
         """One tiny call with `key`; the session goes on with it only if it works."""
+        from agentgod import llm
+
         redact.register(key)
         told = {**self.overrides, "ANTHROPIC_API_KEY": key}
         with self.ui.waiting("testing the key"):
@@ -181,37 +193,32 @@ class Session:
         attached: Attached | None = None,
         spent: ledger.Usage | None = None,
         retry: Retry | None = None,
+        *,
+        planning: Planning | None = None,
+        gate: Callable[[], Planning | None] | None = None,
+        settings: config.Settings | None = None,
     ) -> int:
-        """Clarify, run, report, keep, clean up. Returns the exit code for this task.
+        """Run, report, keep, clean up. Returns the exit code for this task.
 
-        `spent` is the run's ledger if calls were already made for it (the small-talk check);
-        `retry` is the earlier run this one retries (no clarifying question then either).
+        `task` is as the person wrote it. `spent` is the run's ledger if calls were already made
+        for it (the intake, the plan asked for ahead); `planning` that plan; `gate` what decides,
+        once the run has begun, whether it goes on (orchestrator.Gate: small talk withdraws it,
+        an answered question plans it again); `retry` the earlier run this one retries;
+        `settings` the snapshot those calls were made with (read now when none is given).
         """
         self.task = task
+        self._shown = False
         spent = spent or ledger.Usage()
-        question: str | None = None
-        with self.ui.waiting(WAITING):  # the pipeline's first import, then maybe a call
-            from agentgod import intake, orchestrator, scratch
-
-            if self.interactive and not self.conversation.turns and retry is None:
-                question = intake.clarifying_question(
-                    task, usage=spent.phase(Spend.INTAKE), settings=self.settings()
-                )
-        if question:
-            reply = self.ui.ask(question)
-            if reply:
-                task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
-        settings = self.settings()  # the run's snapshot, from here on
-        from agentgod.sandbox import unconfined_warning
-
-        if unconfined := unconfined_warning(settings.sandbox):
-            self.warn(unconfined)
+        with self.ui.waiting(WAITING):  # the pipeline's first import, unless already done
+            from agentgod import orchestrator, scratch
+        settings = settings or self.settings()  # the run's snapshot, from here on
+        if gate is None:
+            self._start_showing(task, settings)
         written: list[Path] = []
         unjudged: list[str] = []
         keep_files = False
         space = scratch.RunSpace()
         try:
-            self.ui.task_started(task)
             result = orchestrator.handle_task(
                 task,
                 settings=settings,
@@ -223,22 +230,34 @@ class Session:
                 attached=attached,
                 conversation=self.conversation,
                 retry=retry,
+                planning=planning,
+                gate=gate,
             )
+        except orchestrator.Withdrawn as chat:
+            self.usage.merge(spent)
+            space.close()
+            self._chat(task, str(chat), spent)
+            return cli.EXIT_OK
         except KeyboardInterrupt:
             self.unjudged = unjudged[-1] if unjudged else None
-            with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
-                self.ui.task_finished()
-                if self.unjudged is not None and not self.invocation.json:
-                    self.ui.answer(self.unjudged)  # paid for: shown, though never judged
-                    self.ui.warn("the answer above was not judged: the run was stopped first")
+            if self._shown:
+                with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
+                    self.ui.task_finished()
+                    if self.unjudged is not None and not self.invocation.json:
+                        self.ui.answer(self.unjudged)  # paid for: shown, though never judged
+                        self.ui.warn("the answer above was not judged: the run was stopped first")
+            self.usage.merge(spent)
+            space.close()
             raise  # a stop is no time for questions: the run's files go with it
         except BaseException:
-            self.ui.task_finished()
+            if self._shown:
+                self.ui.task_finished()
             keep_files = not self._may_remove(written)
-            raise
-        finally:
             self.usage.merge(spent)
             space.close(keep_files=keep_files)
+            raise
+        self.usage.merge(spent)
+        space.close()
         self.ui.task_finished()
         self.conversation.add(self.task, result.answer, run_id=result.run_id)
         self._history_notices()
@@ -373,16 +392,132 @@ class Session:
         """Small talk gets one cheap reply; anything else is a task for a team.
 
         Attachments are found and vetted first: a file that may not be attached is refused
-        before anything is spent, and a task with files is never small talk.
+        before anything is spent, and a task with files is never small talk. Then the plan is
+        asked for at once, and the small-talk check and the clarifying question (one call) go
+        out beside it, so neither stands before the plan; the run begins meanwhile (its first
+        agent processes start), and at its gate — before anything is shown or built — small
+        talk withdraws it (the plan's stream closed, what it had cost counted) and an answer to
+        the question has the plan made again with it.
         """
         self.warnings = []
         with self.ui.waiting(WAITING):  # on screen at once: the first model reply takes seconds
             attached = self.attach(text)
-            # The run's ledger from its first call: the small-talk check is counted against it.
-            spent = ledger.Usage(budget_usd=self.settings().budget_usd)
-            if not attached.files and self._small_talk(text, spent):
-                return cli.EXIT_OK
-        return self.run_task(attached.task, attached, spent)
+            settings = self.settings()  # the run's snapshot, from its first call on
+            # The run's ledger from its first call: the plan's and the intake's are counted in it.
+            spent = ledger.Usage(budget_usd=settings.budget_usd)
+            planning = self._plan_ahead(attached.task, attached, settings, spent)
+            try:
+                screening = self._screen(text, attached, settings, spent, planning)
+            except BaseException:
+                planning.cancel(wait=False)
+                self.usage.merge(spent)
+                raise
+        gate = None
+        if screening is not None:
+            gate = functools.partial(self._gate, screening, attached, settings, spent, planning)
+        return self.run_task(
+            attached.task, attached, spent, planning=planning, gate=gate, settings=settings
+        )
+
+    def _plan_ahead(
+        self, task: str, attached: Attached, settings: config.Settings, spent: ledger.Usage
+    ) -> Planning:
+        """The run's plan, asked for now on a thread of its own (the run takes it later)."""
+        from agentgod import library, planner
+
+        return planner.Planning(
+            task,
+            settings=settings,
+            usage=spent.phase(Spend.PLAN),
+            library_hint=library.describe_for_planner(settings=settings),
+            attachments=attached.describe(),
+            conversation=self.conversation.context(),
+        )
+
+    def _screen(
+        self,
+        text: str,
+        attached: Attached,
+        settings: config.Settings,
+        spent: ledger.Usage,
+        planning: Planning,
+    ) -> Ahead[Screening] | None:
+        """The intake call (small talk, the clarifying question), sent once the plan's request
+        is out; None when neither can be: only short input without files can be small talk, and
+        only a person at a terminal, at the start of a conversation, is asked a question."""
+        from agentgod import intake, llm
+
+        chat = not attached.files and len(text.split()) <= CHAT_MAX_WORDS and "\n" not in text
+        ask = self.interactive and not self.conversation.turns
+        if not (chat or ask):
+            _load_pipeline(settings)
+            return None
+        planning.sent.wait(SENT_WAIT_SECONDS)  # the plan's request goes out first
+        call = llm.Ahead(
+            functools.partial(
+                intake.screen,
+                text,
+                chat=chat,
+                ask=ask,
+                usage=spent.phase(Spend.INTAKE),
+                settings=settings,
+            ),
+            name="agentgod-intake",
+        )
+        _load_pipeline(settings)
+        return call
+
+    def _gate(
+        self,
+        screening: Ahead[Screening],
+        attached: Attached,
+        settings: config.Settings,
+        spent: ledger.Usage,
+        planning: Planning,
+    ) -> Planning | None:
+        """The run's gate (orchestrator.Gate): the intake's verdict, once the run has begun.
+
+        The check is a courtesy: if its call failed, the task goes on to its team.
+        """
+        from agentgod import intake, orchestrator
+
+        with self.ui.waiting(WAITING):
+            try:
+                found = screening.result()
+            except Exception:
+                found = intake.Screening()
+        if found.reply is not None:
+            raise orchestrator.Withdrawn(found.reply)
+        replanned: Planning | None = None
+        if found.question:
+            reply = self.ui.ask(found.question)
+            if reply:
+                clarified = (
+                    f"{attached.task}\n\nClarification asked before the run: "
+                    f"{found.question}\nAnswer: {reply}"
+                )
+                if planning.cancel():
+                    self.ui.info("Planning again with your answer (the first plan is in the cost).")
+                replanned = self._plan_ahead(clarified, attached, settings, spent)
+        self._start_showing(replanned.task if replanned else attached.task, settings)
+        return replanned
+
+    def _start_showing(self, task: str, settings: config.Settings) -> None:
+        """The run's own display begins (and the warning it always carries, if any)."""
+        from agentgod.sandbox import unconfined_warning
+
+        if unconfined := unconfined_warning(settings.sandbox):
+            self.warn(unconfined)
+        self.ui.task_started(task)
+        self._shown = True
+
+    def _chat(self, text: str, reply: str, spent: ledger.Usage) -> None:
+        """Small talk's direct answer; the plan asked for meanwhile was cancelled, and its cost
+        (what the API had billed when its stream was closed) is in the reply's."""
+        if self.invocation.json:
+            cli.print_json(chat_reply(text, reply, spent.cost_summary()))
+        else:
+            self.ui.answer(reply)
 
     def attach(self, text: str) -> Attached:
         """The task's `@path`s and the --file paths, vetted, listed for the person to see."""
@@ -400,30 +535,6 @@ class Session:
         if attached.files:
             self.ui.attachments([item.reply() for item in attached.files])
         return attached
-
-    def _small_talk(self, text: str, spent: ledger.Usage) -> bool:
-        """Answer "hi" or "what can you do?" directly, without building a team.
-
-        The same in every mode: a one-shot `agentgod "hi"` or a piped "hi" must not pay for a
-        plan, agents and a merge to say hello back. The check's call goes into `spent`, which
-        becomes the run's ledger when the input is a task after all.
-        """
-        from agentgod import intake
-
-        if len(text.split()) > CHAT_MAX_WORDS or "\n" in text:
-            return False
-        try:
-            reply = intake.triage(text, usage=spent.phase(Spend.INTAKE), settings=self.settings())
-        except Exception:  # the check is a courtesy: if it fails, the task still gets its team
-            reply = None
-        if reply is None:
-            return False
-        self.usage.merge(spent)
-        if self.invocation.json:
-            cli.print_json(chat_reply(text, reply, spent.cost_summary()))
-        else:
-            self.ui.answer(reply)
-        return True
 
     def slash(self, text: str) -> None:
         command, _, argument = text.partition(" ")
@@ -542,23 +653,32 @@ class Session:
         return self.run_task(found.task, attached, retry=seed)
 
 
+def _load_pipeline(settings: config.Settings) -> None:
+    """What the run's first agents need before they can start, done while the model is busy:
+    the pipeline's modules, the agents' interpreter (its venv made on first use) and the probe
+    of the machine's sandbox layers (each once per process)."""
+    from agentgod import agentvenv, orchestrator, sandbox, scratch  # noqa: F401
+
+    with contextlib.suppress(Exception):  # the run itself says what is wrong with either
+        agentvenv.agent_python(settings)
+        if settings.sandbox != "off":
+            sandbox.probe()
+
+
 def _warm_up(settings: config.Settings) -> threading.Thread:
     """While the person types, load what the first run needs, so its first request leaves at once.
 
-    The SDK client (and its HTTP stack) and the pipeline's modules together take well over a
-    second to import; a person typing a task gives them that time for free.
+    The pipeline's modules (pydantic's models among them) and the connection to the API
+    (TCP, and TLS to the real one) are ready by the time a person has typed a task.
     """
 
     def load() -> None:
         signals.shield_from_signals()
         with contextlib.suppress(Exception):
-            from agentgod import (
-                intake,  # noqa: F401
-                orchestrator,  # noqa: F401
-                scratch,  # noqa: F401
-            )
+            from agentgod import intake, library, llm, planner  # noqa: F401
 
-            llm.get_client(settings)
+            llm.connect_ahead(settings)
+            _load_pipeline(settings)
 
     thread = threading.Thread(target=load, name="agentgod-warm-up", daemon=True)
     thread.start()

@@ -227,6 +227,9 @@ class Request:
     billed: dict[str, Any] = field(default_factory=dict)
     """The usage the client was told of, as the API bills it: a reply's whole usage, or, for a
     stream, its message_start's as updated by any message_delta that got out before it broke."""
+    connection: int = 0
+    """The order in which the server accepted the connection it came on (1 for the first):
+    read on the server's one accepting thread, so it is the order the clients connected in."""
 
     @property
     def system(self) -> str:
@@ -322,7 +325,7 @@ class FakeMessagesAPI:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer((HOST, 0), self._make_handler())
+        self._server = _Server((HOST, 0), self._make_handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -745,6 +748,7 @@ class FakeMessagesAPI:
                     body=body,
                     arrived=time.monotonic(),
                     size=len(raw),
+                    connection=api._server.accepted.get(self.client_address, 0),
                 )
                 with api._lock:
                     api.requests.append(request)
@@ -907,6 +911,20 @@ class _Paused:
     tools: list[dict[str, Any]]
     ids: set[Any]
     web: _WebState | None
+
+
+class _Server(ThreadingHTTPServer):
+    """Numbers each connection as it is accepted (Request.connection)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.accepted: dict[Any, int] = {}
+        self._count = itertools.count(1)
+
+    def get_request(self) -> tuple[Any, Any]:
+        connection, address = super().get_request()
+        self.accepted[address] = next(self._count)
+        return connection, address
 
 
 def default_reply(request: Request) -> Reply:

@@ -12,7 +12,15 @@ from bench.__main__ import BENCHMARKS, parse
 
 
 def test_every_benchmark_is_registered_and_callable() -> None:
-    assert list(BENCHMARKS) == ["overhead", "coldstart", "cli", "first_request", "calls", "memory"]
+    assert list(BENCHMARKS) == [
+        "overhead",
+        "command",
+        "coldstart",
+        "cli",
+        "first_request",
+        "calls",
+        "memory",
+    ]
     assert all(callable(run) for run in BENCHMARKS.values())
 
 
@@ -91,3 +99,16 @@ def test_the_command_line() -> None:
         parse(["--only", "nonsense"])
     with pytest.raises(SystemExit):
         parse(["--sandbox", "sometimes"])
+
+
+def test_the_peer_script_runs_the_same_waves_as_the_product() -> None:
+    """The LangGraph peer groups the benchmark's plan into exactly the product's waves."""
+    from bench import peer_langgraph
+
+    shape = overhead.Shape(overhead.TARGET_SHAPE, (4, 4, 4))
+    agents = overhead.plan_for(shape)["agents"]
+    assert peer_langgraph.waves_of(agents) == overhead.wave_names(shape)
+    first = next(a for a in agents if a["name"] == "w3_agent_1")
+    assert set(peer_langgraph.inputs_for(first, agents, {a["name"]: "x" for a in agents})) == {
+        name for wave in overhead.wave_names(shape)[:2] for name in wave
+    }

@@ -37,8 +37,8 @@ MODEL = "claude-sonnet-5-5"
 
 
 def sdk(fake_api: FakeMessagesAPI, **options: Any) -> Send:
-    """The road as the product has it (llm.forward): the real SDK, holding the key, posting to
-    the fake, and the reply's JSON body as it arrived."""
+    """A road like the product's (llm.forward), here the official SDK: holding the key, posting
+    to the fake, and the reply's JSON body as it arrived."""
     client = anthropic.Anthropic(base_url=fake_api.base_url, api_key=TEST_KEY, **options)
     return lambda request: client.messages.with_raw_response.create(**request).http_response.json()
 

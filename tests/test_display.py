@@ -33,7 +33,7 @@ def factory(fake_api: FakeMessagesAPI) -> Factory:
 
 
 def hold_small_talk_check(factory: Factory) -> tuple[threading.Event, threading.Event]:
-    """The first model call after Enter (the small-talk check) waits for `release`."""
+    """The small-talk check (the intake call, sent beside the plan) waits for `release`."""
     asked, release = threading.Event(), threading.Event()
 
     def chat_reply(text: str) -> None:
@@ -55,7 +55,7 @@ def test_a_spinner_is_on_screen_at_once_after_enter_in_the_repl(
     terminal.type(f"{TASK}\n")
     assert asked.wait(60), "the small-talk check reached the fake"
     terminal.expect(f"{SPINNER} reading the task…")
-    assert not factory.of("plan"), "the spinner came before any plan"
+    assert not factory.of("generate"), "the spinner came before any agent was built"
     release.set()
     terminal.expect("MERGED: fact_finder")
     terminal.expect(r"Keep which\?")

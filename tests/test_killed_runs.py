@@ -5,6 +5,7 @@ history and at the fake API.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -224,9 +225,12 @@ def _recorded(home: Path) -> tuple[int, int]:
     path = home / "runs" / historydb.DB_NAME
     if not path.is_file():
         return (0, 0)
-    with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True) as db:
-        calls = db.execute("SELECT COUNT(*) FROM run_calls").fetchone()[0]
-        agents = db.execute("SELECT COUNT(*) FROM run_agents").fetchone()[0]
+    try:
+        with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True) as db:
+            calls = db.execute("SELECT COUNT(*) FROM run_calls").fetchone()[0]
+            agents = db.execute("SELECT COUNT(*) FROM run_agents").fetchone()[0]
+    except sqlite3.OperationalError:  # being created by the run right now
+        return (0, 0)
     return int(calls), int(agents)
 
 
@@ -234,8 +238,11 @@ def _running_rows(home: Path) -> list[str]:
     path = home / "runs" / historydb.DB_NAME
     if not path.is_file():
         return []
-    with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True) as db:
-        return [r[0] for r in db.execute("SELECT run_id FROM runs WHERE status = 'running'")]
+    try:
+        with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True) as db:
+            return [r[0] for r in db.execute("SELECT run_id FROM runs WHERE status = 'running'")]
+    except sqlite3.OperationalError:  # being created by the run right now
+        return []
 
 
 # ---- a stop during the judge keeps the answer --------------------------------------------------
@@ -410,6 +417,16 @@ def fill(disk: Path, leave_bytes: int) -> None:
         ballast.write(b"\0" * max(0, free - leave_bytes))
 
 
+def fill_up(disk: Path) -> None:
+    """Take every byte `disk` has left (a file that cannot even be made means it is full)."""
+    with contextlib.suppress(OSError), (disk / f"ballast-{time.monotonic_ns()}").open("wb") as fat:
+        for size in (2**20, 4096):
+            with contextlib.suppress(OSError):
+                while True:
+                    fat.write(b"\0" * size)
+                    fat.flush()
+
+
 def test_a_full_disk_is_said_before_anything_is_spent(
     factory: Factory, small_disk: Path, scratch_root: Path
 ) -> None:
@@ -435,13 +452,18 @@ def test_a_disk_that_fills_during_the_run_is_named_and_loses_nothing_paid(
 ) -> None:
     home = small_disk / "home"
     home.mkdir()
-    plan_reply = factory.plans[0]
+    planned = threading.Event()
 
-    def plan_then_fill(request: Request) -> Reply:
-        fill(small_disk, 0)  # another program takes the rest of the disk meanwhile
-        return Reply.json(plan_reply)
+    def fill_then_answer(request: Request) -> Reply | str:
+        """Once the plan is asked for, another program keeps the disk full (whatever the run
+        frees meanwhile is taken again before each answer)."""
+        if factory.kind(request) == "plan":
+            planned.set()
+        if planned.is_set():
+            fill_up(small_disk)
+        return factory.handle(request)
 
-    factory.api.route(lambda r: factory.kind(r) == "plan", plan_then_fill)
+    factory.api.route(lambda request: True, fill_then_answer)
     done = subprocess.run(
         [*agentgod_command(), "--no-input", TASK],
         capture_output=True,

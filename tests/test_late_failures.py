@@ -1,6 +1,6 @@
 """Failures after the agents ran: what was paid for is kept, and every loss is said.
 
-Whole tasks with real agent subprocesses and the real SDK against the scripted fake; each fault is
+Whole tasks with real agent subprocesses and the real road against the scripted fake; each fault is
 injected at the fake (an overloaded merge, a malformed reply, a reply cut at max_tokens, a
 refusal, a silent judge), and the assertions count the requests the fake saw.
 """
