@@ -6,6 +6,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import socket
 import stat
 import threading
@@ -201,6 +202,40 @@ def test_an_agent_that_never_reads_a_large_payload_still_times_out(
     path = write_raw("import time\ntime.sleep(120)\n")
     result = executor.execute_agent(path, "t", {"big": "z" * 2_000_000}, timeout=2)
     assert result.kind == "timeout"
+
+
+def _wakeups() -> int:
+    """How many times this thread has gone to sleep and been woken (voluntary switches)."""
+    status = Path("/proc/thread-self/status").read_text(encoding="ascii")
+    return int(re.search(r"voluntary_ctxt_switches:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+
+
+def test_waiting_for_a_quiet_agent_does_not_wake_the_parent_on_a_clock(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """The pump sleeps on the agent's pipes and its exit (a pidfd), not on a 100 ms timer: the
+    thread that waits two seconds for an agent that says nothing is woken a handful of times
+    (the output, the pipes closing, the exit), not twenty."""
+    path = write_raw("import sys, time\nsys.stdin.read()\ntime.sleep(2)\nprint('done')\n")
+    agent = executor.start_agent(path, timeout=30)
+    assert isinstance(agent, executor.AgentProcess)
+    before = _wakeups()
+    result = agent.run("t", {})
+    woken = _wakeups() - before
+    assert (result.ok, result.output) == (True, "done"), result.error
+    assert woken < 10, f"the waiting thread was woken {woken} times in two quiet seconds"
+
+
+def test_without_a_pidfd_the_pump_still_sees_the_end_and_the_deadline(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another system (or an old kernel) has no pidfd_open: the pump looks on a clock instead."""
+    monkeypatch.delattr(os, "pidfd_open", raising=False)
+    quick = write_raw("import sys\nsys.stdin.read()\nprint('done')\n", name="quick_agent")
+    result = executor.execute_agent(quick, "t", {}, timeout=30)
+    assert (result.ok, result.output) == (True, "done"), result.error
+    hang = write_raw("import time\ntime.sleep(120)\n", name="hanging_agent")
+    assert executor.execute_agent(hang, "t", {}, timeout=1).kind == "timeout"
 
 
 def test_the_child_environment_is_minimal(
