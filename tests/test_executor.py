@@ -11,7 +11,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,9 @@ from agents import write_agent, write_raw
 from conftest import TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
-from agentgod import agentvenv, executor, generator, sandbox
+from agentgod import agentvenv, config, executor, generator, llm, sandbox
 from agentgod.agent_runtime import BROKER_FD_VARIABLE, encode_frame
-from agentgod.agentpool import AgentPool
+from agentgod.agentpool import AgentPool, Planned
 
 
 def test_output_and_usage_round_trip(fake_api: FakeMessagesAPI, door: OpenDoor) -> None:
@@ -545,55 +545,92 @@ def test_the_child_environment_names_the_attachments_as_json(tmp_path: Path) -> 
     assert "AGENTGOD_INPUT_FILES" not in executor.child_environment(tmp_path, model="m", door=None)
 
 
-def attachment_pool(door: OpenDoor, user_files: Path) -> AgentPool:
-    """Standby agents started with the user's files (a file and a folder) attached."""
-    inputs = {"sales.csv": user_files / "sales.csv", "reports": user_files / "reports"}
-    return AgentPool(
-        timeout=30,
-        model="claude-sonnet-5-5",
-        preload=generator.RUNTIME_MODULES,
-        open_door=door,
-        inputs=inputs,
-        read_only=list(inputs.values()),
-    )
+def attached(user_files: Path) -> dict[str, Path]:
+    """The user's files as a run hands them to its agents: a file and a folder."""
+    return {"sales.csv": user_files / "sales.csv", "reports": user_files / "reports"}
 
 
 @contextlib.contextmanager
 def standby_agent(
     door: OpenDoor, user_files: Path, name: str
-) -> Iterator[tuple[AgentPool, executor.AgentProcess]]:
-    """One standby agent of an attachment pool, which is closed (its processes killed) after."""
-    pool = attachment_pool(door, user_files)
+) -> Iterator[tuple[Callable[[], executor.AgentProcess], executor.AgentProcess]]:
+    """An agent started ahead of its code, as the pool starts one (the user's files attached),
+    and a way to start more; whichever were not run are killed after."""
+    started: list[executor.AgentProcess] = []
+
+    def start() -> executor.AgentProcess:
+        inputs = attached(user_files)
+        agent = executor.start_agent(
+            None,
+            timeout=30,
+            door=door(name),
+            preload=generator.RUNTIME_MODULES,
+            inputs=inputs,
+            read_only=list(inputs.values()),
+        )
+        assert isinstance(agent, executor.AgentProcess), agent
+        started.append(agent)
+        return agent
+
     try:
-        agent = pool.take(name)
-        assert agent is not None
-        yield pool, agent
+        yield start, start()
     finally:
-        pool.close()
+        for agent in started:
+            if agent.process.returncode is None:
+                agent.discard()
+
+
+def _eventually(holds: Callable[[], bool], seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while not holds():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_a_standby_agent_is_given_the_attachments_when_it_starts(
     fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
 ) -> None:
-    with standby_agent(door, user_files, "reader_agent") as (_, agent):
-        path = write_agent(READS_ITS_ATTACHMENTS, name="reader_agent")
-        result = agent.run("{}", {}, path=path)
+    """The pool starts processes before any plan, with the user's files already mounted: the
+    agent that is given one reads them."""
+    llm.get_client()  # the pool's thread lets the SDK's import go first
+    inputs = attached(user_files)
+    pool = AgentPool(
+        config.settings(),
+        open_door=door,
+        preload=generator.RUNTIME_MODULES,
+        inputs=inputs,
+        read_only=list(inputs.values()),
+    )
+    try:
+        pool.expect_plan()
+        assert _eventually(lambda: pool.census().standby > 0), pool.census()
+        pool.begin_round([Planned("reader_agent")])
+        with pool.writing("reader_agent"):
+            path = write_agent(READS_ITS_ATTACHMENTS, name="reader_agent")
+        pool.ready("reader_agent", path, None)
+        assert pool.census().held == 1, "a standby process became the agent's"
+        assert pool.take_slot("reader_agent")
+        result, _ = pool.run("reader_agent", path, "{}", {})
+    finally:
+        pool.close()
     assert result.ok, result.error
     assert json.loads(result.output)["sales"] == SALES
+    assert pool.census().alive == 0
 
 
 def test_an_agent_given_its_code_ahead_runs_it_and_refuses_another_file(
     fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
 ) -> None:
-    with standby_agent(door, user_files, "reader_agent") as (pool, agent):
+    with standby_agent(door, user_files, "reader_agent") as (start, agent):
         path = write_agent(READS_ITS_ATTACHMENTS, name="reader_agent")
         agent.give_code(path)
         with pytest.raises(ValueError, match="already has its code"):
             agent.give_code(path)
         with pytest.raises(ValueError, match="was given"):
             agent.run("{}", {}, path=path.with_name("other_agent.py"))
-        elsewhere = pool.take("reader_agent")
-        assert elsewhere is not None
+        elsewhere = start()
         try:
             with pytest.raises(ValueError, match="not in the folder"):
                 elsewhere.give_code(user_files / "reader_agent.py")
