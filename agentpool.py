@@ -17,8 +17,13 @@ follows from that for processes is decided here, and only here:
   exists, the process gets the agent's grant and one line naming its file (`give_code`), so the
   agent compiles and loads its part while its upstream agents still run; one that waits for no
   other agent gets its input at once (`give_input`), without a trip through the scheduler.
-- **In order.** Processes go to the agents that will run soonest (the round's order); at most
-  MAX_PARALLEL_AGENTS agents are at work at once (the slots).
+- **Bounded.** No more processes alive than `limit_for(MAX_PARALLEL_AGENTS)`: the agents at work
+  (at most MAX_PARALLEL_AGENTS: the slots) and a standby margin of as many again, at most
+  STANDBY_CAP — one process ready for each agent that can start next, so the next wave waits for
+  no start-up, and no more (each holds ~20 MB). Processes go to the agents that will run soonest
+  (the round's order). An agent that must work when none is ready for it and the limit is
+  reached takes the process of the agent planned last (or, if that one has loaded its code, has
+  it killed and started again later).
 - **Not under a budget.** An agent's share of the budget is fixed when its process starts, and
   should reflect what is left when it runs: under a budget, every process starts when its agent
   goes to work.
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +56,20 @@ from agentgod.signals import shield_from_signals
 
 SDK_WAIT_SECONDS = 30.0
 """How long starting ahead defers to the SDK's import before it goes ahead anyway."""
+STANDBY_CAP = 4
+"""The standby margin is MAX_PARALLEL_AGENTS processes, but never more than this many."""
+SETTLE_SECONDS = 0.1
+"""After an agent goes to work or ends, how long starting a process waits: the agents that
+start now (the next wave) reach their model call first, without a fork and an interpreter's
+start-up competing for the CPU and the interpreter lock."""
+MAX_DEFER_SECONDS = 0.5
+"""However busy the agents, a process wanted is started within this long."""
+
+
+def limit_for(parallel: int) -> int:
+    """Most agent processes one run may have alive: `parallel` at work, and as many ready to
+    follow them (at most STANDBY_CAP)."""
+    return parallel + min(parallel, STANDBY_CAP)
 
 
 @dataclass(frozen=True)
@@ -113,6 +133,7 @@ class AgentPool:
         self.ahead = not budgeted
         """Whether processes start ahead of need (never under a budget)."""
         self.parallel = settings.max_parallel_agents
+        self.limit = limit_for(self.parallel)
         self.closed = threading.Event()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -134,6 +155,10 @@ class AgentPool:
         self._gone: set[str] = set()
         """Agents that went to work, or never will: they want no waiting process any more."""
         self._topped_up = False
+        self._moved = 0.0
+        """When an agent last went to work or ended (time.monotonic)."""
+        self._deferred: float | None = None
+        """Since when the pool's thread has held back a start for agents that just moved."""
         self._spawner: threading.Thread | None = None
 
     # ---- what the crew says --------------------------------------------------------------------
@@ -148,7 +173,7 @@ class AgentPool:
         if not self.ahead:
             return
         with self._lock:
-            self._standby_wanted = min(self.settings.max_agents, self.parallel)
+            self._standby_wanted = min(self.settings.max_agents, self.parallel, self.limit)
             self._wake()
 
     def begin_round(self, agents: Sequence[Planned]) -> None:
@@ -193,6 +218,7 @@ class AgentPool:
                 self._given[name] = process
                 self._busy += 1
                 self._gone.add(name)
+                self._moved = time.monotonic()
                 process.give_input(*first_input)
 
     def take_slot(self, name: str) -> bool:
@@ -211,17 +237,22 @@ class AgentPool:
     ) -> tuple[executor.AgentResult, Channel | None]:
         """One attempt of `name` (which holds a slot): its own process if one is ready, else a
         standby one, else one started now. Returns the outcome and the agent's door."""
+        doomed: list[executor.AgentProcess] = []
         with self._lock:
             planned = self._round[name]
             self._wanting.discard(name)
             self._gone.add(name)
+            self._moved = time.monotonic()
             process = self._given.pop(name, None)
             if process is None:
                 process = self._held.pop(name, None)
                 if process is None and self._standby:
                     process = self._standby.pop()
+                if process is None and self.ahead and self._census().alive >= self.limit:
+                    process = self._yield_to(name, doomed)
                 self._busy += 1
         try:
+            self._discard(doomed)
             if process is not None and process.awaiting_code:
                 try:
                     self._arm(name, process, path)  # it is this thread's alone now
@@ -248,6 +279,7 @@ class AgentPool:
         finally:
             with self._lock:
                 self._busy -= 1
+                self._moved = time.monotonic()
                 self._wake()
 
     def forget(self, name: str) -> None:
@@ -348,8 +380,34 @@ class AgentPool:
             process.door.update_grant(**self._round[name].grant)
         process.give_code(path)
 
+    def _yield_to(
+        self, name: str, doomed: list[executor.AgentProcess]
+    ) -> executor.AgentProcess | None:
+        """At the limit, `name` must work: the agent planned last gives up its process — to
+        `name` if it has not loaded its code yet, else to be killed (and started again later)."""
+        held = [other for other in self._held if other != name]
+        if not held:
+            return None
+        last = max(held, key=lambda other: self._order.get(other, len(self._order)))
+        process = self._held.pop(last)
+        self._wanting.add(last)
+        if process.awaiting_code:
+            return process
+        doomed.append(process)
+        return None
+
+    def _settling(self) -> float:
+        """Seconds to hold a start back while agents are moving (SETTLE_SECONDS), 0: start."""
+        now = time.monotonic()
+        if self._deferred is None:
+            self._deferred = now
+        left = min(self._moved + SETTLE_SECONDS, self._deferred + MAX_DEFER_SECONDS) - now
+        if left <= 0:
+            self._deferred = None
+        return max(left, 0.0)
+
     def _should_start(self) -> bool:
-        if self.closed.is_set() or not self.ahead:
+        if self.closed.is_set() or not self.ahead or self._census().alive >= self.limit:
             return False
         wanted = len(self._wanting) + max(0, self._standby_wanted - len(self._standby))
         return wanted > self._starting
@@ -379,7 +437,7 @@ class AgentPool:
     # ---- the pool's thread ---------------------------------------------------------------------
 
     def _spawn(self) -> None:
-        """Start processes one after the other, whenever one is wanted."""
+        """Start processes one after the other, whenever one is wanted and the limit allows."""
         shield_from_signals()
         # Starting interpreters costs CPU; never compete with the SDK's import, which stands
         # between a fresh process and its first request.
@@ -390,7 +448,10 @@ class AgentPool:
                     if self.closed.is_set():
                         return
                     if not self._should_start():
+                        self._deferred = None
                         self._changed.wait()
+                    elif (settling := self._settling()) > 0:
+                        self._changed.wait(settling)
                     else:
                         break
                 self._starting += 1

@@ -19,7 +19,7 @@ from conftest import OpenDoor
 from fakeapi import FakeMessagesAPI
 
 from agentgod import config, executor, generator, llm
-from agentgod.agentpool import AgentPool, Census, Planned
+from agentgod.agentpool import STANDBY_CAP, AgentPool, Census, Planned, limit_for
 
 NAMED = """
 def run(task, previous_outputs):
@@ -106,6 +106,63 @@ def run_agent(pool: AgentPool, name: str, path: Path) -> executor.AgentResult:
     finally:
         pool.free_slot(name)
     return result
+
+
+def test_the_limit_is_max_parallel_agents_and_as_many_again_at_most_the_cap() -> None:
+    assert [limit_for(n) for n in (1, 2, 4)] == [2, 4, 8]
+    assert limit_for(32) == 32 + STANDBY_CAP
+
+
+def test_processes_go_to_the_agents_planned_first_and_never_past_the_limit(
+    make_pool: Callable[..., AgentPool], sdk: threading.Event
+) -> None:
+    """One agent at a time: one at work, one ready to follow; a process that frees up goes to
+    the next agent in the plan's order, whoever asked first."""
+    pool = make_pool(1)
+    names = ["first", "second", "third", "fourth"]
+    paths = {name: write_agent(NAMED, name=name) for name in names}
+    with Watch(pool) as watch, LiveAgents() as alive:
+        pool.begin_round([Planned(name, kept=True) for name in names])
+        sdk.set()
+        census = until(pool, lambda c: c.held == 2 and settled(c))
+        assert census.holding == frozenset({"first", "second"})
+        for name in names:
+            pool.ready(name, paths[name], None)
+        for index, name in enumerate(names):
+            result = run_agent(pool, name, paths[name])
+            assert (result.ok, result.output) == (True, f"{name} task"), result.error
+            until(pool, holds(names[index + 1 : index + 3]))
+    assert watch.peak <= 2
+    assert alive.peak <= 2
+    assert pool.census().alive == 0
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["still-empty", "code-loaded"])
+def test_an_agent_that_must_work_at_the_limit_takes_the_process_of_the_agent_planned_last(
+    make_pool: Callable[..., AgentPool], sdk: threading.Event, loaded: bool
+) -> None:
+    """At the limit, the agent that works now comes first: the agent planned last gives up its
+    process (taken as it is while it waits for code, killed if it loaded its own), and gets
+    another once there is room."""
+    pool = make_pool(1)
+    paths = {name: write_agent(NAMED, name=name) for name in ("now", "next", "last")}
+    pool.begin_round([Planned("now"), Planned("next", kept=True), Planned("last", kept=True)])
+    sdk.set()
+    until(pool, holds(["next", "last"]))
+    pool.ready("next", paths["next"], None)
+    if loaded:
+        pool.ready("last", paths["last"], None)
+    pool.ready("now", paths["now"], None)  # its builder got no process: none was free
+    with Watch(pool) as watch, LiveAgents() as alive:
+        result = run_agent(pool, "now", paths["now"])
+        assert (result.ok, result.output) == (True, "now task"), result.error
+        until(pool, holds(["next", "last"]))
+    assert watch.peak <= 2
+    assert alive.peak <= 2
+    for name in ("next", "last"):
+        pool.ready(name, paths[name], None)
+        result = run_agent(pool, name, paths[name])
+        assert (result.ok, result.output) == (True, f"{name} task"), result.error
 
 
 def test_an_agent_with_no_upstream_is_at_work_as_soon_as_its_code_is_ready(
