@@ -58,10 +58,12 @@ SDK_WAIT_SECONDS = 30.0
 """How long starting ahead defers to the SDK's import before it goes ahead anyway."""
 STANDBY_CAP = 4
 """The standby margin is MAX_PARALLEL_AGENTS processes, but never more than this many."""
+QUIET_SECONDS = 0.02
+"""After an agent goes to work or ends, starting a process waits at least this long (the
+scheduler hands the freed slot on), and then until every agent that went to work has sent its
+model request (`calling`), at most SETTLE_SECONDS: the agents starting now (the next wave) reach
+the model first, without a fork and an interpreter's start-up competing for the CPU."""
 SETTLE_SECONDS = 0.1
-"""After an agent goes to work or ends, how long starting a process waits: the agents that
-start now (the next wave) reach their model call first, without a fork and an interpreter's
-start-up competing for the CPU and the interpreter lock."""
 MAX_DEFER_SECONDS = 0.5
 """However busy the agents, a process wanted is started within this long."""
 
@@ -157,6 +159,8 @@ class AgentPool:
         self._topped_up = False
         self._moved = 0.0
         """When an agent last went to work or ended (time.monotonic)."""
+        self._unsettled = 0
+        """Agents that went to work and have not been seen sending a model request yet."""
         self._deferred: float | None = None
         """Since when the pool's thread has held back a start for agents that just moved."""
         self._spawner: threading.Thread | None = None
@@ -219,7 +223,17 @@ class AgentPool:
                 self._busy += 1
                 self._gone.add(name)
                 self._moved = time.monotonic()
+                self._unsettled += 1
                 process.give_input(*first_input)
+
+    def calling(self) -> None:
+        """An agent's model request is out (the crew's broker says so, not knowing whose): one
+        agent less is starting up, and the model's time is idle CPU for starting processes."""
+        with self._lock:
+            if self._unsettled:
+                self._unsettled -= 1
+                if not self._unsettled:
+                    self._changed.notify()
 
     def take_slot(self, name: str) -> bool:
         """Whether `name` may be at work now (it holds one of MAX_PARALLEL_AGENTS slots if so);
@@ -245,6 +259,7 @@ class AgentPool:
             self._moved = time.monotonic()
             process = self._given.pop(name, None)
             if process is None:
+                self._unsettled += 1  # (one given its input ahead was counted then)
                 process = self._held.pop(name, None)
                 if process is None and self._standby:
                     process = self._standby.pop()
@@ -279,6 +294,7 @@ class AgentPool:
         finally:
             with self._lock:
                 self._busy -= 1
+                self._unsettled = min(self._unsettled, self._busy)
                 self._moved = time.monotonic()
                 self._wake()
 
@@ -397,11 +413,12 @@ class AgentPool:
         return None
 
     def _settling(self) -> float:
-        """Seconds to hold a start back while agents are moving (SETTLE_SECONDS), 0: start."""
+        """Seconds to hold a start back while agents are starting work (QUIET_SECONDS), 0: start."""
         now = time.monotonic()
         if self._deferred is None:
             self._deferred = now
-        left = min(self._moved + SETTLE_SECONDS, self._deferred + MAX_DEFER_SECONDS) - now
+        settle = SETTLE_SECONDS if self._unsettled else QUIET_SECONDS
+        left = min(self._moved + settle, self._deferred + MAX_DEFER_SECONDS) - now
         if left <= 0:
             self._deferred = None
         return max(left, 0.0)

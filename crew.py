@@ -18,7 +18,6 @@ and budget flags, warnings) comes in as a `RunState`, so this module never impor
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -205,7 +204,7 @@ class Crew:
         self._share_tokens = AGENT_SHARE_TOKENS if usage.budget_usd is not None else None
         """Under a budget, what one agent's calls may use together (the broker enforces it)."""
         self._broker = Broker(
-            functools.partial(llm.forward, settings=settings),
+            self._forward,
             usage.phase(Spend.AGENTS),
             price=lambda model: models.price_of(model)[0],
             effort_for_model=models.effort_for_model,
@@ -566,6 +565,12 @@ class Crew:
         return _Ran(result, attempt, seconds, source, source != original, spent)
 
     # ---- the door ------------------------------------------------------------------------------
+
+    def _forward(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The broker's road to the model (llm.forward), telling the pool the moment an agent's
+        request is out: that agent's start is over, and the model's time is idle CPU."""
+        with llm.while_waiting(self._pool.calling):
+            return llm.forward(request, settings=self._run.settings)
 
     def _open_door(self, name: str) -> Channel:
         """A broker channel for one agent process: its only way to the model, metered.
