@@ -21,9 +21,10 @@ follows from that for processes is decided here, and only here:
   (at most MAX_PARALLEL_AGENTS: the slots) and a standby margin of as many again, at most
   STANDBY_CAP — one process ready for each agent that can start next, so the next wave waits for
   no start-up, and no more (each holds ~20 MB). Processes go to the agents that will run soonest
-  (the round's order). An agent that must work when none is ready for it and the limit is
-  reached takes the process of the agent planned last (or, if that one has loaded its code, has
-  it killed and started again later).
+  (the round's order); when an agent ends, the next one in that order gets the room, once the
+  agents just set to work have sent their model requests. An agent that must work when none is
+  ready for it and the limit is reached takes the process of the agent planned last (or, if that
+  one has loaded its code, has it killed and started again later).
 - **Not under a budget.** An agent's share of the budget is fixed when its process starts, and
   should reflect what is left when it runs: under a budget, every process starts when its agent
   goes to work.
@@ -59,11 +60,12 @@ SDK_WAIT_SECONDS = 30.0
 STANDBY_CAP = 4
 """The standby margin is MAX_PARALLEL_AGENTS processes, but never more than this many."""
 QUIET_SECONDS = 0.02
-"""After an agent goes to work or ends, starting a process waits at least this long (the
-scheduler hands the freed slot on), and then until every agent that went to work has sent its
-model request (`calling`), at most SETTLE_SECONDS: the agents starting now (the next wave) reach
-the model first, without a fork and an interpreter's start-up competing for the CPU."""
+"""After an agent goes to work or ends, starting a process waits at least this long (time for
+the scheduler to hand the freed slot on)."""
 SETTLE_SECONDS = 0.1
+"""...and at most this long while an agent that went to work has not sent its model request yet
+(`calling`): the agents starting now reach the model first, without a fork and an interpreter's
+start-up competing with them for the CPU."""
 MAX_DEFER_SECONDS = 0.5
 """However busy the agents, a process wanted is started within this long."""
 
@@ -312,6 +314,7 @@ class AgentPool:
             if given is not None:
                 doomed.append(given)
                 self._busy -= 1
+                self._unsettled = min(self._unsettled, self._busy)
             self._wake()
         self._discard(doomed)
 
@@ -323,6 +326,7 @@ class AgentPool:
         with self._lock:
             doomed = [*self._held.values(), *self._given.values()]
             self._busy -= len(self._given)
+            self._unsettled = min(self._unsettled, self._busy)
             self._held.clear()
             self._given.clear()
             self._wanting.clear()
