@@ -2,8 +2,9 @@
 
 The flow (orchestrator) decides *what* happens: which plan, when to merge, judge, revise. The
 crew is *how* a round's agents come to exist and run, and it keeps the machinery for that out of
-the flow: the broker (each agent's only door to the model), the pool of processes started ahead,
-the run's agent folder, the scheduler, and the rerun and repair policy.
+the flow: the broker (each agent's only door to the model), the agent pool (told what the agents
+need, it decides their processes: agentpool), the run's agent folder, the scheduler, and the rerun
+and repair policy.
 
 Concurrency model: generation and execution run on two thread pools of MAX_PARALLEL_AGENTS each,
 so building later agents overlaps with running earlier ones; an agent starts the moment its own
@@ -17,7 +18,6 @@ and budget flags, warnings) comes in as a `RunState`, so this module never impor
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -39,7 +39,7 @@ from agentgod import (
     signals,
     taskgraph,
 )
-from agentgod.agentpool import AgentPool
+from agentgod.agentpool import AgentPool, Planned
 from agentgod.artifacts import ArtifactStore
 from agentgod.attachments import Attached
 from agentgod.broker import AgentUsage, Broker, Channel
@@ -126,8 +126,6 @@ class _Built:
     source: str = ""
     reused: bool = False
     reasons: list[str] = field(default_factory=list)
-    warm: executor.AgentProcess | None = None
-    """The agent already started and waiting for its input, when it could be."""
     kind: AgentKind = AgentKind.REJECTED
     """Why there is no path: codeguard rejected every attempt, or the budget ran out."""
 
@@ -206,12 +204,10 @@ class Crew:
         self.unreadable: dict[str, BaseException] = {}
         """Agents whose code could not be written because the API's reply could not be read."""
         settings, usage, attached = run.settings, run.usage, run.attached
-        self._ahead = usage.budget_usd is None
-        """Start agents' processes ahead of need (never under a budget: see agentpool)."""
         self._share_tokens = AGENT_SHARE_TOKENS if usage.budget_usd is not None else None
         """Under a budget, what one agent's calls may use together (the broker enforces it)."""
         self._broker = Broker(
-            functools.partial(llm.forward, settings=settings),
+            self._forward,
             usage.phase(Spend.AGENTS),
             price=lambda model: models.price_of(model)[0],
             effort_for_model=models.effort_for_model,
@@ -220,41 +216,22 @@ class Crew:
             known_urls=attached.texts(),
             artifacts=run.artifacts,
         )
-        self._started_ahead = 0
-        """Processes start_ahead asked for this round, before its plan."""
-        self._more_needed = 0
-        """What the round's agents need beyond those (and beyond its kept agents, started as
-        soon as the plan is known): asked for by the first generation request (_top_up)."""
-        self._top_up_lock = threading.Lock()
-        self._slots_lock = threading.Lock()
-        self._running: set[str] = set()
-        """This round's agents at work (given their input, or handed to a runner): never more
-        than MAX_PARALLEL_AGENTS, so no runner ever waits and the API sees no more at once."""
         self._pool = AgentPool(
-            timeout=settings.agent_timeout_seconds,
-            model=settings.model,
-            preload=generator.RUNTIME_MODULES,
+            settings,
             open_door=self._open_door,
+            preload=generator.RUNTIME_MODULES,
             space=space,
             inputs=attached.inputs(),
             read_only=attached.mounts,
             identities=attached.identities(),
-            settings=settings,
+            budgeted=usage.budget_usd is not None,
         )
+        """The run's agent processes: when they start, how many live, and which agent gets
+        each (agentpool decides; the crew says what its agents need)."""
 
     def start_ahead(self) -> None:
-        """Before the plan: start processes for the first agents it will hold (none under a
-        budget).
-
-        As many as the first builds take at once (MAX_PARALLEL_AGENTS, at most MAX_AGENTS):
-        each costs tens of milliseconds of CPU, and more would still be starting when the plan
-        arrives, competing with its reply. The rest are started once the round's first
-        generation request is out (`_top_up`), while the model writes code.
-        """
-        if self._ahead:
-            settings = self._run.settings
-            self._started_ahead = min(settings.max_agents, settings.max_parallel_agents)
-            self._pool.start_standby(self._started_ahead)
+        """Before the plan: the pool may start processes for the agents it will hold."""
+        self._pool.expect_plan()
 
     def reusable(self, name: str) -> str | None:
         """A library agent's source, as the pipeline runs it, when it is reliable and still
@@ -302,15 +279,9 @@ class Crew:
             for a in fresh
         }
         tally.agents = list(records.values())
-        with self._slots_lock:
-            self._running.clear()
-        with self._top_up_lock:
-            more = len(fresh) - self._started_ahead if self._ahead else 0
-            self._started_ahead = 0
-            # A kept agent is built at once, with no model call to wait for: its process now.
-            now = max(0, min(more, sum(kept[a.name] is not None for a in fresh)))
-            self._more_needed = more - now
-        self._pool.start_standby(now)
+        self._pool.begin_round(
+            [Planned(a.name, self._grant(a, effort), kept[a.name] is not None) for a in fresh]
+        )
         run.events.phase_started(Phase.BUILD)
         run.events.phase_started(Phase.RUN)
         phase = time.monotonic()
@@ -326,13 +297,15 @@ class Crew:
             building = len(fresh)
             while not schedule.done():
                 if run.budget_hit.is_set():
+                    # Under a budget the pool starts nothing ahead, so no agent skipped here
+                    # was given its input by its builder.
                     for spec in schedule.unstarted():
                         self._skip(records[spec.name], tally)
                         schedule.finish(spec.name)
                     if schedule.done():
                         break
                 for spec in schedule.ready():
-                    if not self._take_slot(spec.name):
+                    if not self._pool.take_slot(spec.name):
                         continue  # all at work: it starts when one of them is done
                     schedule.start(spec.name)
                     upstream = {k: outputs[k] for k in closures[spec.name] if k in outputs}
@@ -355,12 +328,12 @@ class Crew:
                         if not building:
                             run.events.phase_finished(Phase.BUILD, time.monotonic() - phase)
                     else:
-                        self._free_slot(spec.name)
+                        self._pool.free_slot(spec.name)
                         self._absorb(records[spec.name], outcome, outputs, tally)
                         schedule.finish(spec.name)
             for future in work:  # still being written when the budget ran out
                 self._absorb_built(records[work[future].name], future.result(), schedule, None)
-        self._pool.discard_warm()
+        self._pool.end_round()
         run.events.phase_finished(Phase.RUN, time.monotonic() - phase)
         return outputs
 
@@ -390,7 +363,7 @@ class Crew:
         executor.stop_all()
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
-        self._pool.discard_warm()
+        self._pool.end_round()
 
     # ---- the caller's thread: results folded in ------------------------------------------------
 
@@ -407,12 +380,8 @@ class Crew:
         scheduling = tally is not None and not schedule.is_finished(record.name)
         if built.path is not None and scheduling:
             schedule.code[record.name] = built.path
-            if built.warm is not None:
-                self._pool.hold(record.name, built.warm)
             return
-        if built.warm is not None:
-            built.warm.discard()
-            self._free_slot(record.name)
+        self._pool.forget(record.name)  # it will never run: whatever it holds goes
         if tally is not None and scheduling:
             self._reject(record, built, tally)
             schedule.finish(record.name)
@@ -476,66 +445,15 @@ class Crew:
     ) -> _Built:
         """Worker: take the library's copy, or write the agent; then save the scratch copy.
 
-        The agent's process is started first, so its start-up overlaps the writing of its code;
-        one that waits for no other agent gets its input here too, and starts work at once.
+        The pool is told first, so the agent's process can start while its code is written;
+        one that waits for no other agent is handed its input with its code, and starts work
+        at once (the pool decides whether it may).
         """
-        warm = self._pool.take(spec.name) if self._ahead else None
-        try:
-            with llm.while_waiting(self._top_up):
-                built = self._write(spec, kept, upstream, effort)
-        except BaseException:
-            if warm is not None:
-                warm.discard()
-            raise
+        with self._pool.writing(spec.name):
+            built = self._write(spec, kept, upstream, effort)
         if built.path is not None and not self._run.stopped.is_set():
-            built.warm = warm
-            if warm is not None:
-                self._arm(warm, spec, built.path, effort)
-                # No process starts ahead under a budget, so none given its input is skipped.
-                if not upstream and self._take_slot(spec.name):
-                    warm.give_input(task_text, {})
-        elif warm is not None:
-            warm.discard()
+            self._pool.ready(spec.name, built.path, None if upstream else (task_text, {}))
         return built
-
-    def _arm(
-        self, warm: executor.AgentProcess, spec: planner.AgentSpec, path: Path, effort: str
-    ) -> None:
-        """The agent's grant, then its code: it loads while its upstream agents still run."""
-        if warm.door is not None:
-            warm.door.name = spec.name
-            warm.door.update_grant(
-                effort=effort,
-                share_tokens=self._share_for(spec),
-                web_allowed=spec.web,
-                max_searches=self._searches_for(spec),
-            )
-        warm.give_code(path)
-
-    def _take_slot(self, name: str) -> bool:
-        """Whether `name` may be at work now (it is counted if so); one its build worker
-        started already is. A worker that may not start it leaves it to the scheduler."""
-        with self._slots_lock:
-            if name in self._running:
-                return True
-            if len(self._running) >= self._run.settings.max_parallel_agents:
-                return False
-            self._running.add(name)
-            return True
-
-    def _free_slot(self, name: str) -> None:
-        with self._slots_lock:
-            self._running.discard(name)
-
-    def _top_up(self) -> None:
-        """A generation request is out: start the processes the rest of the round will take.
-
-        Once per round, by whichever build gets there first: the model's time is idle time.
-        """
-        with self._top_up_lock:
-            more, self._more_needed = self._more_needed, 0
-        if more > 0:
-            self._pool.start_standby(more)
 
     def _write(
         self, spec: planner.AgentSpec, kept: str | None, upstream: list[str], effort: str
@@ -603,7 +521,6 @@ class Crew:
         a crash is rewritten (AGENT_REPAIR_ATTEMPTS times); _NOT_REPAIRABLE kinds are final.
         """
         run = self._run
-        warm = self._pool.claim(spec.name)
         original = source = path.read_text(encoding="utf-8")
         seconds = 0.0
         attempt = 0
@@ -612,8 +529,7 @@ class Crew:
         while True:
             attempt += 1
             run.events.agent_running(spec.name, attempt)
-            result, door = self._execute(spec, path, task_text, upstream, effort, warm)
-            warm = None
+            result, door = self._pool.run(spec.name, path, task_text, upstream)
             seconds += result.seconds
             transient = False
             if door is not None:
@@ -658,54 +574,38 @@ class Crew:
             )
         return _Ran(result, attempt, seconds, source, source != original, spent)
 
-    def _execute(
-        self,
-        spec: planner.AgentSpec,
-        path: Path,
-        task_text: str,
-        upstream: dict[str, str],
-        effort: str,
-        warm: executor.AgentProcess | None,
-    ) -> tuple[executor.AgentResult, Channel | None]:
-        """One attempt: the warm process if there is one, else a fresh one with its own door."""
-        if warm is not None:  # armed with its grant and code when it was built
-            return warm.run(task_text, upstream, path=path), warm.door
-        door = self._open_door(spec.name, effort, spec)
-        settings, attached = self._run.settings, self._run.attached
-        result = executor.execute_agent(
-            path,
-            task_text,
-            upstream,
-            timeout=settings.agent_timeout_seconds,
-            model=settings.model,
-            door=door,
-            space=self.space,
-            inputs=attached.inputs(),
-            read_only=attached.mounts,
-            identities=attached.identities(),
-            settings=settings,
-        )
-        return result, door
-
     # ---- the door ------------------------------------------------------------------------------
 
-    def _open_door(
-        self, name: str, effort: str | None = None, spec: planner.AgentSpec | None = None
-    ) -> Channel:
+    def _forward(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The broker's road to the model (llm.forward), telling the pool the moment an agent's
+        request is out: that agent's start is over, and the model's time is idle CPU."""
+        with llm.while_waiting(self._pool.calling):
+            return llm.forward(request, settings=self._run.settings)
+
+    def _open_door(self, name: str) -> Channel:
         """A broker channel for one agent process: its only way to the model, metered.
 
-        A process started ahead of its plan gets no web until it knows which agent it is.
+        It allows what any agent of the run may: the pool widens it to its agent's `_grant`
+        when the process becomes that agent's, so a process started ahead of its plan gets no
+        effort and no web until it knows which agent it is.
         """
         return self._broker.open_channel(
             name,
             model=self._run.settings.model,
-            effort=effort,
-            share_tokens=self._share_for(spec),
-            web_allowed=spec is not None and spec.web,
-            max_searches=self._searches_for(spec),
+            share_tokens=self._share_for(None),
             files=self._run.attached.inputs(),
             file_ids=self._run.attached.identities(),
         )
+
+    def _grant(self, spec: planner.AgentSpec, effort: str) -> dict[str, Any]:
+        """What `spec`'s door allows (Channel.update_grant's fields): the round's effort, its
+        share of a budget, the web if it is marked for it."""
+        return {
+            "effort": effort,
+            "share_tokens": self._share_for(spec),
+            "web_allowed": spec.web,
+            "max_searches": self._searches_for(spec),
+        }
 
     def _share_for(self, spec: planner.AgentSpec | None) -> int | None:
         """The tokens this agent's calls may use together under a budget (None: no share)."""

@@ -250,26 +250,54 @@ class _Streams:
     timed_out: bool = False
 
 
+def _exit_watch(process: subprocess.Popen[bytes]) -> int | None:
+    """A descriptor that becomes readable when `process` ends (a Linux pidfd), or None.
+
+    With one, waiting for an agent costs nothing until something happens; without one (another
+    system, an old kernel) the pump looks every POLL_SECONDS. Opened before anything reaps the
+    process, so the pid cannot have been reused.
+    """
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None or process.returncode is not None:
+        return None
+    try:
+        descriptor: int = opener(process.pid)
+    except OSError:
+        return None
+    return descriptor
+
+
+POLL_SECONDS = 0.1
+"""Without a pidfd: how often the pump looks whether the agent has ended."""
+
+
 def _pump(process: subprocess.Popen[bytes], payload: bytes, deadline: float) -> _Streams:
     """Feed stdin and drain stdout/stderr without ever blocking past the deadline.
 
     A child that never reads stdin, floods stdout, or leaves a grandchild holding its pipes
-    cannot stall the parent: every wait is bounded by the deadline or the post-exit grace.
+    cannot stall the parent: every wait is bounded by the deadline or the post-exit grace. An
+    agent waiting for the model wakes the parent for nothing: the pump sleeps until its pipes or
+    its exit (a pidfd) say something, or the deadline comes.
     """
     streams = _Streams()
     selector = selectors.DefaultSelector()
     assert process.stdin and process.stdout and process.stderr
+    pipes = 2
     if payload:
         os.set_blocking(process.stdin.fileno(), False)
         selector.register(process.stdin, selectors.EVENT_WRITE)
+        pipes += 1
     else:
         process.stdin.close()
     selector.register(process.stdout, selectors.EVENT_READ, streams.stdout)
     selector.register(process.stderr, selectors.EVENT_READ, streams.stderr)
+    ended = _exit_watch(process)
+    if ended is not None:
+        selector.register(ended, selectors.EVENT_READ)
     sent = 0
     exited_at: float | None = None
     try:
-        while selector.get_map():
+        while pipes:
             now = time.monotonic()
             if exited_at is None and process.poll() is not None:
                 exited_at = now
@@ -278,7 +306,15 @@ def _pump(process: subprocess.Popen[bytes], payload: bytes, deadline: float) -> 
                 break
             if exited_at is not None and now - exited_at > EXIT_GRACE_SECONDS:
                 break
-            for key, _ in selector.select(timeout=min(0.1, deadline - now)):
+            wait = deadline - now
+            if exited_at is not None:
+                wait = min(wait, exited_at + EXIT_GRACE_SECONDS - now)
+            elif ended is None:
+                wait = min(wait, POLL_SECONDS)
+            for key, _ in selector.select(timeout=max(wait, 0.0)):
+                if key.fileobj == ended:  # it ended: poll() above reaps it and starts the grace
+                    selector.unregister(ended)
+                    continue
                 if key.fileobj is process.stdin:
                     try:
                         sent += os.write(process.stdin.fileno(), payload[sent : sent + 65536])
@@ -289,10 +325,12 @@ def _pump(process: subprocess.Popen[bytes], payload: bytes, deadline: float) -> 
                     if sent >= len(payload):
                         selector.unregister(process.stdin)
                         process.stdin.close()
+                        pipes -= 1
                     continue
                 chunk = os.read(key.fileobj.fileno(), 65536)  # type: ignore[union-attr]
                 if not chunk:
                     selector.unregister(key.fileobj)
+                    pipes -= 1
                     continue
                 key.data.extend(chunk)
                 if key.data is streams.stderr and len(streams.stderr) > 4 * MAX_STDERR_CHARS:
@@ -302,6 +340,8 @@ def _pump(process: subprocess.Popen[bytes], payload: bytes, deadline: float) -> 
                     return streams
     finally:
         selector.close()
+        if ended is not None:
+            os.close(ended)
     return streams
 
 

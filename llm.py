@@ -42,11 +42,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-client_ready = threading.Event()
-"""Set: nothing has to load before a request can leave (the road needs no SDK import). Kept for
-the agent pool, which waits on it so as never to compete with such a load."""
-client_ready.set()
-
 MalformedReplyError = wire.MalformedReplyError
 """The API answered 200 with a body that is not a Messages reply; retried like a 5xx."""
 

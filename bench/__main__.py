@@ -17,7 +17,17 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from bench import calls, cli_start, coldstart, command, first_request, harness, memory, overhead
+from bench import (
+    calls,
+    cli_start,
+    coldstart,
+    command,
+    first_request,
+    harness,
+    memory,
+    overhead,
+    processes,
+)
 
 BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "overhead": overhead.run,
@@ -27,6 +37,7 @@ BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "first_request": first_request.run,
     "calls": calls.run,
     "memory": memory.run,
+    "processes": processes.run,
 }
 
 

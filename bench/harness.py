@@ -127,6 +127,8 @@ def show(value: float | None, unit: str) -> str:
         return f"{value:.3f} s"
     if unit == "x":
         return f"{value:.2f} x"
+    if unit == "ms/s":
+        return f"{value:.2f} {unit}"
     if unit in ("ms", "MB"):
         return f"{value:.1f} {unit}"
     return f"{value:g}" + (f" {unit}" if unit else "")

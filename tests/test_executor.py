@@ -6,11 +6,12 @@ import base64
 import contextlib
 import json
 import os
+import re
 import socket
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,9 @@ from agents import write_agent, write_raw
 from conftest import TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
-from agentgod import agentvenv, executor, generator, sandbox
+from agentgod import agentvenv, config, executor, generator, sandbox
 from agentgod.agent_runtime import BROKER_FD_VARIABLE, encode_frame
-from agentgod.agentpool import AgentPool
+from agentgod.agentpool import AgentPool, Planned
 
 
 def test_output_and_usage_round_trip(fake_api: FakeMessagesAPI, door: OpenDoor) -> None:
@@ -201,6 +202,40 @@ def test_an_agent_that_never_reads_a_large_payload_still_times_out(
     path = write_raw("import time\ntime.sleep(120)\n")
     result = executor.execute_agent(path, "t", {"big": "z" * 2_000_000}, timeout=2)
     assert result.kind == "timeout"
+
+
+def _wakeups() -> int:
+    """How many times this thread has gone to sleep and been woken (voluntary switches)."""
+    status = Path("/proc/thread-self/status").read_text(encoding="ascii")
+    return int(re.search(r"voluntary_ctxt_switches:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+
+
+def test_waiting_for_a_quiet_agent_does_not_wake_the_parent_on_a_clock(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """The pump sleeps on the agent's pipes and its exit (a pidfd), not on a 100 ms timer: the
+    thread that waits two seconds for an agent that says nothing is woken a handful of times
+    (the output, the pipes closing, the exit), not twenty."""
+    path = write_raw("import sys, time\nsys.stdin.read()\ntime.sleep(2)\nprint('done')\n")
+    agent = executor.start_agent(path, timeout=30)
+    assert isinstance(agent, executor.AgentProcess)
+    before = _wakeups()
+    result = agent.run("t", {})
+    woken = _wakeups() - before
+    assert (result.ok, result.output) == (True, "done"), result.error
+    assert woken < 10, f"the waiting thread was woken {woken} times in two quiet seconds"
+
+
+def test_without_a_pidfd_the_pump_still_sees_the_end_and_the_deadline(
+    fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another system (or an old kernel) has no pidfd_open: the pump looks on a clock instead."""
+    monkeypatch.delattr(os, "pidfd_open", raising=False)
+    quick = write_raw("import sys\nsys.stdin.read()\nprint('done')\n", name="quick_agent")
+    result = executor.execute_agent(quick, "t", {}, timeout=30)
+    assert (result.ok, result.output) == (True, "done"), result.error
+    hang = write_raw("import time\ntime.sleep(120)\n", name="hanging_agent")
+    assert executor.execute_agent(hang, "t", {}, timeout=1).kind == "timeout"
 
 
 def test_the_child_environment_is_minimal(
@@ -510,55 +545,91 @@ def test_the_child_environment_names_the_attachments_as_json(tmp_path: Path) -> 
     assert "AGENTGOD_INPUT_FILES" not in executor.child_environment(tmp_path, model="m", door=None)
 
 
-def attachment_pool(door: OpenDoor, user_files: Path) -> AgentPool:
-    """Standby agents started with the user's files (a file and a folder) attached."""
-    inputs = {"sales.csv": user_files / "sales.csv", "reports": user_files / "reports"}
-    return AgentPool(
-        timeout=30,
-        model="claude-sonnet-5-5",
-        preload=generator.RUNTIME_MODULES,
-        open_door=door,
-        inputs=inputs,
-        read_only=list(inputs.values()),
-    )
+def attached(user_files: Path) -> dict[str, Path]:
+    """The user's files as a run hands them to its agents: a file and a folder."""
+    return {"sales.csv": user_files / "sales.csv", "reports": user_files / "reports"}
 
 
 @contextlib.contextmanager
 def standby_agent(
     door: OpenDoor, user_files: Path, name: str
-) -> Iterator[tuple[AgentPool, executor.AgentProcess]]:
-    """One standby agent of an attachment pool, which is closed (its processes killed) after."""
-    pool = attachment_pool(door, user_files)
+) -> Iterator[tuple[Callable[[], executor.AgentProcess], executor.AgentProcess]]:
+    """An agent started ahead of its code, as the pool starts one (the user's files attached),
+    and a way to start more; whichever were not run are killed after."""
+    started: list[executor.AgentProcess] = []
+
+    def start() -> executor.AgentProcess:
+        inputs = attached(user_files)
+        agent = executor.start_agent(
+            None,
+            timeout=30,
+            door=door(name),
+            preload=generator.RUNTIME_MODULES,
+            inputs=inputs,
+            read_only=list(inputs.values()),
+        )
+        assert isinstance(agent, executor.AgentProcess), agent
+        started.append(agent)
+        return agent
+
     try:
-        agent = pool.take(name)
-        assert agent is not None
-        yield pool, agent
+        yield start, start()
     finally:
-        pool.close()
+        for agent in started:
+            if agent.process.returncode is None:
+                agent.discard()
+
+
+def _eventually(holds: Callable[[], bool], seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while not holds():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_a_standby_agent_is_given_the_attachments_when_it_starts(
     fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
 ) -> None:
-    with standby_agent(door, user_files, "reader_agent") as (_, agent):
-        path = write_agent(READS_ITS_ATTACHMENTS, name="reader_agent")
-        result = agent.run("{}", {}, path=path)
+    """The pool starts processes before any plan, with the user's files already mounted: the
+    agent that is given one reads them."""
+    inputs = attached(user_files)
+    pool = AgentPool(
+        config.settings(),
+        open_door=door,
+        preload=generator.RUNTIME_MODULES,
+        inputs=inputs,
+        read_only=list(inputs.values()),
+    )
+    try:
+        pool.expect_plan()
+        assert _eventually(lambda: pool.census().standby > 0), pool.census()
+        pool.begin_round([Planned("reader_agent")])
+        with pool.writing("reader_agent"):
+            path = write_agent(READS_ITS_ATTACHMENTS, name="reader_agent")
+        pool.ready("reader_agent", path, None)
+        assert pool.census().held == 1, "a standby process became the agent's"
+        assert pool.take_slot("reader_agent")
+        result, _ = pool.run("reader_agent", path, "{}", {})
+    finally:
+        pool.close()
     assert result.ok, result.error
     assert json.loads(result.output)["sales"] == SALES
+    assert pool.census().alive == 0
 
 
 def test_an_agent_given_its_code_ahead_runs_it_and_refuses_another_file(
     fake_api: FakeMessagesAPI, door: OpenDoor, user_files: Path
 ) -> None:
-    with standby_agent(door, user_files, "reader_agent") as (pool, agent):
+    with standby_agent(door, user_files, "reader_agent") as (start, agent):
         path = write_agent(READS_ITS_ATTACHMENTS, name="reader_agent")
         agent.give_code(path)
         with pytest.raises(ValueError, match="already has its code"):
             agent.give_code(path)
         with pytest.raises(ValueError, match="was given"):
             agent.run("{}", {}, path=path.with_name("other_agent.py"))
-        elsewhere = pool.take("reader_agent")
-        assert elsewhere is not None
+        elsewhere = start()
         try:
             with pytest.raises(ValueError, match="not in the folder"):
                 elsewhere.give_code(user_files / "reader_agent.py")

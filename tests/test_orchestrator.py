@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents import LiveAgents
 from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI, Reply
 from scripted import ECHO_BODY, Factory, agent_keys, agent_spec, plan, runtime_requests
@@ -82,6 +83,32 @@ def test_no_more_agents_run_at_once_than_max_parallel_agents(
     assert peak == 2, f"{peak} agent calls were in flight at once"
 
 
+@pytest.mark.parametrize(
+    ("parallel", "widths"),
+    [(1, (8,)), (2, (8,)), (2, (2, 2, 2))],
+    ids=["8-at-once-one-at-a-time", "8-at-once-two-at-a-time", "3-waves-two-at-a-time"],
+)
+def test_no_more_agent_processes_alive_than_max_parallel_agents_and_a_standby_margin(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch, parallel: int, widths: tuple[int, ...]
+) -> None:
+    """However many agents a plan holds, no more processes live than those at work and one
+    ready to follow each (each is ~20 MB); and the run still gets every agent done."""
+    monkeypatch.setenv("MAX_PARALLEL_AGENTS", str(parallel))
+    monkeypatch.setenv("MAX_AGENTS", "8")
+    waves = [[f"w{k}_agent_{i}" for i in range(width)] for k, width in enumerate(widths)]
+    specs = [
+        agent_spec(name, waves[k - 1] if k else []) for k, wave in enumerate(waves) for name in wave
+    ]
+    factory.plans = [{**plan(*specs), "independent": True}]
+    factory.agent_latency = 0.2
+    with LiveAgents() as alive:
+        result = orchestrator.handle_task("Many angles", settings=config.settings())
+    assert [a.ok for a in result.agents] == [True] * len(specs)
+    assert result.waves == waves
+    assert alive.samples > 0 and alive.peak >= parallel, "the count saw the agents at work"
+    assert alive.peak <= parallel + min(parallel, 4), f"{alive.peak} agent processes at once"
+
+
 def test_four_independent_agents_overlap(factory: Factory) -> None:
     independent = [agent_spec(f"angle_{n}") for n in "abcd"]
     factory.plans = [plan(*independent, agent_spec("synthesis", [f"angle_{n}" for n in "abcd"]))]
@@ -117,8 +144,13 @@ def _wait_for_agent_processes(count: int) -> bool:
     return _agent_processes() >= count
 
 
-def test_an_agent_is_started_before_its_inputs_are_ready(factory: Factory) -> None:
-    """Warm start: the downstream agent's process is up while its upstream agent still works."""
+@pytest.mark.parametrize("parallel", [4, 1])
+def test_an_agent_is_started_before_its_inputs_are_ready(
+    factory: Factory, monkeypatch: pytest.MonkeyPatch, parallel: int
+) -> None:
+    """Warm start: the downstream agent's process is up while its upstream agent still works,
+    even when only one agent may work at a time (the standby margin is for exactly this)."""
+    monkeypatch.setenv("MAX_PARALLEL_AGENTS", str(parallel))
     factory.plans = [plan(agent_spec("upstream"), agent_spec("downstream", ["upstream"]))]
     seen: list[bool] = []
 
