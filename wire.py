@@ -30,12 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentgod.config import DEFAULT_BASE_URL
+
 if TYPE_CHECKING:
     import http.client
 
 API_VERSION = "2026-10-21"
 """The Messages API version every request names (the `anthropic-version` header)."""
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 MAX_ERROR_BODY = 1 << 20
 """An error reply is read this far: enough for any error body, never a whole page of junk."""
 WARM_WAIT_SECONDS = 10.0

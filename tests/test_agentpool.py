@@ -18,21 +18,13 @@ from agents import LiveAgents, write_agent
 from conftest import OpenDoor
 from fakeapi import FakeMessagesAPI
 
-from agentgod import config, executor, generator, llm
+from agentgod import config, executor, generator
 from agentgod.agentpool import STANDBY_CAP, AgentPool, Census, Planned, limit_for
 
 NAMED = """
 def run(task, previous_outputs):
     return AGENT_NAME + " " + task
 """
-
-
-@pytest.fixture
-def sdk(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """The pool's go-ahead (the SDK's import is over): shut until the test sets it."""
-    gate = threading.Event()
-    monkeypatch.setattr(llm, "client_ready", gate)
-    return gate
 
 
 @pytest.fixture
@@ -114,7 +106,7 @@ def test_the_limit_is_max_parallel_agents_and_as_many_again_at_most_the_cap() ->
 
 
 def test_processes_go_to_the_agents_planned_first_and_never_past_the_limit(
-    make_pool: Callable[..., AgentPool], sdk: threading.Event
+    make_pool: Callable[..., AgentPool],
 ) -> None:
     """One agent at a time: one at work, one ready to follow; a process that frees up goes to
     the next agent in the plan's order, whoever asked first."""
@@ -123,7 +115,6 @@ def test_processes_go_to_the_agents_planned_first_and_never_past_the_limit(
     paths = {name: write_agent(NAMED, name=name) for name in names}
     with Watch(pool) as watch, LiveAgents() as alive:
         pool.begin_round([Planned(name, kept=True) for name in names])
-        sdk.set()
         census = until(pool, lambda c: c.held == 2 and settled(c))
         assert census.holding == frozenset({"first", "second"})
         for name in names:
@@ -139,7 +130,7 @@ def test_processes_go_to_the_agents_planned_first_and_never_past_the_limit(
 
 @pytest.mark.parametrize("loaded", [False, True], ids=["still-empty", "code-loaded"])
 def test_an_agent_that_must_work_at_the_limit_takes_the_process_of_the_agent_planned_last(
-    make_pool: Callable[..., AgentPool], sdk: threading.Event, loaded: bool
+    make_pool: Callable[..., AgentPool], loaded: bool
 ) -> None:
     """At the limit, the agent that works now comes first: the agent planned last gives up its
     process (taken as it is while it waits for code, killed if it loaded its own), and gets
@@ -147,7 +138,6 @@ def test_an_agent_that_must_work_at_the_limit_takes_the_process_of_the_agent_pla
     pool = make_pool(1)
     paths = {name: write_agent(NAMED, name=name) for name in ("now", "next", "last")}
     pool.begin_round([Planned("now"), Planned("next", kept=True), Planned("last", kept=True)])
-    sdk.set()
     until(pool, holds(["next", "last"]))
     pool.ready("next", paths["next"], None)
     if loaded:
@@ -166,14 +156,13 @@ def test_an_agent_that_must_work_at_the_limit_takes_the_process_of_the_agent_pla
 
 
 def test_an_agent_with_no_upstream_is_at_work_as_soon_as_its_code_is_ready(
-    make_pool: Callable[..., AgentPool], sdk: threading.Event
+    make_pool: Callable[..., AgentPool],
 ) -> None:
     """Its input goes with its code, from the thread that wrote it; it holds a slot from then
     on, so the scheduler's turn only collects it. Another may not work while it does."""
     pool = make_pool(1)
     paths = {name: write_agent(NAMED, name=name) for name in ("solo", "other")}
     pool.begin_round([Planned("solo", kept=True), Planned("other", kept=True)])
-    sdk.set()
     until(pool, holds(["solo", "other"]))
     pool.ready("solo", paths["solo"], ("given ahead", {}))
     pool.ready("other", paths["other"], ("given ahead", {}))
@@ -185,11 +174,8 @@ def test_an_agent_with_no_upstream_is_at_work_as_soon_as_its_code_is_ready(
     assert (result.ok, result.output) == (True, "solo given ahead"), result.error
 
 
-def test_under_a_budget_nothing_starts_ahead(
-    make_pool: Callable[..., AgentPool], sdk: threading.Event
-) -> None:
+def test_under_a_budget_nothing_starts_ahead(make_pool: Callable[..., AgentPool]) -> None:
     """An agent's share is fixed when its process starts: each starts when it goes to work."""
-    sdk.set()
     pool = make_pool(2, budgeted=True)
     path = write_agent(NAMED, name="frugal")
     with Watch(pool) as watch:
@@ -204,13 +190,12 @@ def test_under_a_budget_nothing_starts_ahead(
 
 
 def test_a_process_never_used_does_not_outlive_the_round_or_the_pool(
-    make_pool: Callable[..., AgentPool], sdk: threading.Event
+    make_pool: Callable[..., AgentPool],
 ) -> None:
     """Standby processes more than agents, an agent held but never run, one forgotten: the
     round's go when it ends, the rest when the pool closes; their scratch with them."""
     pool = make_pool(2)
     pool.expect_plan()
-    sdk.set()
     until(pool, lambda c: c.standby == 2 and settled(c))
     pool.begin_round([Planned("kept_waiting"), Planned("skipped")])
     with pool.writing("kept_waiting"), pool.writing("skipped"):
