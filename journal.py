@@ -275,7 +275,7 @@ def _finish(db: sqlite3.Connection, row: int) -> None:
         "error": "its process ended before the run finished",
         "warnings": json.dumps(warnings, ensure_ascii=False),
         "phases": json.dumps(_phases(calls)),
-        **{name: value for name, value in cost.items() if name in _COST_COLUMNS},
+        **cost,  # the runs table's cost columns, by the same names
     }
     assignments = ", ".join(f"{name} = :{name}" for name in values)
     db.execute(f"UPDATE runs SET {assignments} WHERE id = :id", {**values, "id": row})
@@ -285,18 +285,6 @@ def _finish(db: sqlite3.Connection, row: int) -> None:
             " (julianday(?) - julianday(started_at)) * 86400) WHERE id = ?",
             (last.isoformat(), row),
         )
-
-
-_COST_COLUMNS = (
-    "llm_calls",
-    "input_tokens",
-    "output_tokens",
-    "cache_write_tokens",
-    "cache_read_tokens",
-    "web_searches",
-    "usd",
-    "estimate",
-)
 
 
 def _cost(calls: list[Call]) -> CostSummary:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from agentgod import agent_runtime
 from agentgod.eventlog import Event
 from agentgod.ledger import Call
+from agentgod.replies import TokenUsage
 from agentgod.runrecord import AgentRecord, RunRecord, utc
 from agentgod.text import dollars, human_size
 from agentgod.timeline import BUILD, REPAIR, RUN, Lane, PlannedNode, Timeline, build
@@ -784,15 +785,7 @@ def _usage_row(label: str, usage: Mapping[str, object], usd: float) -> str:
     return (
         f"<tr><td>{esc(label)}</td>"
         + "".join(
-            f'<td class="n">{_count(usage.get(key)):,}</td>'
-            for key in (
-                "llm_calls",
-                "input_tokens",
-                "output_tokens",
-                "cache_write_tokens",
-                "cache_read_tokens",
-                "web_searches",
-            )
+            f'<td class="n">{_count(usage.get(key)):,}</td>' for key in TokenUsage.__annotations__
         )
         + f'<td class="n">{esc(dollars(usd))}</td></tr>'
     )

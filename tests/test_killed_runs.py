@@ -251,6 +251,18 @@ def _running_rows(home: Path) -> list[str]:
 # ---- a stop during the judge keeps the answer --------------------------------------------------
 
 
+def judge_slowly(factory: Factory) -> threading.Event:
+    """The judge takes its time: the event is set when it has the merged answer to read."""
+    judging = threading.Event()
+
+    def slow_verdict(request: Request) -> Reply:
+        judging.set()
+        return Reply.json({"missing": "", "done": True}, latency=30)
+
+    factory.api.route(lambda r: factory.kind(r) == "judge", slow_verdict)
+    return judging
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_while_the_judge_reads_keeps_the_merged_answer_and_shows_it(
     factory: Factory,
@@ -259,13 +271,7 @@ def test_a_stop_while_the_judge_reads_keeps_the_merged_answer_and_shows_it(
     launch: Callable[..., subprocess.Popen[str]],
     stop: int,
 ) -> None:
-    judging = threading.Event()
-
-    def slow_verdict(request: Request) -> Reply:
-        judging.set()
-        return Reply.json({"missing": "", "done": True}, latency=30)
-
-    factory.api.route(lambda r: factory.kind(r) == "judge", slow_verdict)
+    judging = judge_slowly(factory)
     process = launch("--no-input", "--discard", TASK)
     assert judging.wait(60)
     process.send_signal(stop)
@@ -285,13 +291,7 @@ def test_a_stop_while_the_judge_reads_keeps_the_merged_answer_and_shows_it(
 def test_a_stopped_run_with_json_carries_the_unjudged_answer(
     factory: Factory, launch: Callable[..., subprocess.Popen[str]]
 ) -> None:
-    judging = threading.Event()
-
-    def slow_verdict(request: Request) -> Reply:
-        judging.set()
-        return Reply.json({"missing": "", "done": True}, latency=30)
-
-    factory.api.route(lambda r: factory.kind(r) == "judge", slow_verdict)
+    judging = judge_slowly(factory)
     process = launch("--json", "--no-input", "--discard", TASK)
     assert judging.wait(60)
     process.send_signal(signal.SIGTERM)
