@@ -610,6 +610,10 @@ class Broker:
         try:
             try:
                 sent = self._send({**request, "max_tokens": hold.tokens})
+            except self._budget_error as error:  # a gateway above holds a budget of its own
+                with self._lock:
+                    self.budget_needed = max(self.budget_needed, getattr(error, "needed_usd", 0.0))
+                raise Refusal("budget", f"the batch's budget is spent: {error}") from None
             except Exception as error:
                 return channel._fail(*_failure(error)), hold.tokens
             reply = _plain(sent)  # junk from the road is the broker's bug: an internal failure

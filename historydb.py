@@ -24,7 +24,7 @@ from agentgod import config, runfile
 from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
@@ -130,6 +130,40 @@ _V2_INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_by_conversation ON runs (conversation_id, started_at)",
 )
 
+_V3_STATEMENTS = (
+    """CREATE TABLE IF NOT EXISTS batches (
+    batch_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    parent TEXT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    source TEXT NOT NULL,
+    options TEXT NOT NULL DEFAULT '{}',
+    usd REAL NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0
+)""",
+    """CREATE TABLE IF NOT EXISTS batch_tasks (
+    batch_id TEXT NOT NULL REFERENCES batches (batch_id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    line INTEGER NOT NULL,
+    task_id TEXT,
+    task TEXT NOT NULL,
+    files TEXT NOT NULL DEFAULT '[]',
+    budget_usd REAL,
+    status TEXT NOT NULL,
+    run_id TEXT,
+    runs TEXT NOT NULL DEFAULT '[]',
+    usd REAL NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0,
+    error TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (batch_id, seq)
+)""",
+    "CREATE INDEX IF NOT EXISTS batches_by_start ON batches (started_at)",
+)
+"""Version 3 (issue 27): batches of runs (batchrecord.py reads and writes them). A batch's runs
+are linked from its tasks (batch_tasks.runs), so the runs table itself is unchanged."""
+
 
 Rebuild = Callable[[Path, RunRecord, Path | None], None]
 """Writes one run's rows into the database at a path (history's _insert_rows): what a rebuild
@@ -188,6 +222,9 @@ def _migrate(db: sqlite3.Connection) -> None:
                 db.execute(statement)
             _give_run_ids(db)
             for statement in _V2_INDEXES:
+                db.execute(statement)
+        if version < 3:
+            for statement in _V3_STATEMENTS:
                 db.execute(statement)
         if version < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentgod import config, models
-from agentgod.ledger import Usage, estimate_tokens
+from agentgod.ledger import BudgetExhaustedError, Usage, estimate_tokens
 from agentgod.signals import shield_from_signals
 
 if TYPE_CHECKING:
@@ -297,7 +297,7 @@ def _check_shape(request: Any, call_next: Callable[[Any], Any]) -> Any:
     retried like a 5xx instead of surfacing as a JSONDecodeError or a TypeError.
     """
     response = call_next(request)
-    http = response.http_response
+    http = getattr(response, "http_response", response)  # a relay asks for the raw response
     if http.status_code != 200 or not str(request.url).endswith("/messages"):
         return response
     if http.headers.get("content-type", "").startswith("text/event-stream"):
@@ -412,6 +412,9 @@ def _within_deadline(
         except Exception as error:
             if time.monotonic() >= deadline and isinstance(error, anthropic.APIConnectionError):
                 raise DeadlineExceeded(seconds, attempts, request["model"]) from error
+            spent = gateway_budget_refusal(error)
+            if spent is not None:
+                raise spent from error
             wait = _retry_wait(error, attempts - 1)
             if wait is None or attempts > settings.api_retries:
                 raise
@@ -420,6 +423,26 @@ def _within_deadline(
         finally:
             _deadline.reset(token)
         time.sleep(wait)
+
+
+GATEWAY_BUDGET_ERROR = "budget_exhausted"
+"""The error type a batch gateway answers when a call would pass the batch's budget or the
+run's share of it (gateway.py): for the run it is its own budget running out."""
+
+
+def gateway_budget_refusal(error: BaseException) -> BudgetExhaustedError | None:
+    """A gateway's budget refusal as the run's own BudgetExhaustedError, so the run stops the way
+    a spent budget stops it (keeping what was paid for); None for any other error."""
+    body = getattr(error, "body", None)
+    inner = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(inner, dict) or inner.get("type") != GATEWAY_BUDGET_ERROR:
+        return None
+
+    def number(name: str) -> float:
+        value = inner.get(name)
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    return BudgetExhaustedError(number("spent_usd"), number("budget_usd"), number("needed_usd"))
 
 
 def _send(
@@ -507,6 +530,52 @@ def forward(request: dict[str, Any], settings: config.Settings | None = None) ->
     raw = _within_deadline(get_client().messages.with_raw_response.create, request, settings)
     body: dict[str, Any] = json.loads(raw.http_response.read())
     return body
+
+
+@dataclass
+class Relayed:
+    """An upstream reply as the API sent it, for a gateway to pass on: its status, the headers
+    worth passing, and its body in pieces as they arrive (a stream stays a stream)."""
+
+    status: int
+    headers: dict[str, str]
+    chunks: Iterator[bytes]
+    close: Callable[[], None]
+
+
+RELAYED_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-should-retry", "request-id")
+"""The upstream headers a client of the gateway needs (its retries read the last three)."""
+
+
+def relay(request: dict[str, Any], settings: config.Settings | None = None) -> Relayed:
+    """Send a request a gateway has already checked and metered, once, with the real key.
+
+    No retries here: the caller's own client retries through the gateway, which holds the
+    budget again for each attempt. An error status comes back as it is (its body and its
+    retry headers), so the client sees what the API said; a `"stream": true` request's reply
+    is passed on as the event stream it is, piece by piece.
+    """
+    import anthropic
+    import httpx2
+
+    seconds = deadline_seconds(int(request.get("max_tokens") or DEADLINE_TOKENS), settings)
+    streamed = request.get("stream") is True
+    try:
+        response = get_client().post(
+            "/v1/messages",
+            cast_to=httpx2.Response,
+            body=request,
+            stream=True,
+            options={"timeout": seconds, "max_retries": 0},
+        )
+    except anthropic.APIStatusError as error:
+        response = error.response
+    if not streamed:
+        response.read()
+    headers = {
+        name: value for name in RELAYED_HEADERS if (value := response.headers.get(name)) is not None
+    }
+    return Relayed(response.status_code, headers, response.iter_bytes(), response.close)
 
 
 def completion(

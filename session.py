@@ -181,7 +181,7 @@ class Session:
             self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
         written: list[Path] = []
         keep_files = False
-        space = scratch.RunSpace()
+        space = scratch.RunSpace(self.invocation.run_id)  # a batch names its runs
         try:
             self.ui.task_started(task)
             result = orchestrator.handle_task(
