@@ -218,6 +218,7 @@ class LocalEngine:
         self._base = child_env(base_env)
         self._starter: ForkServer | Spawner | None = None
         self._lock = threading.Lock()
+        self._get()  # its imports overlap with everything else the batch does before a run
 
     def _get(self) -> ForkServer | Spawner:
         with self._lock:
@@ -346,6 +347,7 @@ class Batch:
     def run(self) -> BatchRow:
         """Run every unfinished task; return the batch as recorded at the end."""
         self._started = time.monotonic()
+        llm.preload_sdk()  # the gateway's first relay must not wait for the SDK's import
         for task in self.batch.tasks:
             if task.status is TaskStatus.INVALID and not task.runs:
                 self.events.task_finished(self._line(task, None))
@@ -353,7 +355,7 @@ class Batch:
         self._total = len(pending)
         self.batch.status = BatchStatus.RUNNING
         batchrecord.update_batch(self.batch)
-        relay = _relay(self.settings)
+        relay = llm.relay_for(self.settings)
         the_gateway = gateway.Gateway(
             relay, self.ledger, host=self._listen[0], port=self._listen[1]
         )
@@ -593,13 +595,6 @@ def summary(batch: BatchRow) -> BatchSummaryLine:
 
 
 # ---- helpers -------------------------------------------------------------------------------------
-
-
-def _relay(settings: config.Settings) -> gateway.Relay:
-    def relay(request: dict[str, Any]) -> llm.Relayed:
-        return llm.relay(request, settings)
-
-    return relay
 
 
 def _fresh_run_id() -> str:

@@ -219,9 +219,7 @@ def serve_gateway(session: Session, invocation: cli.Invocation) -> int:
     token_file.touch(mode=0o600)
     token_file.write_text(token + "\n", encoding="utf-8")
 
-    def relay(request: dict[str, object]) -> llm.Relayed:
-        return llm.relay(dict(request), settings)
-
+    relay = llm.relay_for(settings)
     ledger = Usage(budget_usd=invocation.budget, keep_calls=False)
     with gateway.Gateway(relay, ledger, host=host, port=port, admin_token=token) as server:
         session.ui.output_line(

@@ -2,8 +2,8 @@
 
 `python -m agentgod.forkserver` imports everything a run needs (the SDK, the pipeline) with no
 key in its environment and no thread started, then reads one JSON line per run on stdin and
-forks: the child takes the run's environment (its capability as the key, the gateway as the
-base URL), folder and output files, and runs the `agentgod` command's own entry point with the
+forks: the child adds the run's environment to the server's own (the batch's, without the real
+key): its capability as the key, the gateway as the base URL; and takes its folder and output files, and runs the `agentgod` command's own entry point with the
 run's arguments — the same code path as the command a person types, minus two seconds of
 imports. Each start ({id, pid}) and end ({id, exit}) is reported on stdout. The server ignores
 SIGINT and SIGTERM (its children get them, from the terminal or from the batch); it ends when
@@ -38,6 +38,12 @@ def _load() -> None:
         session,
     )
 
+    # The client's own modules load when one is built and used: a throwaway one, no key of
+    # anyone's and no connection, so each run's first request does not pay for them.
+    client = anthropic.Anthropic(api_key="unused", base_url="http://127.0.0.1:9", max_retries=0)
+    _ = client.messages.with_raw_response
+    client.close()
+
 
 def _child(request: dict[str, Any], wakeup: tuple[int, int]) -> NoReturn:
     """In the forked process: become the run, then exit with its code."""
@@ -49,8 +55,7 @@ def _child(request: dict[str, Any], wakeup: tuple[int, int]) -> NoReturn:
         for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+        os.environ.update({str(k): str(v) for k, v in request["env"].items()})  # on the base
         os.chdir(request["cwd"])
         null = os.open(os.devnull, os.O_RDONLY)
         out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -111,6 +116,8 @@ def serve() -> int:
             buffer += chunk
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
+                if not line.strip():
+                    continue
                 request = json.loads(line)
                 sys.stdout.flush()
                 pid = os.fork()

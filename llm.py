@@ -163,8 +163,10 @@ def preload_sdk() -> threading.Thread:
 
 def get_client() -> anthropic.Anthropic:
     """The only place an SDK client is built; one per (key, base URL), shared across threads."""
-    key = config.api_key()
-    base_url = config.env("ANTHROPIC_BASE_URL") or None
+    return _client_for(config.api_key(), config.env("ANTHROPIC_BASE_URL") or None)
+
+
+def _client_for(key: str, base_url: str | None) -> anthropic.Anthropic:
     with _clients_lock:
         client = _clients.get((key, base_url))
         if client is None:
@@ -547,7 +549,21 @@ RELAYED_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-should-re
 """The upstream headers a client of the gateway needs (its retries read the last three)."""
 
 
-def relay(request: dict[str, Any], settings: config.Settings | None = None) -> Relayed:
+def relay_for(settings: config.Settings) -> Callable[[dict[str, Any]], Relayed]:
+    """The road a gateway sends through: the key and base URL as they are now, kept, so what
+    the process's environment says later (a run's capability) can never redirect it."""
+    key = config.api_key()
+    base_url = settings.base_url
+
+    def relay(request: dict[str, Any]) -> Relayed:
+        return _relay(_client_for(key, base_url), request, settings)
+
+    return relay
+
+
+def _relay(
+    client: anthropic.Anthropic, request: dict[str, Any], settings: config.Settings
+) -> Relayed:
     """Send a request a gateway has already checked and metered, once, with the real key.
 
     No retries here: the caller's own client retries through the gateway, which holds the
@@ -561,7 +577,7 @@ def relay(request: dict[str, Any], settings: config.Settings | None = None) -> R
     seconds = deadline_seconds(int(request.get("max_tokens") or DEADLINE_TOKENS), settings)
     streamed = request.get("stream") is True
     try:
-        response = get_client().post(
+        response = client.post(
             "/v1/messages",
             cast_to=httpx2.Response,
             body=request,

@@ -305,6 +305,9 @@ class FakeMessagesAPI:
         self.known_models = known_models
         """Models that exist; None accepts any."""
         self.requests: list[Request] = []
+        self.honour_max_tokens = False
+        """Cut a plain reply at the request's max_tokens (stop_reason max_tokens), as the API
+        does; off by default, where tests script replies without thinking of room."""
         self.pages: list[Page] = []
         """The fake's web: what searches find (by a shared word) and fetches read."""
         self.search_results: dict[str, list[Page]] = {}
@@ -503,7 +506,12 @@ class FakeMessagesAPI:
             content = []
             if reply.thinking:
                 content.append({"type": "thinking", "thinking": "", "signature": "sig-fake"})
-            content.append({"type": "text", "text": reply.text})
+            text = reply.text
+            limit = request.body.get("max_tokens")
+            if self.honour_max_tokens and isinstance(limit, int) and len(text) // 4 + 1 > limit:
+                text = text[: max(0, limit - 1) * 4]  # the API stops where the room ends
+                stop_reason = "max_tokens"
+            content.append({"type": "text", "text": text})
         with self._lock:
             self._issued.update(_canonical(b) for b in content if b.get("type") in SERVER_BLOCKS)
             if stop_reason == "pause_turn":

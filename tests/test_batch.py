@@ -1,0 +1,367 @@
+"""`agentgod batch`: many tasks, each a whole run, behind one key-holding gateway.
+
+Every test runs the real command against the fake Messages API, answered by the scripted model;
+each task's run is a real `agentgod --json --no-input` (forked by the batch's fork server), so
+what the fake sees is what the API would: the runs' calls, through the gateway, with the key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from conftest import TEST_KEY, agentgod, agentgod_command, scripted_env
+from fakeapi import FakeMessagesAPI, Reply, Request
+from scripted import Factory, agent_spec, plan
+
+from agentgod import batch, batchrecord, history, ledger
+from agentgod.kinds import TaskStatus
+
+TASK = re.compile(r"TASK-(\w+)")
+"""Every test task names itself, so the fake can tell the runs apart."""
+SETTINGS = {"COUNCIL": "off", "TASK_REVISIONS": "1", "AGENT_REPAIR_ATTEMPTS": "0"}
+
+
+def line(tag: str, **extra: Any) -> str:
+    """A task line; the words make it long enough that no small-talk check is made for it."""
+    task = f"TASK-{tag}: write a careful and complete summary of the topic named in this task"
+    return json.dumps({"id": tag, "task": task, **extra})
+
+
+def tag_of(request: Request) -> str | None:
+    found = TASK.search(json.dumps(request.body))
+    return found.group(1) if found else None
+
+
+class Runs:
+    """The scripted model, counting each task's calls and the runs at work at once (from its
+    plan request to its judge's reply)."""
+
+    def __init__(self, api: FakeMessagesAPI, agent_latency: float = 0.0) -> None:
+        self.factory = Factory(api)
+        self.factory.plans = [plan(agent_spec("solver"), complexity="simple")]
+        self.factory.bodies["crasher"] = [
+            "def run(task, previous_outputs):\n    raise RuntimeError('boom')\n"
+        ]
+        self.factory.agent_latency = agent_latency
+        self.lock = threading.Lock()
+        self.active: set[str] = set()
+        self.most = 0
+        self.calls: dict[str, list[str]] = {}
+        self.hold: dict[tuple[str, str], threading.Event] = {}
+        """(task, kind of call): the fake answers that call only once the event is set."""
+        self.reached: dict[tuple[str, str], threading.Event] = {}
+        api.handler = self.handle
+
+    def handle(self, request: Request) -> Reply | str:
+        kind = Factory.kind(request)
+        tag = tag_of(request) or "?"
+        if kind == "generate" and "Agent name: crasher" in request.prompt:
+            tag = "CRASH1"  # code is written without the task: the crashing agent names its run
+        with self.lock:
+            self.calls.setdefault(tag, []).append(kind)
+            if kind == "plan":
+                self.active.add(tag)
+                self.most = max(self.most, len(self.active))
+        if kind == "plan" and "CRASH" in tag:
+            self.factory.calls.setdefault("plan", []).append(request)
+            return Reply.json(plan(agent_spec("crasher"), complexity="simple"))
+        if (tag, kind) in self.hold:
+            self.reached.setdefault((tag, kind), threading.Event()).set()
+            self.hold[tag, kind].wait(60)
+        reply = self.factory.handle(request)
+        # A run is at work from its plan to its last call: the judge's (a crash's: its code).
+        if kind == "judge" or (kind == "generate" and "CRASH" in tag):
+            with self.lock:
+                self.active.discard(tag)
+        return reply
+
+    def count(self, tag: str, kind: str) -> int:
+        with self.lock:
+            return self.calls.get(tag, []).count(kind)
+
+
+def feed(process: subprocess.Popen[str], text: str) -> None:
+    """Write the tasks and close stdin (communicate then has nothing left to send)."""
+    assert process.stdin is not None
+    process.stdin.write(text)
+    process.stdin.close()
+    process.stdin = None
+
+
+def output(stdout: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    rows = [json.loads(text) for text in stdout.splitlines() if text.strip()]
+    assert rows and rows[-1]["type"] == "summary", stdout[-2000:]
+    return [row for row in rows if row["type"] == "task"], rows[-1]
+
+
+def billed(api: FakeMessagesAPI) -> float:
+    """What the fake's replies cost, at the price table: what the API would have charged."""
+    spent = ledger.Usage()
+    for request in api.messages():
+        if request.status == 200 and isinstance(request.reply, dict):
+            spent.record(request.body["model"], request.reply["usage"])
+    return spent.cost_usd()
+
+
+def test_twelve_tasks_four_at_a_time_one_crash_and_bad_lines_by_number(
+    fake_api: FakeMessagesAPI, isolated_home: Path, tmp_path: Path
+) -> None:
+    runs = Runs(fake_api, agent_latency=0.3)
+    (tmp_path / "notes.txt").write_text("some notes\n")
+    lines = [line(f"t{n}") for n in range(11)]
+    lines.insert(3, line("CRASH1"))
+    lines.insert(5, "this is not json")
+    lines.insert(7, json.dumps({"id": "nothing"}))
+    lines.insert(9, line("secret", files=["../.env"]))
+    lines.append(line("withfile", files=["notes.txt"]))
+    (tmp_path / ".env").write_text("ANTHROPIC_API_KEY=sk-ant-abc\n")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("\n".join(lines) + "\n")
+    done = agentgod(isolated_home, fake_api, "batch", str(tasks), "--parallel", "4", **SETTINGS)
+    assert done.returncode == 1, done.stderr  # one task failed, three lines were bad
+    rows, summary = output(done.stdout)
+    by_id = {row["id"]: row for row in rows if row["id"]}
+    ran = [f"t{n}" for n in range(11)] + ["withfile"]
+    assert all(by_id[tag]["ok"] and by_id[tag]["status"] == "ok" for tag in ran)
+    assert all(by_id[tag]["result"]["answer"] == "MERGED: solver" for tag in ran)
+    assert by_id["withfile"]["result"]["attachments"][0]["name"] == "notes.txt"
+    assert by_id["CRASH1"]["status"] == "failed" and not by_id["CRASH1"]["ok"]
+    assert by_id["CRASH1"]["result"]["error"]["type"] == "all_agents_failed"
+    bad = {row["line"]: row for row in rows if row["status"] == "invalid"}
+    assert sorted(bad) == [6, 8, 10]
+    assert "not JSON" in bad[6]["error"]["headline"]
+    assert "no task" in bad[8]["error"]["headline"]
+    assert "attachment refused" in bad[10]["error"]["headline"]
+    for number in (6, 8, 10):
+        assert f"Line {number} is not a task" in done.stderr
+    assert summary["done"] == 12 and summary["failed"] == 1 and summary["invalid"] == 3
+    assert summary["status"] == "done" and summary["unfinished"] == 0
+    assert runs.most == 4, "four runs at work at once, never more"
+    # Every run is in the history, linked from its task in the batch's record.
+    record = batchrecord.load(summary["batch_id"])
+    assert record is not None and len(record.tasks) == 16
+    for row in rows:
+        if row["run_id"]:
+            stored = history.load(row["run_id"])
+            assert stored is not None and stored.task.startswith(f"TASK-{row['id']}")
+    shown = agentgod(isolated_home, None, "batch", "show", summary["batch_id"], "--json")
+    assert json.loads(shown.stdout)["counts"]["ok"] == 12
+
+
+def test_the_real_key_stays_in_the_batch(
+    fake_api: FakeMessagesAPI, isolated_home: Path, tmp_path: Path
+) -> None:
+    """The runs' calls reach the API with the real key, through the gateway; no run's
+    environment, file or event log holds it."""
+    runs = Runs(fake_api)
+    held = runs.hold["k1", "agent"] = threading.Event()
+    tasks = "".join(line(tag) + "\n" for tag in ("k1", "k2"))
+    process = subprocess.Popen(
+        [*agentgod_command(), "batch", "-", "--parallel", "2", "--out", str(tmp_path / "out")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=scripted_env(isolated_home, fake_api, **SETTINGS),
+    )
+    try:
+        feed(process, tasks)
+        assert runs.reached.setdefault(("k1", "agent"), threading.Event()).wait(60)
+        descendants = _descendants(process.pid)
+        assert len(descendants) >= 2  # the fork server and the run at least
+        for pid in descendants:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                assert TEST_KEY.encode() not in environ.read()
+        held.set()
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        held.set()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    rows, _ = output(stdout)
+    assert all(row["ok"] for row in rows)
+    keys = {request.api_key for request in fake_api.messages()}
+    assert keys == {TEST_KEY}, "every call reached the API with the real key"
+    for path in [*isolated_home.rglob("*"), *(tmp_path / "out").rglob("*")]:
+        if path.is_file():
+            assert TEST_KEY.encode() not in path.read_bytes(), path
+    assert TEST_KEY not in stdout and TEST_KEY not in stderr
+    logs = list((isolated_home / "runs").glob("*/events.jsonl"))
+    assert len(logs) == 2
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, queue = [], [root]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def test_resume_after_ctrl_c_runs_only_what_was_unfinished_and_pays_nothing_twice(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    runs = Runs(fake_api)
+    tags = [f"r{n}" for n in range(6)]
+    # The third task is stopped while its merge is with the model: its agent has delivered.
+    held = runs.hold["r2", "merge"] = threading.Event()
+    process = subprocess.Popen(
+        [*agentgod_command(), "batch", "-", "--parallel", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=scripted_env(isolated_home, fake_api, **SETTINGS),
+    )
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None
+        feed(process, "".join(line(tag) + "\n" for tag in tags))
+        assert runs.reached.setdefault(("r2", "merge"), threading.Event()).wait(90)
+        process.send_signal(signal.SIGINT)
+        for text in process.stdout:  # the stopped run reports before its held call ends
+            lines.append(text)
+            if '"r2"' in text:
+                break
+        held.set()
+        rest, stderr = process.communicate(timeout=120)
+    finally:
+        held.set()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    rows, summary = output("".join(lines) + rest)
+    assert summary["status"] == "interrupted"
+    assert [row["id"] for row in rows if row["ok"]] == ["r0", "r1"]
+    record = batchrecord.load(summary["batch_id"])
+    assert record is not None
+    states = {task.task_id: task.status for task in record.tasks}
+    assert states["r0"] is states["r1"] is TaskStatus.OK
+    assert states["r2"] is TaskStatus.INTERRUPTED
+    assert all(states[tag] is TaskStatus.PENDING for tag in ("r3", "r4", "r5"))
+    before = {tag: list(runs.calls.get(tag, [])) for tag in tags}
+
+    resumed = agentgod(isolated_home, fake_api, "batch", "resume", summary["batch_id"], **SETTINGS)
+    assert resumed.returncode == 0, resumed.stderr
+    again, last = output(resumed.stdout)
+    assert sorted(row["id"] for row in again) == ["r2", "r3", "r4", "r5"]
+    assert all(row["ok"] for row in again)
+    assert last["done"] == 6 and last["unfinished"] == 0 and last["status"] == "done"
+    for tag in ("r0", "r1"):
+        assert runs.calls[tag] == before[tag], f"{tag} had finished: not one more call"
+    # The stopped run is retried on what it had paid for: its plan, its agent's code and answer.
+    for kind in ("plan", "generate", "agent"):
+        assert runs.count("r2", kind) == 1, kind
+    assert runs.count("r2", "merge") == 2, "the merge cut off by Ctrl-C, and the retry's"
+    for tag in ("r3", "r4", "r5"):
+        assert runs.count(tag, "plan") == 1 and runs.count(tag, "judge") == 1
+    task = next(
+        t for t in (batchrecord.load(summary["batch_id"]) or record).tasks if t.task_id == "r2"
+    )
+    assert len(task.runs) == 2
+    retried = history.load(task.runs[1])
+    assert retried is not None and retried.retry_of == task.runs[0]
+
+
+def test_a_batch_budget_stops_the_batch_with_no_call_past_it(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    runs = Runs(fake_api)
+    fake_api.honour_max_tokens = True  # as the API: never more output than the call held
+    # About two runs' worth: each run's plan alone holds its worst case first.
+    budget = 0.09
+    tasks = "".join(line(f"b{n}") + "\n" for n in range(8))
+    done = agentgod(
+        isolated_home,
+        fake_api,
+        "batch",
+        "-",
+        "--parallel",
+        "2",
+        "--budget",
+        str(budget),
+        stdin=tasks,
+        **SETTINGS,
+    )
+    assert done.returncode == 1, done.stderr
+    rows, summary = output(done.stdout)
+    assert summary["status"] == "budget"
+    assert summary["usd"] <= budget
+    assert billed(fake_api) <= budget + 1e-9, "no call was sent that would pass the budget"
+    assert summary["unfinished"] >= 1, "the budget stopped the batch before the end"
+    assert any(row["ok"] for row in rows), "what the budget allowed, it ran"
+    record = batchrecord.load(summary["batch_id"])
+    assert record is not None
+    assert any(task.status is TaskStatus.BUDGET for task in record.tasks)
+    assert runs.most <= 2
+
+
+def test_resume_of_a_finished_batch_runs_nothing(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    Runs(fake_api)
+    done = agentgod(isolated_home, fake_api, "batch", "-", stdin=line("only") + "\n", **SETTINGS)
+    assert done.returncode == 0, done.stderr
+    _, summary = output(done.stdout)
+    calls = len(fake_api.messages())
+    again = agentgod(isolated_home, fake_api, "batch", "resume", summary["batch_id"])
+    assert again.returncode == 0
+    assert json.loads(again.stdout.splitlines()[-1])["done"] == 1
+    assert len(fake_api.messages()) == calls
+
+
+def test_batch_show_and_its_errors(isolated_home: Path) -> None:
+    missing = agentgod(isolated_home, None, "batch", "show", "abcd1234")
+    assert missing.returncode == 1 and "There is no batch abcd1234" in missing.stderr
+    empty = agentgod(isolated_home, None, "batch", "-", stdin="\n\n")
+    assert empty.returncode in (1, 2)
+    usage = agentgod(isolated_home, None, "batch")
+    assert usage.returncode == 2 and "batch needs a FILE" in usage.stderr
+    flags = agentgod(isolated_home, None, "--parallel", "3", "do", "a", "thing")
+    assert flags.returncode == 2 and "belong to 'agentgod batch'" in flags.stderr
+
+
+def test_reading_lines_keeps_bad_ones_with_their_reason(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("x,y\n1,2\n")
+    rows = batch.read_lines(
+        [
+            '{"task": "one"}',
+            "",
+            '{"id": "x", "task": "two", "files": ["a.csv"], "budget": 0.5}',
+            '{"id": "x", "task": "three"}',
+            '{"task": "four", "budgte": 1}',
+            '{"task": "five", "files": ["missing.txt"]}',
+            '["task"]',
+            '{"id": "../up", "task": "six"}',
+            '{"task": "seven", "budget": -1}',
+        ],
+        base=tmp_path,
+    )
+    assert [row.line for row in rows] == [1, 3, 4, 5, 6, 7, 8, 9]
+    assert rows[0].status is TaskStatus.PENDING and rows[0].task_id is None
+    assert rows[1].files == [str(tmp_path / "a.csv")] and rows[1].budget_usd == 0.5
+    reasons = {row.line: row.error for row in rows if row.status is TaskStatus.INVALID}
+    assert "already line 3's" in reasons[4]
+    assert "unknown field 'budgte'" in reasons[5]
+    assert "attachment refused" in reasons[6]
+    assert "not a JSON object" in reasons[7]
+    assert "letters, digits" in reasons[8]
+    assert "positive number" in reasons[9]
+    assert os.sep not in (rows[1].task_id or "")

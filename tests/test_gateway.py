@@ -1,0 +1,234 @@
+"""The gateway: the one key holder a batch's runs reach the model through.
+
+It runs here, in the test, with the real road (`llm.relay`) to the fake Messages API; clients
+are the real SDK (through `llm`) and real `agentgod --json --no-input` runs, each given a
+capability as its key and the gateway as its base URL.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from conftest import TEST_KEY, agentgod_command, agentgod_env
+from fakeapi import FakeMessagesAPI, Reply
+from hypothesis import given
+from hypothesis import strategies as st
+from scripted import Factory, agent_spec, plan
+
+from agentgod import config, gateway, ledger, llm, problems
+
+MODEL = "claude-sonnet-5-5"
+
+
+@pytest.fixture
+def gate(fake_api: FakeMessagesAPI) -> Iterator[gateway.Gateway]:
+    """A gateway holding the fake's key (the test's environment), with no budget."""
+    with gateway.Gateway(llm.relay_for(config.settings()), ledger.Usage()) as server:
+        yield server
+
+
+def client_of(server: gateway.Gateway, capability: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's calls go through `server` with `capability` as their key."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", capability)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+
+
+def billed(api: FakeMessagesAPI) -> float:
+    spent = ledger.Usage()
+    for request in api.messages():
+        if request.status == 200 and isinstance(request.reply, dict):
+            spent.record(request.body["model"], request.reply["usage"])
+    return spent.cost_usd()
+
+
+def test_a_call_with_a_capability_reaches_the_api_with_the_real_key(
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capability = gate.mint("run1", "b1", models=[MODEL])
+    client_of(gate, capability, monkeypatch)
+    assert llm.complete("hello", model=MODEL, effort=None, max_tokens=64) == "ok"
+    [request] = fake_api.messages()
+    assert request.api_key == TEST_KEY
+    assert capability not in json.dumps(request.headers)
+    assert gate.ledger.cost_usd() == pytest.approx(billed(fake_api))
+    assert gate.spent_by("b1", "run1") == pytest.approx(billed(fake_api))
+
+
+def test_a_stream_passes_through_and_is_billed(
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_api.queue(Reply("one two three four", pieces=["one ", "two ", "three ", "four"]))
+    client_of(gate, gate.mint("run1", "b1"), monkeypatch)
+    pieces: list[str] = []
+    done = llm.completion("hi", model=MODEL, effort=None, max_tokens=64, on_text=pieces.append)
+    assert done.text == "one two three four"
+    assert pieces == ["one ", "two ", "three ", "four"], "the pieces arrive as the API sent them"
+    assert fake_api.messages()[0].body["stream"] is True
+    assert gate.ledger.cost_usd() == pytest.approx(billed(fake_api)) and billed(fake_api) > 0
+
+
+def test_an_expired_capability_is_refused_clearly(
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client_of(gate, gate.mint("run1", "b1", ttl_seconds=-1), monkeypatch)
+    with pytest.raises(anthropic.APIStatusError) as refused:
+        llm.complete("hello", model=MODEL, effort=None, max_tokens=64)
+    assert refused.value.status_code == 401
+    problem = problems.explain(refused.value)
+    assert problem.kind == "capability_expired"
+    assert "expired" in problem.headline and "gateway" in problem.headline
+    assert fake_api.messages() == [], "nothing reached the API"
+    assert gate.refusals == {"capability_expired": 1}
+
+
+def test_a_forged_or_altered_capability_and_a_model_not_granted_are_refused(
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = gateway.Minter().mint("run1", "b1")
+    good = gate.mint("run1", "b1", models=["claude-haiku-5-5"])
+    prefix, payload, signature = good.split(".")
+    widened = gateway.Minter().mint("run1", "b1")  # any model: signed by another secret
+    altered = f"{prefix}.{widened.split('.')[1]}.{signature}"
+    for key in (other, altered, TEST_KEY, ""):
+        client_of(gate, key or "x", monkeypatch)
+        with pytest.raises(anthropic.AuthenticationError):
+            llm.complete("hello", model=MODEL, effort=None, max_tokens=64)
+    client_of(gate, good, monkeypatch)
+    with pytest.raises(anthropic.PermissionDeniedError) as refused:
+        llm.complete("hello", model=MODEL, effort=None, max_tokens=64)
+    assert problems.explain(refused.value).kind == "model_not_allowed"
+    assert "does not allow the model" in problems.explain(refused.value).headline
+    assert fake_api.messages() == []
+
+
+def test_an_exhausted_capability_stops_its_run_as_a_budget_does(
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client_of(gate, gate.mint("run1", "b1", usd=0.0001), monkeypatch)
+    with pytest.raises(ledger.BudgetExhaustedError) as refused:
+        llm.complete("hello " * 500, model=MODEL, effort=None, max_tokens=4096)
+    assert refused.value.budget_usd == 0.0001
+    assert "budget" in problems.explain(refused.value).headline
+    assert fake_api.messages() == []
+
+
+def test_the_gateway_lowers_max_tokens_to_what_the_share_can_pay(
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client_of(gate, gate.mint("run1", "b1", usd=0.01), monkeypatch)
+    llm.complete("hello", model=MODEL, effort=None, max_tokens=16_000)
+    [request] = fake_api.messages()
+    assert request.body["max_tokens"] < 1_000  # $0.01 buys about 1,000 output tokens
+
+
+def test_three_concurrent_runs_under_one_batch_budget_never_pass_it(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    """Three whole runs at once, each with its own capability; the batch's budget binds them
+    all at the gateway, whatever each run believes about its own spending."""
+    factory = Factory(fake_api)
+    factory.plans = [plan(agent_spec("first"), agent_spec("second", ["first"]))]
+    factory.agent_latency = 0.2
+    # Each agent answers at length: about 5,000 output tokens, $0.05 a call at Sonnet's price,
+    # so three runs of two agents would cost $0.30 or more.
+    factory.agent_reply = lambda name, request: f"result from {name} " + "word " * 4000
+    fake_api.honour_max_tokens = True  # what is billed never exceeds what was held
+    budget = 0.12
+    spent = ledger.Usage(budget_usd=budget)
+    with gateway.Gateway(llm.relay_for(config.settings()), spent) as server:
+        processes = []
+        for n in range(3):
+            env = agentgod_env(
+                isolated_home,
+                SANDBOX="off",
+                COUNCIL="off",
+                ANTHROPIC_BASE_URL=server.url,
+                ANTHROPIC_API_KEY=server.mint(f"run{n}", "b1"),
+            )
+            processes.append(
+                subprocess.Popen(
+                    [*agentgod_command(), "--json", "--no-input", f"task number {n} " * 5],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=env,
+                )
+            )
+        replies = [json.loads(p.communicate(timeout=120)[0]) for p in processes]
+    assert billed(fake_api) <= budget + 1e-9
+    assert spent.cost_usd() == pytest.approx(billed(fake_api))
+    assert server.refusals.get("budget_exhausted", 0) >= 1, "the budget had to refuse"
+    stopped = [r for r in replies if not r["ok"] or r.get("budget_exhausted")]
+    assert stopped, "a run saw the budget run out"
+    for reply in replies:
+        if not reply["ok"]:
+            assert reply["error"]["type"] == "budget", reply["error"]
+    keys = {request.api_key for request in fake_api.messages()}
+    assert keys == {TEST_KEY}
+
+
+@given(
+    run=st.text(min_size=1, max_size=20),
+    batch=st.text(max_size=20),
+    usd=st.none() | st.floats(min_value=0.0001, max_value=1000),
+    models=st.lists(st.text(min_size=1, max_size=30), max_size=3),
+)
+def test_a_capability_says_what_it_was_minted_with(
+    run: str, batch: str, usd: float | None, models: list[str]
+) -> None:
+    minter = gateway.Minter()
+    granted = minter.verify(minter.mint(run, batch, models=models, usd=usd))
+    assert (granted.run, granted.batch, granted.usd) == (run, batch, usd)
+    assert granted.models == tuple(sorted(models))
+
+
+def test_the_admin_door_mints_and_reports_only_with_its_token(fake_api: FakeMessagesAPI) -> None:
+    import urllib.error
+    import urllib.request
+
+    with gateway.Gateway(
+        llm.relay_for(config.settings()), ledger.Usage(), admin_token="sesame"
+    ) as server:
+
+        def ask(path: str, token: str, body: dict[str, Any] | None = None) -> Any:
+            request = urllib.request.Request(
+                server.url + gateway.ADMIN_PATH + path,
+                data=None if body is None else json.dumps(body).encode(),
+                headers={"authorization": f"Bearer {token}"},
+            )
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return json.loads(answer.read())
+
+        with pytest.raises(urllib.error.HTTPError):
+            ask("capabilities", "wrong", {"run": "r"})
+        minted = ask("capabilities", "sesame", {"run": "r", "batch": "b", "usd": 1})
+        assert server.minter.verify(minted["capability"]).usd == 1.0
+        assert ask("ledger", "sesame")["llm_calls"] == 0
+
+
+def test_requests_past_a_busy_gateway_are_metered_one_by_one(
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client_of(gate, gate.mint("run1", "b1"), monkeypatch)
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            llm.complete("hello", model=MODEL, effort=None, max_tokens=64)
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors
+    assert gate.ledger.cost_summary()["llm_calls"] == 8 == len(fake_api.messages())
