@@ -3,11 +3,12 @@
 `python -m agentgod.forkserver` imports everything a run needs (the SDK, the pipeline) with no
 key in its environment and no thread started, then reads one JSON line per run on stdin and
 forks: the child adds the run's environment to the server's own (the batch's, without the real
-key): its capability as the key, the gateway as the base URL; and takes its folder and output files, and runs the `agentgod` command's own entry point with the
-run's arguments — the same code path as the command a person types, minus two seconds of
-imports. Each start ({id, pid}) and end ({id, exit}) is reported on stdout. The server ignores
-SIGINT and SIGTERM (its children get them, from the terminal or from the batch); it ends when
-stdin closes and its children have ended. childrun.ForkServer is its client.
+key) — its capability as the key, the gateway as the base URL — takes its folder and output
+files, and runs the `agentgod` command's own entry point with the run's arguments: the same
+code path as the command a person types, minus two seconds of imports. Each start ({id, pid})
+and end ({id, exit}) is reported on stdout. The server ignores SIGINT and SIGTERM (its children
+get them, from the terminal or from the batch); it ends when stdin closes and its children have
+ended. childrun.ForkServer is its client.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, NoReturn
 
 def _load() -> None:
     """Import what every run imports, so no fork pays for it again."""
-    import anthropic  # noqa: F401
+    import anthropic
 
     from agentgod import (  # noqa: F401
         council,

@@ -32,6 +32,8 @@ RESOURCE = "agentgod"
 """The custom resource a node advertises when it can run AgentGOD's runs."""
 RUNS_PER_CORE = 2
 """What a node advertises per core: runs mostly wait on the model."""
+LOCAL_OBJECT_STORE_BYTES = 128 * 1024 * 1024
+"""A local instance's object store: results are small JSON, not the 30 % of memory Ray takes."""
 
 
 class NodeUnfit(RuntimeError):
@@ -100,6 +102,8 @@ class RayEngine:
 
         self._ray = ray
         self._refs: dict[str, Any] = {}
+        self._started = False
+        """This engine started the Ray instance (a local one), so it shuts it down."""
         address = os.environ.get("RAY_ADDRESS") or None
         if address:
             self.gateway_host = "0.0.0.0"
@@ -114,8 +118,10 @@ class RayEngine:
                 options["resources"] = {
                     RESOURCE: float(max(parallel, RUNS_PER_CORE * (os.cpu_count() or 1)))
                 }
+                options["object_store_memory"] = LOCAL_OBJECT_STORE_BYTES
                 check_node(settings)
             ray.init(**options)
+            self._started = True
         self._remote = ray.remote(num_cpus=0, resources={RESOURCE: 1}, max_retries=0)(work)
 
     def run(self, job: Job) -> JobResult:
@@ -159,7 +165,11 @@ class RayEngine:
                 self._ray.cancel(ref)
 
     def close(self) -> None:
-        """The Ray instance stays up for the driver's lifetime (a local one ends with it)."""
+        """Leave the cluster; a local instance this engine started is shut down (the command
+        ends with os._exit, which would skip Ray's own exit hook and leave it running)."""
+        if self._started:
+            self._ray.shutdown()
+            self._started = False
 
 
 def _out_folder(args: tuple[str, ...]) -> Path | None:

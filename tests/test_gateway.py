@@ -93,7 +93,7 @@ def test_a_forged_or_altered_capability_and_a_model_not_granted_are_refused(
 ) -> None:
     other = gateway.Minter().mint("run1", "b1")
     good = gate.mint("run1", "b1", models=["claude-haiku-5-5"])
-    prefix, payload, signature = good.split(".")
+    prefix, _, signature = good.split(".")
     widened = gateway.Minter().mint("run1", "b1")  # any model: signed by another secret
     altered = f"{prefix}.{widened.split('.')[1]}.{signature}"
     for key in (other, altered, TEST_KEY, ""):

@@ -1,0 +1,72 @@
+"""`agentgod batch --engine ray`: a local Ray instance runs the batch's runs as Ray tasks.
+
+Needs the optional extra (`pip install -e ".[ray]"`, which .ci/run installs). The Ray workers run
+each task's `agentgod` in a home of their own, with the run's capability as their key against
+the batch's gateway; what they leave comes back into the submitting home's history.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import TEST_KEY, agentgod
+from fakeapi import FakeMessagesAPI
+from scripted import Factory, agent_spec, plan
+
+from agentgod import batchrecord, history
+
+ray = pytest.importorskip("ray")
+
+
+def test_a_batch_on_ray_lands_in_the_submitting_home(
+    fake_api: FakeMessagesAPI, isolated_home: Path, tmp_path: Path
+) -> None:
+    factory = Factory(fake_api)
+    factory.plans = [plan(agent_spec("solver"), complexity="simple")]
+    factory.bodies["solver"] = [
+        "def run(task, previous_outputs):\n"
+        "    save_artifact('note.txt', 'made on a worker')\n"
+        "    return call_llm(f'agent={AGENT_NAME} keys=[] task={task}')\n"
+    ]
+    tasks = "".join(
+        json.dumps({"id": f"ray{n}", "task": f"task {n}: summarise the topic named here in a page"})
+        + "\n"
+        for n in range(3)
+    )
+    done = agentgod(
+        isolated_home,
+        fake_api,
+        "batch",
+        "-",
+        "--engine",
+        "ray",
+        "--parallel",
+        "3",
+        "--out",
+        str(tmp_path / "out"),
+        stdin=tasks,
+        COUNCIL="off",
+        RAY_ADDRESS="",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(text) for text in done.stdout.splitlines()]
+    summary = rows[-1]
+    assert summary["type"] == "summary" and summary["done"] == 3
+    for row in rows[:-1]:
+        assert row["ok"], row
+        stored = history.load(row["run_id"])
+        assert stored is not None, "the run is in the submitting home's history"
+        assert stored.task.startswith(f"task {row['id'][3:]}:")
+        assert stored.answer == "MERGED: solver"
+        assert stored.run_file is not None and stored.run_file.is_file()
+        assert stored.run_file.parent == isolated_home / "runs"
+        made = isolated_home / "runs" / row["run_id"] / "artifacts" / "note.txt"
+        assert made.read_text() == "made on a worker"
+        assert (tmp_path / "out" / row["id"] / "note.txt").read_text() == "made on a worker"
+        assert (isolated_home / "runs" / row["run_id"] / "events.jsonl").is_file()
+    record = batchrecord.load(summary["batch_id"])
+    assert record is not None and record.options["engine"] == "ray"
+    assert {request.api_key for request in fake_api.messages()} == {TEST_KEY}
+    assert len(history.history(10)) == 3
