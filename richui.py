@@ -61,7 +61,7 @@ from agentgod.richtext import (
     stats_grid,
 )
 from agentgod.text import clean, cost_text, dollars, duration, one_line
-from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, batch_progress_text, batch_summary_text
+from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, batch_summary_text
 
 WORDMARK = r"""
    _                     _       ___   ___   ___
@@ -703,7 +703,8 @@ class RichUI(PlainUI):
         self.answer_console.print(Text(clean(text)), soft_wrap=True, highlight=False)
 
     def batch_progress(self, progress: BatchProgress) -> None:
-        """A live line with a bar: done, running and failed, dollars so far, the time left."""
+        """A live line with a bar: done, running and failed, dollars so far, the time left (fits
+        in 80 columns; the batch's id is in the lines above and below it)."""
         if self.quiet:
             return
         with self._state:
@@ -725,7 +726,7 @@ class RichUI(PlainUI):
         if progress is None:
             return Text("")
         total = max(1, progress["total"])
-        width = 24
+        width = 12
         done = round(width * progress["done"] / total)
         failed = round(width * progress["failed"] / total)
         running = min(width - done - failed, round(width * progress["running"] / total))
@@ -734,9 +735,16 @@ class RichUI(PlainUI):
         bar.append("█" * failed, style="red")
         bar.append("▒" * running, style="cyan")
         bar.append("·" * (width - done - failed - running), style="dim")
-        line = Text(f"batch {progress['batch_id']} ", style="bold")
+        eta = progress["eta_seconds"]
+        left = "" if eta is None else f" · ~{duration(eta)} left"
+        line = Text(no_wrap=True, overflow="ellipsis")
         line.append(bar)
-        line.append("  " + batch_progress_text(progress))
+        finished = progress["done"] + progress["failed"]
+        line.append(
+            f" {finished}/{progress['total']} · {progress['done']} done · "
+            f"{progress['running']} running · {progress['failed']} failed · "
+            f"{dollars(progress['usd'])}{left}"
+        )
         return line
 
     def batch_finished(self, summary: BatchSummaryLine) -> None:

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import TEST_KEY, agentgod, agentgod_command, scripted_env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
@@ -375,3 +376,37 @@ def test_reading_lines_keeps_bad_ones_with_their_reason(tmp_path: Path) -> None:
     assert "letters, digits" in reasons[8]
     assert "positive number" in reasons[9]
     assert os.sep not in (rows[1].task_id or "")
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["rich", "plain"])
+def test_at_a_terminal_the_progress_is_shown_and_the_lines_still_printed(
+    fake_api: FakeMessagesAPI, isolated_home: Path, tmp_path: Path, open_terminal: Any, plain: bool
+) -> None:
+    Runs(fake_api, agent_latency=0.2)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(line(f"p{n}") + "\n" for n in range(3)))
+    env = scripted_env(isolated_home, fake_api, COUNCIL="off", TERM="xterm-256color")
+    terminal = open_terminal(env, "batch", str(tasks), "--parallel", "2", *(["--plain"] * plain))
+    if plain:
+        terminal.expect(
+            r"\[batch\] +\d/3 finished: \d done, \d running, \d failed, \$[0-9.]+ so far"
+        )
+    else:
+        terminal.expect(r"\S+ \d/3 · \d done · \d running · \d failed · \$[0-9.]+")
+    terminal.expect(r"batch \w{8} done: 3 done, 0 failed")
+    assert terminal.close() == 0
+    # The live line is redrawn in place, so a JSON line may follow its last frame on the
+    # captured screen: each object is read from where it starts.
+    decoder = json.JSONDecoder()
+    starts = [found.start() for found in re.finditer(r'\{"type": "(task|summary)"', terminal.text)]
+    shown = [decoder.raw_decode(terminal.text, at)[0] for at in starts]
+    assert sorted(row["id"] for row in shown if row["type"] == "task") == ["p0", "p1", "p2"]
+    assert shown[-1]["type"] == "summary"
+
+
+def test_in_a_pipe_only_the_lines(fake_api: FakeMessagesAPI, isolated_home: Path) -> None:
+    Runs(fake_api)
+    done = run_batch(isolated_home, fake_api, "batch", "-", stdin=line("q") + "\n")
+    assert done.returncode == 0
+    assert "so far" not in done.stderr and "so far" not in done.stdout
+    assert all(json.loads(text)["type"] in ("task", "summary") for text in done.stdout.splitlines())

@@ -232,3 +232,53 @@ def test_requests_past_a_busy_gateway_are_metered_one_by_one(
         thread.join(30)
     assert not errors
     assert gate.ledger.cost_summary()["llm_calls"] == 8 == len(fake_api.messages())
+
+
+def test_agentgod_gateway_serves_until_stopped(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    """The command on its own: where it listens and its admin token on its first line; a
+    capability minted through it carries a call to the API with the real key."""
+    import signal
+    import urllib.request
+
+    env = agentgod_env(
+        isolated_home, ANTHROPIC_BASE_URL=fake_api.base_url, ANTHROPIC_API_KEY=TEST_KEY
+    )
+    process = subprocess.Popen(
+        [*agentgod_command(), "gateway", "--budget", "1"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        first = json.loads(process.stdout.readline())
+        token_file = Path(first["admin_token_file"])
+        assert token_file.stat().st_mode & 0o077 == 0
+        token = token_file.read_text().strip()
+        request = urllib.request.Request(
+            first["url"] + gateway.ADMIN_PATH + "capabilities",
+            data=json.dumps({"run": "r1", "batch": "b"}).encode(),
+            headers={"authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            capability = json.loads(answer.read())["capability"]
+        call = urllib.request.Request(
+            first["url"] + "/v1/messages",
+            data=json.dumps(
+                {"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+            ).encode(),
+            headers={"x-api-key": capability, "content-type": "application/json"},
+        )
+        with urllib.request.urlopen(call, timeout=30) as answer:
+            assert json.loads(answer.read())["content"][0]["text"] == "ok"
+        assert [r.api_key for r in fake_api.messages()] == [TEST_KEY]
+        process.send_signal(signal.SIGINT)
+        process.wait(30)
+        assert not token_file.exists(), "the admin token goes with the gateway"
+    finally:
+        if process.poll() is None:
+            process.kill()
