@@ -43,7 +43,7 @@ def ideal_seconds(tasks: int, parallel: int, latency: float) -> float:
 
 def _tasks(count: int) -> str:
     return "".join(
-        json.dumps({"id": f"t{n}", "task": f"benchmark task {n}"}) + "\n" for n in range(count)
+        json.dumps({"id": f"t{n}", "task": f"benchmark task {n}: summarise the topic named in this line in one page"}) + "\n" for n in range(count)
     )
 
 

@@ -410,3 +410,31 @@ def test_in_a_pipe_only_the_lines(fake_api: FakeMessagesAPI, isolated_home: Path
     assert done.returncode == 0
     assert "so far" not in done.stderr and "so far" not in done.stdout
     assert all(json.loads(text)["type"] in ("task", "summary") for text in done.stdout.splitlines())
+
+
+def test_a_history_from_before_batches_is_migrated_in_place(isolated_home: Path) -> None:
+    """A version-2 history (no batch tables) gains them on first use, every run row kept."""
+    import sqlite3
+
+    from agentgod import historydb
+
+    path = isolated_home / "runs" / historydb.DB_NAME
+    path.parent.mkdir()
+    historydb.open_for_writing(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE batch_tasks")
+        db.execute("DROP TABLE batches")
+        db.execute(
+            "INSERT INTO runs (run_id, started_at, task, ok, answer, error, revisions,"
+            " council_improved, llm_calls, input_tokens, output_tokens, cache_write_tokens,"
+            " cache_read_tokens, usd, duration_seconds, budget_exhausted)"
+            " VALUES ('0123abcd', '2026-01-01T00:00:00+00:00', 'old', 1, 'a', '', 0, 0, 1, 1, 1,"
+            " 0, 0, 0.1, 1.0, 0)"
+        )
+        db.execute("PRAGMA user_version = 2")
+    rows = batch.read_lines(['{"task": "new"}'], base=isolated_home)
+    made = batch.start(rows, "-", {"parallel": 1})
+    assert batchrecord.load(made.batch_id) is not None
+    assert history.load("0123abcd") is not None
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == historydb.SCHEMA_VERSION == 3
