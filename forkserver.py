@@ -19,6 +19,7 @@ import os
 import select
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 
@@ -39,11 +40,48 @@ def _load() -> None:
         session,
     )
 
-    # The client's own modules load when one is built and used: a throwaway one, no key of
-    # anyone's and no connection, so each run's first request does not pay for them.
-    client = anthropic.Anthropic(api_key="unused", base_url="http://127.0.0.1:9", max_retries=0)
-    _ = client.messages.with_raw_response
-    client.close()
+    # The SDK builds its reply classes on first use: rehearsed here once, offline, for every
+    # kind of reply a run reads (its structured outputs too, from an example of each), so no
+    # fork pays for them.
+    del anthropic
+    from agentgod import config, llm
+
+    llm.rehearse(_examples(config.settings().max_agents))
+    llm.tls_context()  # the CA bundle read once, for every run's client
+
+
+def _examples(max_agents: int) -> list[Any]:
+    """One instance of each structured output a run asks for; one that cannot be made (a
+    model changed) is left out, and its runs build its classes themselves."""
+    from agentgod import council, intake, judgment, planner
+
+    makers: list[Callable[[], Any]] = [
+        lambda: judgment.Verdict(missing="", done=True),
+        lambda: council.Challenge(weaknesses=[], flawed=False),
+        lambda: intake.Clarification(reason="", ask=False, question=""),
+        lambda: intake.Triage(reason="", is_chat=False, reply=""),
+        lambda: planner.plan_model(max_agents).model_validate(
+            {
+                "complexity": "simple",
+                "agents": [
+                    {
+                        "name": "rehearsal",
+                        "role": "rehearses",
+                        "instructions": "rehearse",
+                        "depends_on": [],
+                        "web": False,
+                        "dependencies": [],
+                    }
+                ],
+                "reasoning": "",
+            }
+        ),
+    ]
+    examples = []
+    for make in makers:
+        with contextlib.suppress(Exception):
+            examples.append(make())
+    return examples
 
 
 def _child(request: dict[str, Any], wakeup: tuple[int, int]) -> NoReturn:

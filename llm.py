@@ -161,6 +161,109 @@ def preload_sdk() -> threading.Thread:
     return thread
 
 
+def rehearse(examples: Iterable[Any] = ()) -> None:
+    """Take the SDK through every kind of reply once, offline, with nothing sent anywhere.
+
+    The SDK builds its reply classes (and a structured output's validators) lazily, on first
+    use: about a second and a half of CPU in every process, more than a run's own work. A
+    process that forks runs (the batch's fork server) rehearses first, so its runs fork with
+    those classes built: a plain reply, a raw one, a stream, and each structured output of
+    `examples` (instances of the output formats a run asks for, whose JSON the rehearsal's
+    replies carry). The replies come from a transport in this process; the client holds no key
+    of anyone's, and a rehearsal that fails only leaves the work to the runs.
+    """
+    import anthropic
+    import httpx2
+
+    def client_answering(text: str) -> anthropic.Anthropic:
+        message = {
+            "id": "msg_rehearsal",
+            "type": "message",
+            "role": "assistant",
+            "model": "rehearsal",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 1,
+                "output_tokens": 1,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            },
+        }
+
+        def answer(request: Any) -> Any:
+            if json.loads(request.content).get("stream"):
+                headers = {"content-type": "text/event-stream"}
+                return httpx2.Response(200, headers=headers, content=_rehearsal_stream(message))
+            return httpx2.Response(200, json=message)
+
+        return anthropic.Anthropic(
+            api_key="rehearsal",
+            base_url="http://rehearsal.invalid",
+            max_retries=0,
+            http_client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+            middleware=[_check_shape],
+        )
+
+    asked: dict[str, Any] = {
+        "model": "rehearsal",
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": "rehearsal"}],
+    }
+    with contextlib.suppress(Exception):
+        client = client_answering("rehearsal")
+        client.messages.create(**asked)
+        client.messages.with_raw_response.create(**asked).http_response.read()
+        with client.messages.stream(**asked) as stream:
+            for _ in stream:
+                pass
+            stream.get_final_message()
+        client.close()
+    for example in examples:
+        with contextlib.suppress(Exception):
+            output_format: Any = type(example)
+            client = client_answering(example.model_dump_json())
+            _schema_text(output_format)
+            client.messages.parse(**asked, output_format=output_format)
+            client.close()
+
+
+def _rehearsal_stream(message: dict[str, Any]) -> bytes:
+    """`message` as the API streams it, as one body."""
+    text = message["content"][0]["text"]
+    events = [
+        ("message_start", {"type": "message_start", "message": {**message, "content": []}}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": text},
+            },
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": message["usage"],
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+
+
 def get_client() -> anthropic.Anthropic:
     """The only place an SDK client is built; one per (key, base URL), shared across threads."""
     return _client_for(config.api_key(), config.env("ANTHROPIC_BASE_URL") or None)
@@ -190,14 +293,25 @@ def _http_client() -> Any:
     import httpcore2
     import httpx2
 
-    transport = httpx2.HTTPTransport(limits=anthropic.DEFAULT_CONNECTION_LIMITS)
+    transport = httpx2.HTTPTransport(
+        limits=anthropic.DEFAULT_CONNECTION_LIMITS, verify=tls_context()
+    )
     # The one private reach: httpx builds its connection pool with no way to pass a network
     # backend, and the backend is the only layer that sees every read, header bytes included.
     pool = transport._pool
     pool._network_backend = cast(
         "httpcore2.NetworkBackend", _DeadlineBackend(pool._network_backend)
     )
-    return anthropic.DefaultHttpxClient(transport=transport)
+    return anthropic.DefaultHttpxClient(transport=transport, verify=tls_context())
+
+
+@functools.cache
+def tls_context() -> Any:
+    """The TLS settings every client of this process shares: reading the CA bundle costs a
+    tenth of a second or more per client, and a forked run inherits this one already read."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
 
 
 def _remaining(timeout: float | None, expired: Callable[[], Exception]) -> float | None:

@@ -42,8 +42,11 @@ def ideal_seconds(tasks: int, parallel: int, latency: float) -> float:
 
 
 def _tasks(count: int) -> str:
+    """Tasks long enough that no run makes a small-talk check first (as real tasks are)."""
+    words = "summarise the topic named in this line in one page"
     return "".join(
-        json.dumps({"id": f"t{n}", "task": f"benchmark task {n}: summarise the topic named in this line in one page"}) + "\n" for n in range(count)
+        json.dumps({"id": f"t{n}", "task": f"benchmark task {n}: {words}"}) + "\n"
+        for n in range(count)
     )
 
 
