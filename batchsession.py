@@ -10,6 +10,7 @@ answer, on stdout), and show the progress where a person watches (the ui; quiet 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
 import threading
@@ -103,6 +104,11 @@ def _sit(session: Session, invocation: cli.Invocation, record: batchrecord.Batch
         f"{options.parallel} at a time ({options.engine})"
     )
     listen = cli.listen_address(invocation.listen) if invocation.listen else None
+    if options.engine == "ray" and os.environ.get("RAY_ADDRESS") and not invocation.gateway_url:
+        session.warn(
+            "workers on other machines reach the gateway only through --gateway-url (a TLS "
+            "proxy or a tunnel to --listen); without it, only this machine's workers can"
+        )
     sitting = batch.Batch(
         record,
         options,
@@ -132,6 +138,8 @@ def run_new(session: Session, invocation: cli.Invocation) -> int:
     """`agentgod batch FILE|-`."""
     source = invocation.verb_arg or "-"
     settings = config.settings()
+    if invocation.out and Path(invocation.out).expanduser().is_file():
+        raise cli.UsageError(f"--out {invocation.out}: it is a file, not a folder")
     try:
         if source == "-":
             lines = sys.stdin.read().splitlines()

@@ -95,7 +95,8 @@ class RayEngine:
 
     gateway_host = "127.0.0.1"
     """Loopback reaches a local Ray instance's workers; a cluster's workers need --listen and
-    --gateway-url (a TLS proxy or a tunnel, never the plain port on an open network)."""
+    --gateway-url (a TLS proxy or a tunnel in front of it, never the plain port on an open
+    network), so nothing is exposed unless asked for."""
 
     def __init__(self, parallel: int, settings: config.Settings | None = None) -> None:
         import ray
@@ -105,8 +106,6 @@ class RayEngine:
         self._started = False
         """This engine started the Ray instance (a local one), so it shuts it down."""
         address = os.environ.get("RAY_ADDRESS") or None
-        if address:
-            self.gateway_host = "0.0.0.0"
         if not ray.is_initialized():
             options: dict[str, Any] = {
                 "address": address,
