@@ -438,9 +438,12 @@ class Batch:
     def _run_task(
         self, task: TaskRow, the_gateway: gateway.Gateway, url: str, slots: threading.Semaphore
     ) -> None:
+        """One task's run, start to record. Its slot is freed the moment the run has ended, so
+        the next task's run starts while this one's result is still being written down."""
         from agentgod import signals
 
         signals.shield_from_signals()
+        freed = False
         try:
             run_id = _fresh_run_id()
             capability = the_gateway.mint(
@@ -453,16 +456,13 @@ class Batch:
             job = Job(
                 run_id=run_id,
                 args=tuple(self._args(task, run_id)),
-                env={
-                    "ANTHROPIC_API_KEY": capability,
-                    "ANTHROPIC_BASE_URL": url,
-                },
+                env={"ANTHROPIC_API_KEY": capability, "ANTHROPIC_BASE_URL": url},
                 cwd=str(self.cwd),
             )
             task.runs.append(run_id)
             task.run_id = run_id
             task.status = TaskStatus.PENDING
-            self._update(task)
+            self._update(task)  # the run is linked before it starts: a crash cannot lose it
             try:
                 result = self.engine.run(job)
             except Exception as error:
@@ -470,17 +470,20 @@ class Batch:
             task.usd += the_gateway.forget(self.batch.batch_id, run_id)
             task.seconds += result.seconds
             self._settle(task, result)
-            self._update(task)
             with self._lock:
                 self._running -= 1
                 if task.status is TaskStatus.OK:
                     self._done += 1
                 else:
                     self._failed += 1
+            freed = True
+            slots.release()
+            self._update(task)
             self.events.task_finished(self._line(task, result))
             self._report()
         finally:
-            slots.release()
+            if not freed:
+                slots.release()
 
     def _args(self, task: TaskRow, run_id: str) -> list[str]:
         """The command line of the task's run: a fresh run, or a retry of its stopped one that
