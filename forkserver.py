@@ -46,8 +46,9 @@ def _load() -> None:
     del anthropic
     from agentgod import config, llm
 
-    llm.rehearse(_examples(config.settings().max_agents))
-    llm.tls_context()  # the CA bundle read once, for every run's client
+    with contextlib.suppress(Exception):  # a bad setting is each run's to report, not ours
+        llm.rehearse(_examples(config.settings().max_agents))
+        llm.tls_context()  # the CA bundle read once, for every run's client
 
 
 def _examples(max_agents: int) -> list[Any]:

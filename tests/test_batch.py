@@ -51,7 +51,9 @@ class Runs:
     """The scripted model, counting each task's calls and the runs at work at once (from its
     plan request to its judge's reply)."""
 
-    def __init__(self, api: FakeMessagesAPI, agent_latency: float = 0.0) -> None:
+    def __init__(self, api: FakeMessagesAPI, agent_latency: float = 0.0, together: int = 0) -> None:
+        """`together`: the first that many runs' plan calls are answered only once all of
+        them have arrived (a barrier that fails the test if they never run at once)."""
         self.factory = Factory(api)
         self.factory.plans = [plan(agent_spec("solver"), complexity="simple")]
         self.factory.bodies["crasher"] = [
@@ -65,11 +67,14 @@ class Runs:
         self.hold: dict[tuple[str, str], threading.Event] = {}
         """(task, kind of call): the fake answers that call only once the event is set."""
         self.reached: dict[tuple[str, str], threading.Event] = {}
+        self.together = threading.Barrier(together) if together else None
+        self.plans = 0
         api.handler = self.handle
 
     def handle(self, request: Request) -> Reply | str:
         kind = Factory.kind(request)
         tag = tag_of(request) or "?"
+        first = False
         if kind == "generate" and "Agent name: crasher" in request.prompt:
             tag = "CRASH1"  # code is written without the task: the crashing agent names its run
         with self.lock:
@@ -77,6 +82,10 @@ class Runs:
             if kind == "plan":
                 self.active.add(tag)
                 self.most = max(self.most, len(self.active))
+                self.plans += 1
+                first = self.together is not None and self.plans <= self.together.parties
+        if kind == "plan" and first and self.together is not None:
+            self.together.wait(60)  # BrokenBarrierError: they did not run at once
         if kind == "plan" and "CRASH" in tag:
             self.factory.calls.setdefault("plan", []).append(request)
             return Reply.json(plan(agent_spec("crasher"), complexity="simple"))
@@ -121,7 +130,7 @@ def billed(api: FakeMessagesAPI) -> float:
 def test_twelve_tasks_four_at_a_time_one_crash_and_bad_lines_by_number(
     fake_api: FakeMessagesAPI, isolated_home: Path, tmp_path: Path
 ) -> None:
-    runs = Runs(fake_api, agent_latency=0.3)
+    runs = Runs(fake_api, agent_latency=0.3, together=4)
     (tmp_path / "notes.txt").write_text("some notes\n")
     lines = [line(f"t{n}") for n in range(11)]
     lines.insert(3, line("CRASH1"))
