@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
+import os
 import re
 import threading
 import time
@@ -52,8 +52,6 @@ EXIT_INTERRUPTED = (129, 130, 143)
 
 def default_parallel() -> int:
     """What the machine can take: runs mostly wait on the model, so two per core, at most 8."""
-    import os
-
     return max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 
@@ -348,9 +346,10 @@ class Batch:
         """Run every unfinished task; return the batch as recorded at the end."""
         self._started = time.monotonic()
         llm.preload_sdk()  # the gateway's first relay must not wait for the SDK's import
-        for task in self.batch.tasks:
-            if task.status is TaskStatus.INVALID and not task.runs:
-                self.events.task_finished(self._line(task, None))
+        if self.batch.finished_at is None:  # bad lines are told once, in the first sitting
+            for task in self.batch.tasks:
+                if task.status is TaskStatus.INVALID:
+                    self.events.task_finished(self._line(task, None))
         pending = self.batch.unfinished()
         self._total = len(pending)
         self.batch.status = BatchStatus.RUNNING
@@ -622,8 +621,3 @@ def _retryable(runs: Sequence[str]) -> str | None:
     if stored.status in (RunStatus.INTERRUPTED, RunStatus.BUDGET):
         return stored.run_id
     return None
-
-
-def parallel_rounds(tasks: int, parallel: int) -> int:
-    """How many rounds `tasks` take `parallel` at a time (the bench's ideal)."""
-    return math.ceil(tasks / max(1, parallel))

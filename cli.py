@@ -74,8 +74,9 @@ class Invocation:
     """What the user asked for, fully parsed."""
 
     mode: str
-    """"task" (text given), "stdin" (read the task from stdin), "repl", "verb", "version" or
-    "completion" (its shell in `task`)."""
+    """"task" (text given), "stdin" (read the task from stdin), "repl", "verb", "version",
+    "completion" (its shell in `task`), "batch" (its action in `verb`: run, show or resume; its
+    FILE or ID in `verb_arg`) or "gateway"."""
     task: str | None = None
     """The task text for mode "task"."""
     verb: str | None = None
@@ -448,11 +449,12 @@ def completion_script(shell: str) -> str:
         for option in action.option_strings
         if option.startswith("--")
     )
+    verbs = [*VERBS, "batch", "gateway"]
     if shell == "fish":
-        lines = [f"complete -c agentgod -f -n __fish_use_subcommand -a {verb}" for verb in VERBS]
+        lines = [f"complete -c agentgod -f -n __fish_use_subcommand -a {verb}" for verb in verbs]
         lines += [f"complete -c agentgod -l {flag[2:]}" for flag in flags]
         return "\n".join(lines) + "\n"
-    words = " ".join([*VERBS, *flags])
+    words = " ".join([*verbs, *flags])
     script = (
         "_agentgod() {\n"
         '    local word="${COMP_WORDS[COMP_CWORD]}"\n'

@@ -447,3 +447,31 @@ def test_a_history_from_before_batches_is_migrated_in_place(isolated_home: Path)
     assert history.load("0123abcd") is not None
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == historydb.SCHEMA_VERSION == 3
+
+
+def test_the_batch_command_lines() -> None:
+    from agentgod import cli
+
+    assert cli.parse(["batch", "t.jsonl", "--parallel", "3"]).verb_arg == "t.jsonl"
+    assert cli.parse(["batch", "-"]).verb == "run"
+    shown = cli.parse(["batch", "show"])
+    assert (shown.mode, shown.verb, shown.verb_arg) == ("batch", "show", None)
+    assert cli.parse(["batch", "resume", "3f9a", "--budget", "2"]).budget == 2.0
+    assert cli.parse(["gateway", "--listen", "127.0.0.1:8787"]).mode == "gateway"
+    assert cli.listen_address("[::1]:80") == ("::1", 80)
+    assert cli.parse(["--task", "batch", "these", "reports"]).mode == "task"
+    for wrong in (
+        ["batch"],
+        ["batch", "resume"],
+        ["batch", "show", "nothex!"],
+        ["gateway", "now"],
+        ["summarise", "it", "--parallel", "2"],
+        ["batch", "t.jsonl", "--parallel", "0"],
+        ["batch", "t.jsonl", "--engine", "dask"],
+        ["gateway", "--listen", "nowhere"],
+        ["batch", "t", "--gateway-url", "ftp://x"],
+        ["--run-id", "12", "a", "task"],
+    ):
+        with pytest.raises(cli.UsageError):
+            cli.parse(wrong)
+    assert "batch" in cli.completion_script("bash")
