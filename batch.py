@@ -350,6 +350,7 @@ class Batch:
             for task in self.batch.tasks:
                 if task.status is TaskStatus.INVALID:
                     self.events.task_finished(self._line(task, None))
+        self._reconcile()
         pending = self.batch.unfinished()
         self._total = len(pending)
         self.batch.status = BatchStatus.RUNNING
@@ -372,9 +373,10 @@ class Batch:
                     if self._stopping.is_set():
                         slots.release()
                         break
-                    if not self._affordable():
+                    if not self._wait_affordable():
                         slots.release()
-                        self._budget_stop = True
+                        if not self._stopping.is_set():
+                            self._budget_stop = True
                         break
                     worker = threading.Thread(
                         target=self._run_task,
@@ -406,6 +408,17 @@ class Batch:
             raise stopped
         return self.batch
 
+    def _wait_affordable(self) -> bool:
+        """Whether the budget can start one more run, once the runs in flight have given back
+        what they hold: False only when none is in flight and it still cannot (the rule the
+        ledger's holds follow)."""
+        while not self._affordable():
+            with self._lock:
+                running = self._running
+            if running == 0 or self._stopping.wait(0.1):
+                return False
+        return True
+
     def _affordable(self) -> bool:
         """Whether the budget left can pay a run's first call (the plan) at least."""
         room = self.ledger.room_usd()
@@ -414,6 +427,22 @@ class Batch:
         price = models.price_of(self.settings.model)[0]
         needed = (FIRST_CALL_TOKENS * price.cache_write + MIN_OUTPUT_TOKENS * price.output) / 1e6
         return room >= needed
+
+    def _reconcile(self) -> None:
+        """A task whose run went on to its end after the batch itself died (a crash, a kill)
+        is settled from that run's record, not run and paid for again."""
+        for task in self.batch.unfinished():
+            if not task.runs:
+                continue
+            stored = history.load(task.runs[-1])
+            if stored is None or stored.status not in (RunStatus.OK, RunStatus.FAILED):
+                continue
+            task.status = TaskStatus.OK if stored.status is RunStatus.OK else TaskStatus.FAILED
+            task.error = stored.error
+            task.usd = max(task.usd, stored.cost["usd"])
+            task.seconds = max(task.seconds, stored.duration_seconds)
+            self._update(task)
+            self.events.task_finished(self._line(task, None))
 
     def _finish(self, stopped: BaseException | None) -> None:
         for task in self.batch.tasks:

@@ -475,3 +475,27 @@ def test_the_batch_command_lines() -> None:
         with pytest.raises(cli.UsageError):
             cli.parse(wrong)
     assert "batch" in cli.completion_script("bash")
+
+
+def test_a_run_that_ended_after_its_batch_died_is_not_run_again(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    """The batch was killed after starting the run and before writing down its end: resume
+    finds the run's own record and settles the task from it, paying nothing again."""
+    Runs(fake_api)
+    text = json.loads(line("late"))["task"]
+    alone = run_batch(isolated_home, fake_api, "--json", "--no-input", "--run-id", "0a1b2c3d", text)
+    assert alone.returncode == 0, alone.stderr
+    rows = batch.read_lines([line("late"), line("never")], base=isolated_home)
+    made = batch.start(rows, "-", {"parallel": 1})
+    made.tasks[0].runs = ["0a1b2c3d"]
+    made.tasks[0].run_id = "0a1b2c3d"
+    batchrecord.update_task(made.batch_id, made.tasks[0])
+    calls = len(fake_api.messages())
+    resumed = run_batch(isolated_home, fake_api, "batch", "resume", made.batch_id)
+    assert resumed.returncode == 0, resumed.stderr
+    rows_out, summary = output(resumed.stdout)
+    assert {row["id"]: row["status"] for row in rows_out} == {"late": "ok", "never": "ok"}
+    assert summary["done"] == 2
+    late_calls = [r for r in fake_api.messages()[calls:] if tag_of(r) == "late"]
+    assert late_calls == [], "the finished run was not paid for again"
