@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from agentgod import attachments, batchrecord, config, gateway, history, llm, models, redact
 from agentgod.batchrecord import BatchRow, TaskRow
 from agentgod.childrun import ForkServer, ForkServerError, Job, JobResult, Spawner, child_env
-from agentgod.kinds import BatchStatus, RunStatus, TaskStatus
+from agentgod.kinds import BatchStatus, EngineName, RunStatus, TaskStatus
 from agentgod.ledger import MIN_OUTPUT_TOKENS, Usage
 from agentgod.replies import BatchProgress, BatchSummaryLine, BatchTaskLine, ErrorDetail
 from agentgod.runrecord import new_run_id
@@ -266,7 +266,8 @@ class Options:
     """Flags every run is given (--model, --effort, --council, --no-web, --keep/--discard)."""
     models: list[str] = field(default_factory=list)
     """The models a run's capability allows; empty: any."""
-    engine: str = "local"
+    engine: str = EngineName.LOCAL.value
+    """kinds.EngineName: where the runs run."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -286,7 +287,7 @@ class Options:
             out=data.get("out"),
             flags=[str(flag) for flag in data.get("flags") or []],
             models=[str(model) for model in data.get("models") or []],
-            engine=str(data.get("engine") or "local"),
+            engine=str(data.get("engine") or EngineName.LOCAL.value),
         )
 
 

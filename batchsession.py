@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentgod import batch, batchrecord, cli, config, gateway, llm
-from agentgod.kinds import BatchStatus, TaskStatus
+from agentgod.kinds import BatchStatus, EngineName, TaskStatus
 from agentgod.ledger import Usage
 from agentgod.replies import BatchProgress, BatchTaskLine
 from agentgod.ui import PlainUI, isatty
@@ -88,7 +88,7 @@ def _flags(invocation: cli.Invocation) -> list[str]:
 
 
 def _engine(name: str, options: batch.Options) -> batch.Engine:
-    if name == "ray":
+    if name == EngineName.RAY:
         from agentgod import rayengine
 
         return rayengine.RayEngine(options.parallel)
@@ -104,7 +104,8 @@ def _sit(session: Session, invocation: cli.Invocation, record: batchrecord.Batch
         f"{options.parallel} at a time ({options.engine})"
     )
     listen = cli.listen_address(invocation.listen) if invocation.listen else None
-    if options.engine == "ray" and os.environ.get("RAY_ADDRESS") and not invocation.gateway_url:
+    remote = os.environ.get("RAY_ADDRESS")
+    if options.engine == EngineName.RAY and remote and not invocation.gateway_url:
         session.warn(
             "workers on other machines reach the gateway only through --gateway-url (a TLS "
             "proxy or a tunnel to --listen); without it, only this machine's workers can"
@@ -156,7 +157,7 @@ def run_new(session: Session, invocation: cli.Invocation) -> int:
         budget_usd=invocation.budget,
         out=str(Path(invocation.out).expanduser().resolve()) if invocation.out else None,
         flags=_flags(invocation),
-        engine=invocation.engine or "local",
+        engine=invocation.engine or EngineName.LOCAL.value,
     )
     record = batch.start(rows, source, options.to_json())
     return _sit(session, invocation, record)

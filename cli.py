@@ -39,7 +39,6 @@ EXITS_BY_SIGNAL: dict[int, int] = {
 """The exit code of a run a stop signal ended, by the signal."""
 
 VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key")
-ENGINES = ("local", "ray")
 BATCH_ACTIONS = ("show", "resume")
 """`agentgod batch show [ID]` and `batch resume ID`; any other word after batch is its FILE."""
 MAX_PARALLEL = 64
@@ -144,7 +143,7 @@ def _positive_count(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from agentgod.kinds import CouncilMode, Effort
+    from agentgod.kinds import CouncilMode, Effort, EngineName
 
     parser = _Parser(
         prog="agentgod",
@@ -203,7 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument(
         "--parallel", type=_positive_count, metavar="N", help="runs at once (default: 2 per core)"
     )
-    many.add_argument("--engine", choices=ENGINES, help="local (default), or ray for a cluster")
+    many.add_argument(
+        "--engine",
+        choices=[e.value for e in EngineName],
+        help="local (default), or ray for a cluster",
+    )
     many.add_argument("--listen", metavar="HOST:PORT", help="where the key's gateway listens")
     many.add_argument(
         "--gateway-url", metavar="URL", help="how runs reach the gateway (a TLS proxy, a tunnel)"

@@ -154,7 +154,7 @@ class BatchStatus(StrEnum):
     """Its budget stopped it before every task ran."""
 
 
-class Engine(StrEnum):
+class EngineName(StrEnum):
     """Where a batch's runs run: child processes here, or Ray tasks on a cluster."""
 
     LOCAL = "local"
