@@ -87,6 +87,15 @@ def _flags(invocation: cli.Invocation) -> list[str]:
     return flags
 
 
+def _models(invocation: cli.Invocation, settings: config.Settings) -> list[str]:
+    """The models a run's capability allows: the ones a run calls (main, fast, deep), and the
+    --model the runs are given."""
+    chosen = {settings.model, settings.fast_model, settings.deep_model}
+    if invocation.model:
+        chosen.add(invocation.model.strip())
+    return sorted(chosen)
+
+
 def _engine(name: str, options: batch.Options) -> batch.Engine:
     if name == EngineName.RAY:
         from agentgod import rayengine
@@ -157,6 +166,7 @@ def run_new(session: Session, invocation: cli.Invocation) -> int:
         budget_usd=invocation.budget,
         out=str(Path(invocation.out).expanduser().resolve()) if invocation.out else None,
         flags=_flags(invocation),
+        models=_models(invocation, settings),
         engine=invocation.engine or EngineName.LOCAL.value,
     )
     record = batch.start(rows, source, options.to_json())

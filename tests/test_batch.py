@@ -164,6 +164,8 @@ def test_twelve_tasks_four_at_a_time_one_crash_and_bad_lines_by_number(
     # Every run is in the history, linked from its task in the batch's record.
     record = batchrecord.load(summary["batch_id"])
     assert record is not None and len(record.tasks) == 16
+    # The runs' capabilities allow the models runs call (main and fast; deep is main) only.
+    assert record.options["models"] == ["claude-haiku-5-5", "claude-sonnet-5-5"]
     for row in rows:
         if row["run_id"]:
             stored = history.load(row["run_id"])
