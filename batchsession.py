@@ -163,7 +163,7 @@ def run_new(session: Session, invocation: cli.Invocation) -> int:
         raise cli.UsageError(f"{source} holds no tasks", 'one JSON object a line: {"task": "..."}')
     options = batch.Options(
         parallel=invocation.parallel or batch.default_parallel(),
-        budget_usd=invocation.budget,
+        budget_usd=invocation.budget if invocation.budget is not None else settings.budget_usd,
         out=str(Path(invocation.out).expanduser().resolve()) if invocation.out else None,
         flags=_flags(invocation),
         models=_models(invocation, settings),
