@@ -22,11 +22,12 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agentgod import config, runexport
-from agentgod.childrun import Job, JobResult, Spawner, child_env
+from agentgod.childrun import KEY_VARIABLES, Job, JobResult, Spawner, child_env
 
 RESOURCE = "agentgod"
 """The custom resource a node advertises when it can run AgentGOD's runs."""
@@ -119,7 +120,8 @@ class RayEngine:
                 }
                 options["object_store_memory"] = LOCAL_OBJECT_STORE_BYTES
                 check_node(settings)
-            ray.init(**options)
+            with _without_key():
+                ray.init(**options)
             self._started = True
         self._remote = ray.remote(num_cpus=0, resources={RESOURCE: 1}, max_retries=0)(work)
 
@@ -169,6 +171,19 @@ class RayEngine:
         if self._started:
             self._ray.shutdown()
             self._started = False
+
+
+@contextlib.contextmanager
+def _without_key() -> Iterator[None]:
+    """The real key out of this process's environment while Ray starts: the processes of a
+    local Ray instance (and so every worker) inherit it, and none of them may hold the key.
+    It is back the moment Ray is up; nothing of ours reads it meanwhile (the gateway's road
+    is made later, from the settings)."""
+    kept = {name: os.environ.pop(name) for name in KEY_VARIABLES if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(kept)
 
 
 def _out_folder(args: tuple[str, ...]) -> Path | None:

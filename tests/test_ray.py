@@ -8,11 +8,14 @@ the batch's gateway; what they leave comes back into the submitting home's histo
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
-from conftest import TEST_KEY, agentgod
-from fakeapi import FakeMessagesAPI
+from conftest import TEST_KEY, agentgod_command, scripted_env
+from fakeapi import FakeMessagesAPI, Request
 from scripted import Factory, agent_spec, plan
 
 from agentgod import batchrecord, history
@@ -35,23 +38,42 @@ def test_a_batch_on_ray_lands_in_the_submitting_home(
         + "\n"
         for n in range(3)
     )
-    done = agentgod(
-        isolated_home,
-        fake_api,
-        "batch",
-        "-",
-        "--engine",
-        "ray",
-        "--parallel",
-        "3",
-        "--out",
-        str(tmp_path / "out"),
-        stdin=tasks,
-        COUNCIL="off",
-        RAY_ADDRESS="",
+    working, go_on = threading.Event(), threading.Event()
+
+    def agent_reply(name: str, request: Request) -> str:
+        working.set()
+        go_on.wait(120)
+        return f"result from {name}"
+
+    factory.agent_reply = agent_reply
+    out = str(tmp_path / "out")
+    process = subprocess.Popen(
+        [*agentgod_command(), "batch", "-", "--engine", "ray", "--parallel", "3", "--out", out],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=scripted_env(isolated_home, fake_api, COUNCIL="off", RAY_ADDRESS=""),
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [json.loads(text) for text in done.stdout.splitlines()]
+    try:
+        assert process.stdin is not None
+        process.stdin.write(tasks)
+        process.stdin.close()
+        process.stdin = None
+        assert working.wait(180), "no run reached the model"
+        # Ray's own processes and its workers, and the runs they started, hold no key.
+        ray_processes = [pid for pid in _processes() if b"ray" in _read(pid, "cmdline")]
+        assert ray_processes, "a local Ray instance is up"
+        for pid in ray_processes:
+            assert TEST_KEY.encode() not in _read(pid, "environ"), _read(pid, "cmdline")[:200]
+        go_on.set()
+        stdout, stderr = process.communicate(timeout=300)
+    finally:
+        go_on.set()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr[-3000:]
+    rows = [json.loads(text) for text in stdout.splitlines()]
     summary = rows[-1]
     assert summary["type"] == "summary" and summary["done"] == 3
     for row in rows[:-1]:
@@ -70,3 +92,15 @@ def test_a_batch_on_ray_lands_in_the_submitting_home(
     assert record is not None and record.options["engine"] == "ray"
     assert {request.api_key for request in fake_api.messages()} == {TEST_KEY}
     assert len(history.history(10)) == 3
+
+
+def _processes() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _read(pid: int, what: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/{what}", "rb") as source:
+            return source.read()
+    except OSError:
+        return b""
