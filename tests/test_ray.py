@@ -62,7 +62,7 @@ def test_a_batch_on_ray_lands_in_the_submitting_home(
         process.stdin = None
         assert working.wait(180), "no run reached the model"
         # Ray's own processes and its workers, and the runs they started, hold no key.
-        ray_processes = [pid for pid in _processes() if b"ray" in _read(pid, "cmdline")]
+        ray_processes = [pid for pid in _processes() if _is_ray(_read(pid, "cmdline"))]
         assert ray_processes, "a local Ray instance is up"
         for pid in ray_processes:
             assert TEST_KEY.encode() not in _read(pid, "environ"), _read(pid, "cmdline")[:200]
@@ -104,3 +104,8 @@ def _read(pid: int, what: str) -> bytes:
             return source.read()
     except OSError:
         return b""
+
+
+def _is_ray(cmdline: bytes) -> bool:
+    """One of Ray's own processes (gcs_server, raylet, its workers and helpers)."""
+    return any(mark in cmdline for mark in (b"/ray/", b"raylet", b"gcs_server", b"ray::"))
