@@ -363,25 +363,31 @@ class Batch:
         slots = threading.Semaphore(max(1, self.options.parallel))
         workers: list[threading.Thread] = []
         stopped: BaseException | None = None
+        ready: tuple[TaskRow, Job] | None = None
         with the_gateway:
             url = self._gateway_url or the_gateway.url
             self._report()
             try:
                 for task in pending:
+                    # Made ready while the slots are busy, so a freed slot starts it at once.
+                    job = self._prepare(task, the_gateway, url)
+                    ready = (task, job)
                     while not slots.acquire(timeout=0.2):
                         if self._stopping.is_set():
                             break
                     if self._stopping.is_set():
                         slots.release()
+                        self._unprepare(task, job, the_gateway)
                         break
                     if not self._wait_affordable():
                         slots.release()
+                        self._unprepare(task, job, the_gateway)
                         if not self._stopping.is_set():
                             self._budget_stop = True
                         break
                     worker = threading.Thread(
                         target=self._run_task,
-                        args=(task, the_gateway, url, slots),
+                        args=(task, job, the_gateway, slots),
                         name=f"agentgod-batch-{task.seq}",
                         daemon=True,
                     )
@@ -389,6 +395,7 @@ class Batch:
                         self._running += 1
                     workers.append(worker)
                     worker.start()
+                    ready = None
                     workers = [w for w in workers if w.is_alive()]
                     self._report()
                 for worker in workers:
@@ -398,6 +405,8 @@ class Batch:
                 stopped = stop
                 self._stopping.set()
                 self.engine.interrupt()
+                if ready is not None:  # made ready, never started
+                    self._unprepare(*ready, the_gateway)
                 for worker in workers:
                     with contextlib.suppress(KeyboardInterrupt):
                         while worker.is_alive():
@@ -464,8 +473,39 @@ class Batch:
 
     # ---- one task ------------------------------------------------------------------------------
 
+    def _prepare(self, task: TaskRow, the_gateway: gateway.Gateway, url: str) -> Job:
+        """The task's next run, made ready: its id, its capability, its command line; linked in
+        the record before it starts, so a crash cannot lose it."""
+        run_id = _fresh_run_id()
+        capability = the_gateway.mint(
+            run_id,
+            self.batch.batch_id,
+            models=self.options.models,
+            usd=task.budget_usd,
+            ttl_seconds=CAPABILITY_TTL_SECONDS,
+        )
+        job = Job(
+            run_id=run_id,
+            args=tuple(self._args(task, run_id)),
+            env={"ANTHROPIC_API_KEY": capability, "ANTHROPIC_BASE_URL": url},
+            cwd=str(self.cwd),
+        )
+        task.runs.append(run_id)
+        task.run_id = run_id
+        task.status = TaskStatus.PENDING
+        self._update(task)
+        return job
+
+    def _unprepare(self, task: TaskRow, job: Job, the_gateway: gateway.Gateway) -> None:
+        """A run made ready that will not start after all: it leaves no trace in the record."""
+        if task.runs and task.runs[-1] == job.run_id:
+            task.runs.pop()
+        task.run_id = task.runs[-1] if task.runs else None
+        the_gateway.forget(self.batch.batch_id, job.run_id)
+        self._update(task)
+
     def _run_task(
-        self, task: TaskRow, the_gateway: gateway.Gateway, url: str, slots: threading.Semaphore
+        self, task: TaskRow, job: Job, the_gateway: gateway.Gateway, slots: threading.Semaphore
     ) -> None:
         """One task's run, start to record. Its slot is freed the moment the run has ended, so
         the next task's run starts while this one's result is still being written down."""
@@ -474,29 +514,11 @@ class Batch:
         signals.shield_from_signals()
         freed = False
         try:
-            run_id = _fresh_run_id()
-            capability = the_gateway.mint(
-                run_id,
-                self.batch.batch_id,
-                models=self.options.models,
-                usd=task.budget_usd,
-                ttl_seconds=CAPABILITY_TTL_SECONDS,
-            )
-            job = Job(
-                run_id=run_id,
-                args=tuple(self._args(task, run_id)),
-                env={"ANTHROPIC_API_KEY": capability, "ANTHROPIC_BASE_URL": url},
-                cwd=str(self.cwd),
-            )
-            task.runs.append(run_id)
-            task.run_id = run_id
-            task.status = TaskStatus.PENDING
-            self._update(task)  # the run is linked before it starts: a crash cannot lose it
             try:
                 result = self.engine.run(job)
             except Exception as error:
                 result = JobResult(1, None, redact.redact(f"{type(error).__name__}: {error}"), 0.0)
-            task.usd += the_gateway.forget(self.batch.batch_id, run_id)
+            task.usd += the_gateway.forget(self.batch.batch_id, job.run_id)
             task.seconds += result.seconds
             self._settle(task, result)
             with self._lock:
