@@ -1,18 +1,24 @@
 """agent_runtime.py — the trusted runtime every generated agent starts with.
 
-The text between the two marker lines below is inlined verbatim into every agent file (see
-`runtime_source`), and the same text is importable as this module so it can be tested (and so
-brokerrequest.py shares its rules for files, web tools and sources). So it uses the standard library
-only: a kept agent runs with nothing installed.
+The text between the two "agent runtime" marker lines below is inlined verbatim into every agent
+file (see `runtime_source`), and the same text is importable as this module so it can be tested
+(and so brokerrequest.py shares its rules for files, web tools and sources). So it uses the
+standard library only: a kept agent runs with nothing installed.
 
 Under AgentGOD an agent holds no key and keeps no meter: the parent's broker (broker.py) hands it
 one connected socket, named by AGENTGOD_BROKER_FD, and every model call is a question on it. The
 broker decides (model, fields, max_tokens, budget, web, files) and bills the real reply; the agent
-only asks. Without that variable (a kept agent run on its own) `call_llm` goes to the Messages API
-over HTTPS with the key from the environment or a `.env` up the directory tree. Everything is
-read at call time, so importing this module does nothing.
+only asks. That inlined part holds no road to a key or to the network at all: no .env lookup, no
+HTTP, nothing an agent's code could call to get past the broker, whatever walls the machine has.
 
-The contract agents rely on (exact names):
+The standalone road — the key from the environment or a `.env` up the directory tree, the
+Messages API over HTTPS, artifacts written into a folder — is the text between the two
+"standalone road" marker lines (`standalone_source`). generator.py adds it only to a kept agent's
+file in the library, for a person to run by hand; an agent the pipeline runs (a kept one too) is
+given the inlined part alone. Everything is read at call time, so importing this module does
+nothing.
+
+The contract agents rely on (exact names; the generator's prompt shows the same signatures):
 - `call_llm(prompt, system=None, max_tokens=4096, web=False, files=()) -> str`: one model call.
   `web=True` lets the model search and read the web (the Messages API's server tools, see
   `web_tools`); the answer ends with its sources (`answer_with_sources`). `files` names
@@ -23,15 +29,19 @@ The contract agents rely on (exact names):
   (a JSON object; {} when unset). The agent reads them itself, with open(path); only reading is
   possible.
 - `save_artifact(name, data) -> str`: hands a file (str as UTF-8, or bytes) back to the user and
-  returns the name it was stored under. Under AgentGOD the broker stores it (one "artifact"
-  frame); standalone it is written into AGENTGOD_ARTIFACTS, else ./artifacts. The name is a plain
-  file name (`artifact_name_problem` is the one rule, shared with artifacts.py).
+  returns the name it was stored under. Under AgentGOD the broker stores it ("artifact" frames,
+  in pieces of ARTIFACT_PIECE_BYTES); standalone it is written into AGENTGOD_ARTIFACTS, else
+  ./artifacts. The name is a plain file name (`artifact_name_problem` is the one rule, shared
+  with artifacts.py).
 - `format_previous(previous_outputs) -> str`: upstream outputs as labelled sections.
 
 The wire, both ways: a 4-byte big-endian length, then that many bytes of UTF-8 JSON (one object).
-One request is in flight per connection; a lock lets an agent's threads share it. Frames:
-  {"op": "messages", "request": {...}, "web": bool, "files": [names]} -> {"ok": true, "text", ...}
-  {"op": "artifact", "name": str, "data": base64} -> {"ok": true, "name": stored, "bytes": n}
+One request is in flight per connection; a lock lets an agent's threads share it. The frames are
+BROKER_OPS, the one table the broker's dispatch and field checks are derived from:
+  {"op": "messages", "request": {...}, "web": bool, "files": [names]}
+      -> {"ok": true, "text", "model", "stop_reason", "max_tokens", "usage", "searches", "sources"}
+  {"op": "artifact", "name": str, "data": base64, "more": true (every piece but the last)}
+      -> {"ok": true, "name": stored, "bytes": n}
   any refusal -> {"ok": false, "error": {"type", "message"}}
 """
 
@@ -40,21 +50,17 @@ import json
 import os
 import sys  # noqa: F401 (the footer and the agents use it)
 import threading
-import time
+import time  # the agents (and the standalone road) use it
 from pathlib import Path
 
-API_VERSION = "2026-10-21"
-DEFAULT_MODEL = "claude-sonnet-5-5"
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 BROKER_FD_VARIABLE = "AGENTGOD_BROKER_FD"
 INPUT_FILES_VARIABLE = "AGENTGOD_INPUT_FILES"
 """JSON object {attachment name: absolute path}: the user's files this agent may read."""
-ARTIFACTS_VARIABLE = "AGENTGOD_ARTIFACTS"
-"""Standalone only: the folder save_artifact writes into (else ./artifacts)."""
 ARTIFACT_NAME_MAX_BYTES = 128
 """Longest artifact name, in UTF-8 bytes: with a "-N" variant it still fits any file system."""
-DEFAULT_MAX_SEARCHES = 5
-"""Standalone web=True: searches (and fetches) per call unless MAX_SEARCHES_PER_AGENT says."""
+ARTIFACT_PIECE_BYTES = 4 * 1024 * 1024
+"""An artifact goes to the broker in pieces of at most this many bytes (about 5.6 MB of base64,
+well inside a frame), so one of any size up to the run's cap travels without a frame over it."""
 MAX_CONTINUATIONS = 4
 """How often a turn the API paused (stop_reason "pause_turn") is continued before giving up."""
 IMAGE_TYPES = (
@@ -72,23 +78,56 @@ MAX_DOCUMENT_BYTES = 32_000_000
 """The API's limit for a whole request: no single file may be larger (base64 or text)."""
 FRAME_HEADER_BYTES = 4
 MAX_REPLY_BYTES = 64 * 1024 * 1024
-MAX_ATTEMPTS = 4
 REFUSAL_TYPES = frozenset({"budget", "forbidden", "invalid", "too_large", "malformed"})
 """Error types the broker gives when it will not make a call; call_llm raises BrokerRefused."""
-STATUS_KINDS = {
-    400: "invalid_request",
-    401: "authentication",
-    403: "permission",
-    404: "not_found",
-    408: "timeout",
-    413: "request_too_large",
-    429: "rate_limit",
-    529: "overloaded",
+
+
+class BrokerOp:
+    """One operation of the broker wire: the fields its frame may hold (besides "op"), those it
+    must hold, the fields of the answer when it succeeds, and the runtime function that sends it.
+
+    BROKER_OPS is the one table: the broker derives its dispatch and field allowlists from it,
+    and the tests check the generator's prompt, ARCHITECTURE.md and this module's docstring
+    against it and against the functions' real signatures.
+    """
+
+    __slots__ = ("answer", "fields", "function", "required")
+
+    def __init__(
+        self,
+        function: str,
+        fields: tuple[str, ...],
+        required: tuple[str, ...],
+        answer: tuple[str, ...],
+    ) -> None:
+        self.function = function
+        self.fields = fields
+        self.required = required
+        self.answer = answer
+
+
+BROKER_OPS = {
+    "messages": BrokerOp(
+        "call_llm",
+        fields=("request", "web", "files"),
+        required=("request",),
+        answer=("text", "model", "stop_reason", "max_tokens", "usage", "searches", "sources"),
+    ),
+    "artifact": BrokerOp(
+        "save_artifact",
+        fields=("name", "data", "more"),
+        required=("name", "data"),
+        answer=("name", "bytes"),
+    ),
 }
-"""Error types for HTTP statuses of the Messages API; any other status >= 500 is api_error."""
+"""Every frame an agent may send, by its "op"."""
 _BROKER_LOCK = threading.Lock()
 _BROKEN: set[tuple[int, int, int]] = set()
 """Broker connections (fd, device, inode) whose exchange broke off halfway: out of step."""
+_standalone: "_Standalone | None" = None
+"""The road of a kept agent run by hand: set only by the standalone part, which generator.py
+adds to a library file alone. None in every agent AgentGOD runs: without the broker such an
+agent has no road to the model at all."""
 
 
 class LLMError(RuntimeError):
@@ -108,39 +147,20 @@ class BrokerRefused(LLMError):
     """The broker would not make the call: a model, field, file or budget this agent lacks."""
 
 
-def _setting(name: str) -> str:
-    """A setting from the environment, else from the nearest .env up the directory tree."""
-    value = os.environ.get(name, "").strip()
-    if value:
-        return value
-    here = Path(__file__).resolve().parent
-    for folder in (here, *here.parents):
-        try:
-            lines = (folder / ".env").read_text(encoding="utf-8").splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            key, _, found = line.strip().partition("=")
-            if key.strip() == name and found.strip():
-                return found.strip().strip("\"'")
-    return ""
-
-
-def api_key() -> str:
-    """The key for a standalone run: the environment, else a .env up the directory tree."""
-    key = _setting("ANTHROPIC_API_KEY")
-    if not key:
-        raise LLMError(
-            "authentication",
-            "ANTHROPIC_API_KEY is not set (not in the environment, not in any .env)",
-        )
-    return key
-
-
 def encode_frame(message: dict[str, object]) -> bytes:
     """One frame of the broker wire: 4-byte big-endian length, then UTF-8 JSON."""
     data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return len(data).to_bytes(FRAME_HEADER_BYTES, "big") + data
+
+
+def _frame(op: str, **fields: object) -> dict[str, object]:
+    """A request frame of the table's `op`, refusing (here, before anything is sent) a field
+    the table does not give it: the runtime speaks exactly the wire the broker reads."""
+    known = BROKER_OPS[op]
+    unknown = sorted(set(fields) - set(known.fields))
+    if unknown or not set(known.required) <= set(fields):
+        raise ValueError(f"a {op!r} frame holds {sorted(fields)}, not {known.fields}")
+    return {"op": op, **fields}
 
 
 def _read_exact(fd: int, size: int) -> bytes:
@@ -192,60 +212,22 @@ def _ask_broker(fd_text: str, message: dict[str, object]) -> dict[str, object]:
     return reply
 
 
-def _retry_wait(headers: dict[str, str], attempt: int) -> float:
-    """Honour retry-after(-ms) up to 30 s, else back off 0.5-8 s with a little jitter."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            wait = float(headers.get(name) or 0) * scale
-        except (TypeError, ValueError):
-            continue
-        if 0 < wait <= 30:
-            return wait
-    jitter = 1 - (time.time_ns() % 1000) / 4000
-    return float(min(0.5 * 2**attempt, 8.0) * jitter)
+def _refused(answer: dict[str, object], default: str, fallback: str) -> LLMError:
+    """The exception for a broker's {"ok": false, "error": {...}} answer."""
+    error = answer.get("error")
+    error = error if isinstance(error, dict) else {}
+    kind = str(error.get("type") or default)
+    text = str(error.get("message") or fallback)
+    return (BrokerRefused if kind in REFUSAL_TYPES else LLMError)(kind, text)
 
 
-def _post(body: dict[str, object]) -> dict[str, object]:
-    """The standalone road: POST /v1/messages, retrying like the SDK (4 attempts)."""
-    import urllib.error  # only here: a brokered agent never pays for the HTTP stack
-    import urllib.request
-
-    base = (_setting("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    headers = {
-        "content-type": "application/json",
-        "x-api-key": api_key(),
-        "anthropic-version": API_VERSION,
-    }
-    data = json.dumps(body).encode("utf-8")
-    for attempt in range(MAX_ATTEMPTS):
-        request = urllib.request.Request(base + "/v1/messages", data, headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=600) as response:
-                reply = json.loads(response.read().decode("utf-8"))
-                return reply if isinstance(reply, dict) else {}
-        except urllib.error.HTTPError as error:
-            detail = error.read().decode("utf-8", "replace")[:500]
-            answered = {name.lower(): value for name, value in error.headers.items()}
-            verdict = answered.get("x-should-retry", "").lower()
-            retry = error.code in (408, 409, 429) or error.code >= 500
-            retry = verdict == "true" or (retry and verdict != "false")
-            if not retry or attempt == MAX_ATTEMPTS - 1:
-                kind = STATUS_KINDS.get(error.code) or (
-                    "api_error" if error.code >= 500 else "invalid_request"
-                )
-                message = f"Messages API answered HTTP {error.code}: {detail}"
-                raise LLMError(kind, message) from None
-            wait = _retry_wait(answered, attempt)
-        except (urllib.error.URLError, OSError) as error:
-            if attempt == MAX_ATTEMPTS - 1:
-                timed_out = isinstance(error, TimeoutError) or isinstance(
-                    getattr(error, "reason", None), TimeoutError
-                )
-                kind = "timeout" if timed_out else "connection"
-                raise LLMError(kind, f"cannot reach the Messages API at {base}: {error}") from None
-            wait = _retry_wait({}, attempt)
-        time.sleep(wait)
-    raise LLMError("connection", "unreachable")
+def _no_broker() -> LLMError:
+    """Why an agent without the broker's socket (and without the standalone road) cannot ask."""
+    return LLMError(
+        "connection",
+        f"{BROKER_FD_VARIABLE} is not set: this agent reaches the model only through AgentGOD's "
+        "broker (a kept agent in the library, which holds the standalone road, runs on its own)",
+    )
 
 
 def input_files() -> dict[str, str]:
@@ -299,11 +281,11 @@ def save_artifact(name: str, data: str | bytes) -> str:
     """Hand a file back to the user (a CSV, an SVG chart, a Markdown report); returns its name.
 
     `data` is text (stored as UTF-8) or bytes. Under AgentGOD the broker stores it in the run's
-    artifacts folder (the only place an agent can write) and may store it under another name
-    when another agent took this one: use the name returned. Raises ValueError for a name that
-    is not a plain file name, and BrokerRefused when the broker will not keep it (too_large: the
-    run's artifacts cap; forbidden). Standalone it is written atomically into the folder
-    AGENTGOD_ARTIFACTS names, else ./artifacts, replacing an earlier artifact of that name.
+    artifacts folder (the only place an agent can write), a large one sent in pieces, and may
+    store it under another name when another agent took this one: use the name returned. Raises
+    ValueError for a name that is not a plain file name, and BrokerRefused when the broker will
+    not keep it (too_large: the run's artifacts cap; forbidden). A kept agent run by hand writes
+    it into the folder AGENTGOD_ARTIFACTS names, else ./artifacts.
     """
     problem = artifact_name_problem(name)
     if problem:
@@ -315,31 +297,27 @@ def save_artifact(name: str, data: str | bytes) -> str:
     else:
         raise TypeError(f"save_artifact takes str or bytes, not {type(data).__name__}")
     fd_text = os.environ.get(BROKER_FD_VARIABLE, "").strip()
-    if fd_text:
-        import base64
+    if not fd_text:
+        if _standalone is None:
+            raise _no_broker()
+        return _standalone.save(name, payload)
+    import base64
 
-        encoded = base64.b64encode(payload).decode("ascii")
-        message: dict[str, object] = {"op": "artifact", "name": name, "data": encoded}
-        with _BROKER_LOCK:
-            answer = _ask_broker(fd_text, message)
-        if answer.get("ok") is True:
-            return str(answer.get("name") or name)
-        error = answer.get("error")
-        error = error if isinstance(error, dict) else {}
-        kind = str(error.get("type") or "forbidden")
-        raise BrokerRefused(kind, str(error.get("message") or "the broker refused the artifact"))
-    folder = Path(os.environ.get(ARTIFACTS_VARIABLE, "").strip() or "artifacts").absolute()
-    folder.mkdir(parents=True, exist_ok=True)
-    temporary = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-        os.replace(temporary, folder / name)  # replaces a symlink itself, never its target
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    return name
+    answer: dict[str, object] = {}
+    with _BROKER_LOCK:  # the pieces of one artifact follow each other on the connection
+        start = 0
+        while True:
+            piece = payload[start : start + ARTIFACT_PIECE_BYTES]
+            start += ARTIFACT_PIECE_BYTES
+            fields: dict[str, object] = {"name": name, "data": base64.b64encode(piece).decode()}
+            if start < len(payload):
+                fields["more"] = True
+            answer = _ask_broker(fd_text, _frame("artifact", **fields))
+            if answer.get("ok") is not True or start >= len(payload):
+                break
+    if answer.get("ok") is True:
+        return str(answer.get("name") or name)
+    raise _refused(answer, "forbidden", "the broker refused the artifact")
 
 
 def file_block(name: str, data: bytes) -> dict[str, object]:
@@ -380,25 +358,26 @@ def file_block(name: str, data: bytes) -> dict[str, object]:
     return {"type": "text", "text": f"<file name={label}>\n{text}\n</file>"}
 
 
-def web_tools(max_searches: int) -> list[dict[str, object]]:
+def web_tools(max_searches: int, page_tokens: int | None = None) -> list[dict[str, object]]:
     """The Messages API's server tools for one web call: search, and fetch with citations.
 
     The plain versions (web_search_20250305, web_fetch_20250910), which every model that
     searches accepts; search may be used `max_searches` times in the call, fetch
-    MAX_FETCHES_PER_CALL times (each page read is input the call pays for). Fetching reaches only
+    MAX_FETCHES_PER_CALL times (each page read is input the call pays for), each page cut to
+    about `page_tokens` tokens when given (the tool's max_content_tokens). Fetching reaches only
     URLs already in the conversation (the API's rule): the prompt's, or earlier results'.
     """
     if max_searches < 1:
         raise ValueError(f"max_searches must be at least 1, not {max_searches}")
-    return [
-        {"type": "web_search_20250305", "name": "web_search", "max_uses": max_searches},
-        {
-            "type": "web_fetch_20250910",
-            "name": "web_fetch",
-            "max_uses": MAX_FETCHES_PER_CALL,
-            "citations": {"enabled": True},
-        },
-    ]
+    fetch: dict[str, object] = {
+        "type": "web_fetch_20250910",
+        "name": "web_fetch",
+        "max_uses": MAX_FETCHES_PER_CALL,
+        "citations": {"enabled": True},
+    }
+    if page_tokens is not None:
+        fetch["max_content_tokens"] = page_tokens
+    return [{"type": "web_search_20250305", "name": "web_search", "max_uses": max_searches}, fetch]
 
 
 def _cited_page(citation: dict[str, object], fetched: list[tuple[str, str]]) -> tuple[str, str]:
@@ -452,20 +431,6 @@ def answer_with_sources(
     return text, [{"title": title, "url": url} for url, title in sources.items()]
 
 
-def _read_files(files: list[str] | tuple[str, ...]) -> list[dict[str, object]]:
-    """Standalone `files=`: attachment names (input_files()) or plain paths, as content blocks."""
-    attached = input_files()
-    blocks = []
-    for entry in map(str, files):
-        path = attached.get(entry, entry)
-        if os.path.isdir(path):
-            raise ValueError(f"{entry} is a folder: name the files in it")
-        with open(path, "rb") as handle:
-            data = handle.read()
-        blocks.append(file_block(entry if entry in attached else os.path.basename(path), data))
-    return blocks
-
-
 def call_llm(
     prompt: str,
     system: str | None = None,
@@ -478,10 +443,10 @@ def call_llm(
     `web=True` lets the model search and fetch pages for this call (server tools); the answer
     then ends with the sources it cited. `files` names attachments (keys of input_files()) to
     show the model: text inlined, PDFs as documents, images as images. Under AgentGOD the broker
-    decides whether this agent may have them; standalone, `files` may also be plain paths.
-    Raises BrokerRefused when the broker will not make the call (its share of the budget is
-    spent, the web, a model or a file it may not use), ValueError for a file the model cannot be
-    shown, and LLMError when the call failed after retries.
+    decides whether this agent may have them; a kept agent run by hand may also name plain
+    paths. Raises BrokerRefused when the broker will not make the call (its share of the budget
+    is spent, the web, a model or a file it may not use), ValueError for a file the model cannot
+    be shown, and LLMError when the call failed after retries.
     """
     request: dict[str, object] = {
         "max_tokens": max_tokens,
@@ -491,43 +456,20 @@ def call_llm(
         request["system"] = system
     model = os.environ.get("AGENT_MODEL", "").strip()
     fd_text = os.environ.get(BROKER_FD_VARIABLE, "").strip()
-    if fd_text:
-        if model:
-            request["model"] = model
-        message = {
-            "op": "messages",
-            "request": request,
-            "web": bool(web),
-            "files": [str(name) for name in files],
-        }
-        with _BROKER_LOCK:
-            answer = _ask_broker(fd_text, message)
-        if answer.get("ok") is True:
-            return str(answer.get("text", ""))
-        error = answer.get("error")
-        error = error if isinstance(error, dict) else {}
-        kind = str(error.get("type") or "api_error")
-        text = str(error.get("message") or "the broker refused the call")
-        raise (BrokerRefused if kind in REFUSAL_TYPES else LLMError)(kind, text)
-    question: dict[str, object] = {"role": "user", "content": prompt}
-    if files:
-        question["content"] = [*_read_files(files), {"type": "text", "text": prompt}]
-    request["messages"] = [question]
-    if web:
-        searches = _setting("MAX_SEARCHES_PER_AGENT")
-        request["tools"] = web_tools(int(searches) if searches.isdigit() else DEFAULT_MAX_SEARCHES)
-    request["model"] = model or DEFAULT_MODEL
-    blocks: list[dict[str, object]] = []
-    for _ in range(1 + MAX_CONTINUATIONS):
-        reply = _post(request)
-        content = reply.get("content")
-        if isinstance(content, list):
-            blocks += [block for block in content if isinstance(block, dict)]
-        if reply.get("stop_reason") != "pause_turn":
-            break
-        # The server's tool loop paused: send the turn so far back, unchanged, to go on.
-        request["messages"] = [question, {"role": "assistant", "content": list(blocks)}]
-    return answer_with_sources(blocks)[0]
+    if not fd_text:
+        if _standalone is None:
+            raise _no_broker()
+        return _standalone.call(request, prompt, model, bool(web), [str(n) for n in files])
+    if model:
+        request["model"] = model
+    message = _frame(
+        "messages", request=request, web=bool(web), files=[str(name) for name in files]
+    )
+    with _BROKER_LOCK:
+        answer = _ask_broker(fd_text, message)
+    if answer.get("ok") is True:
+        return str(answer.get("text", ""))
+    raise _refused(answer, "api_error", "the broker refused the call")
 
 
 def format_previous(previous_outputs: dict[str, object]) -> str:
@@ -539,14 +481,202 @@ def format_previous(previous_outputs: dict[str, object]) -> str:
 
 # ---- agent runtime: end ----
 
+# ---- standalone road: begin ----
+# A kept agent run by hand (no broker): the key from the environment or a .env up the directory
+# tree, the Messages API over HTTPS, artifacts into a folder. Never in an agent AgentGOD runs.
+API_VERSION = "2026-10-21"
+DEFAULT_MODEL = "claude-sonnet-5-5"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+ARTIFACTS_VARIABLE = "AGENTGOD_ARTIFACTS"
+"""The folder save_artifact writes into (else ./artifacts)."""
+DEFAULT_MAX_SEARCHES = 5
+"""web=True: searches (and fetches) per call unless MAX_SEARCHES_PER_AGENT says."""
+MAX_ATTEMPTS = 4
+STATUS_KINDS = {
+    400: "invalid_request",
+    401: "authentication",
+    403: "permission",
+    404: "not_found",
+    408: "timeout",
+    413: "request_too_large",
+    429: "rate_limit",
+    529: "overloaded",
+}
+"""Error types for HTTP statuses of the Messages API; any other status >= 500 is api_error."""
+
+
+def _setting(name: str) -> str:
+    """A setting from the environment, else from the nearest .env up the directory tree."""
+    value = os.environ.get(name, "").strip()
+    if value:
+        return value
+    here = Path(__file__).resolve().parent
+    for folder in (here, *here.parents):
+        try:
+            lines = (folder / ".env").read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, found = line.strip().partition("=")
+            if key.strip() == name and found.strip():
+                return found.strip().strip("\"'")
+    return ""
+
+
+def _api_key() -> str:
+    """The key: the environment, else a .env up the directory tree."""
+    key = _setting("ANTHROPIC_API_KEY")
+    if not key:
+        raise LLMError(
+            "authentication",
+            "ANTHROPIC_API_KEY is not set (not in the environment, not in any .env)",
+        )
+    return key
+
+
+def _retry_wait(headers: dict[str, str], attempt: int) -> float:
+    """Honour retry-after(-ms) up to 30 s, else back off 0.5-8 s with a little jitter."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            wait = float(headers.get(name) or 0) * scale
+        except (TypeError, ValueError):
+            continue
+        if 0 < wait <= 30:
+            return wait
+    jitter = 1 - (time.time_ns() % 1000) / 4000
+    return float(min(0.5 * 2**attempt, 8.0) * jitter)
+
+
+def _post(body: dict[str, object]) -> dict[str, object]:
+    """POST /v1/messages, retrying like the SDK (4 attempts)."""
+    import urllib.error
+    import urllib.request
+
+    base = (_setting("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    headers = {
+        "content-type": "application/json",
+        "x-api-key": _api_key(),
+        "anthropic-version": API_VERSION,
+    }
+    data = json.dumps(body).encode("utf-8")
+    for attempt in range(MAX_ATTEMPTS):
+        request = urllib.request.Request(base + "/v1/messages", data, headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                reply = json.loads(response.read().decode("utf-8"))
+                return reply if isinstance(reply, dict) else {}
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode("utf-8", "replace")[:500]
+            answered = {name.lower(): value for name, value in error.headers.items()}
+            verdict = answered.get("x-should-retry", "").lower()
+            retry = error.code in (408, 409, 429) or error.code >= 500
+            retry = verdict == "true" or (retry and verdict != "false")
+            if not retry or attempt == MAX_ATTEMPTS - 1:
+                kind = STATUS_KINDS.get(error.code) or (
+                    "api_error" if error.code >= 500 else "invalid_request"
+                )
+                message = f"Messages API answered HTTP {error.code}: {detail}"
+                raise LLMError(kind, message) from None
+            wait = _retry_wait(answered, attempt)
+        except (urllib.error.URLError, OSError) as error:
+            if attempt == MAX_ATTEMPTS - 1:
+                timed_out = isinstance(error, TimeoutError) or isinstance(
+                    getattr(error, "reason", None), TimeoutError
+                )
+                kind = "timeout" if timed_out else "connection"
+                raise LLMError(kind, f"cannot reach the Messages API at {base}: {error}") from None
+            wait = _retry_wait({}, attempt)
+        time.sleep(wait)
+    raise LLMError("connection", "unreachable")
+
+
+def _read_files(files: list[str]) -> list[dict[str, object]]:
+    """`files=`: attachment names (input_files()) or plain paths, as content blocks."""
+    attached = input_files()
+    blocks = []
+    for entry in files:
+        path = attached.get(entry, entry)
+        if os.path.isdir(path):
+            raise ValueError(f"{entry} is a folder: name the files in it")
+        with open(path, "rb") as handle:
+            data = handle.read()
+        blocks.append(file_block(entry if entry in attached else os.path.basename(path), data))
+    return blocks
+
+
+class _Standalone:
+    """call_llm and save_artifact without a broker, for a person running a kept agent."""
+
+    @staticmethod
+    def call(
+        request: dict[str, object], prompt: str, model: str, web: bool, files: list[str]
+    ) -> str:
+        question: dict[str, object] = {"role": "user", "content": prompt}
+        if files:
+            question["content"] = [*_read_files(files), {"type": "text", "text": prompt}]
+        request["messages"] = [question]
+        if web:
+            searches = _setting("MAX_SEARCHES_PER_AGENT")
+            count = int(searches) if searches.isdigit() else DEFAULT_MAX_SEARCHES
+            request["tools"] = web_tools(count)
+        request["model"] = model or DEFAULT_MODEL
+        blocks: list[dict[str, object]] = []
+        for _ in range(1 + MAX_CONTINUATIONS):
+            reply = _post(request)
+            content = reply.get("content")
+            if isinstance(content, list):
+                blocks += [block for block in content if isinstance(block, dict)]
+            if reply.get("stop_reason") != "pause_turn":
+                break
+            # The server's tool loop paused: send the turn so far back, unchanged, to go on.
+            request["messages"] = [question, {"role": "assistant", "content": list(blocks)}]
+        return answer_with_sources(blocks)[0]
+
+    @staticmethod
+    def save(name: str, payload: bytes) -> str:
+        folder = Path(os.environ.get(ARTIFACTS_VARIABLE, "").strip() or "artifacts").absolute()
+        folder.mkdir(parents=True, exist_ok=True)
+        temporary = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+            os.replace(temporary, folder / name)  # replaces a symlink itself, never its target
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        return name
+
+
+_standalone = _Standalone()
+# ---- standalone road: end ----
+
 RUNTIME_BEGIN = "# ---- agent runtime: begin ----"
 RUNTIME_END = "# ---- agent runtime: end ----"
+HEADER_MARK = "# ---- runtime header (trusted) ----"
+BODY_START = "# ---- agent code (written by the model; checked by codeguard) ----"
+BODY_END = "# ---- runtime footer (trusted) ----"
+"""The lines an assembled agent file holds between its trusted header, the model's code and its
+trusted footer (generator writes them; a run's page shows the model's part apart by them)."""
+STANDALONE_BEGIN = "# ---- standalone road: begin ----"
+STANDALONE_END = "# ---- standalone road: end ----"
+
+
+def _between(begin: str, end: str, *, inclusive: bool) -> str:
+    lines = Path(__file__).read_text(encoding="utf-8").splitlines(keepends=True)
+    stripped = [line.rstrip("\n") for line in lines]
+    start = stripped.index(begin) + (0 if inclusive else 1)
+    stop = stripped.index(end) + (1 if inclusive else 0)
+    return "".join(lines[start:stop])
 
 
 def runtime_source() -> str:
-    """The runtime exactly as generator.py inlines it: the lines between the two markers."""
-    lines = Path(__file__).read_text(encoding="utf-8").splitlines(keepends=True)
-    stripped = [line.rstrip("\n") for line in lines]
-    start = stripped.index(RUNTIME_BEGIN) + 1
-    end = stripped.index(RUNTIME_END)
-    return "".join(lines[start:end])
+    """The runtime exactly as generator.py inlines it into every agent: the lines between the
+    two runtime markers. It holds no road to a key or to the network."""
+    return _between(RUNTIME_BEGIN, RUNTIME_END, inclusive=False)
+
+
+def standalone_source() -> str:
+    """The standalone road, marker lines included, as generator.py adds it after the runtime in
+    a kept agent's library file (never in one the pipeline runs)."""
+    return _between(STANDALONE_BEGIN, STANDALONE_END, inclusive=True)

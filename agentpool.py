@@ -40,6 +40,7 @@ class AgentPool:
         space: RunSpace | None = None,
         inputs: Mapping[str, Path] = {},
         read_only: Sequence[Path] = (),
+        identities: Mapping[Path, tuple[int, int, int]] = {},
         settings: config.Settings | None = None,
     ) -> None:
         self.timeout = timeout
@@ -54,6 +55,8 @@ class AgentPool:
         """The user's attachments by name: known before the plan, so given at start."""
         self.read_only = tuple(read_only)
         """The files and folders mounted read-only for them (executor.start_agent's)."""
+        self.identities = dict(identities)
+        """What each attached file was when it was vetted (executor.start_agent's)."""
         self.settings = settings
         """The run's snapshot, so starting a process never reads the settings again."""
         self.closed = threading.Event()
@@ -104,6 +107,7 @@ class AgentPool:
                 space=self.space,
                 inputs=self.inputs,
                 read_only=self.read_only,
+                identities=self.identities,
                 settings=self.settings,
             )
             with self._lock:
@@ -136,6 +140,7 @@ class AgentPool:
             space=self.space,
             inputs=self.inputs,
             read_only=self.read_only,
+            identities=self.identities,
             settings=self.settings,
         )
         if not isinstance(started, executor.AgentProcess):

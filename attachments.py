@@ -10,6 +10,14 @@ It runs before any model call, so a refusal costs nothing; and it never copies a
 Nothing is opened before its type is known from `stat`: a FIFO or `/dev/zero` named by a task must
 be refused, not read until the end of time. Files are sized from `stat` too, so a 2 GB file is
 refused without reading a byte of it.
+
+A file is vetted once, by path, and read later by agents and the broker: so each `Attachment`
+keeps the identity (device, inode, change time) of the very file that was opened (without
+following a link)
+and checked, and every later use checks that it still meets that file (`Attached.identities`:
+the sandbox before it mounts it, the broker before it reads it for `files=`). A path swapped
+for a link, or a file replaced, after the check is refused, never followed to a file that was
+never vetted.
 """
 
 from __future__ import annotations
@@ -121,6 +129,9 @@ class Attachment:
     "" when there is nothing cheap to show."""
     root: Path
     """What is mounted read-only for it: the file itself, or the folder it was attached with."""
+    identity: tuple[int, int, int] = (0, 0, 0)
+    """`file_identity` of the file that was opened and vetted: whatever later reads `path` must
+    meet this very file, unchanged (the sandbox and the broker check)."""
 
     def reply(self) -> AttachmentReply:
         """As `--json`, the display and the run file show it."""
@@ -146,6 +157,10 @@ class Attached:
         """What an agent's `input_files()` returns: {name: path}."""
         return {attachment.name: attachment.path for attachment in self.files}
 
+    def identities(self) -> dict[Path, tuple[int, int, int]]:
+        """{path: file_identity} of every file as vetted: what a use of the path must meet."""
+        return {attachment.path: attachment.identity for attachment in self.files}
+
     def texts(self) -> list[str]:
         """The task and the start of every attached text file: where the addresses a web agent
         may fetch can come from, besides search results (the broker's known URLs)."""
@@ -153,7 +168,9 @@ class Attached:
         for attachment in self.files:
             if attachment.kind in ("text", "csv"):
                 with contextlib.suppress(_Refusal):  # changed since: it has no addresses to give
-                    head, _, _ = _read_head(attachment.path, attachment.size)
+                    head, _, _, identity = _read_head(attachment.path, attachment.size)
+                    if identity != attachment.identity:
+                        continue  # another file now: its addresses are none of the task's
                     found.append(head.decode("utf-8", "replace"))
         return found
 
@@ -347,6 +364,13 @@ def _locate(link: Path, home: Path, inside: Path | None = None) -> tuple[Path, o
     return resolved, status
 
 
+def file_identity(status: os.stat_result) -> tuple[int, int, int]:
+    """What a file is, as opposed to where: (device, inode, change time in ns). The change time
+    tells a new file from one whose inode number it reuses, and a file written since from the
+    one vetted: no user can set it back."""
+    return (status.st_dev, status.st_ino, status.st_ctime_ns)
+
+
 def _size_refusal(size: int, max_bytes: int) -> _Refusal:
     return _Refusal(
         f"it is {human_size(size)}; the limit is {human_size(max_bytes)} (ATTACH_MAX_MB)",
@@ -354,8 +378,9 @@ def _size_refusal(size: int, max_bytes: int) -> _Refusal:
     )
 
 
-def _read_head(path: Path, max_bytes: int) -> tuple[bytes, int, bool]:
-    """(the first SCAN_BYTES, the size, whether that is all of it), checked again once open.
+def _read_head(path: Path, max_bytes: int) -> tuple[bytes, int, bool, tuple[int, int, int]]:
+    """(the first SCAN_BYTES, the size, whether that is all of it, the file's identity), checked
+    again once open.
 
     Opened non-blocking, without following a link, and re-checked with fstat: a file swapped for
     a FIFO or a link after `_locate` neither blocks the open nor gets read; one that grew past
@@ -387,7 +412,7 @@ def _read_head(path: Path, max_bytes: int) -> tuple[bytes, int, bool]:
     size = len(head) if whole else status.st_size
     if size > max_bytes:
         raise _size_refusal(size, max_bytes)
-    return head[:SCAN_BYTES], size, whole
+    return head[:SCAN_BYTES], size, whole, file_identity(status)
 
 
 def _examine(
@@ -399,7 +424,7 @@ def _examine(
     """
     if status.st_size > max_bytes:
         raise _size_refusal(status.st_size, max_bytes)
-    head, size, whole = _read_head(resolved, max_bytes)
+    head, size, whole, identity = _read_head(resolved, max_bytes)
     kind, media_type, text = filesniff.sniff(head, resolved.name, whole)
     scanned = text if text is not None else head.decode("utf-8", errors="replace")
     if kind not in ("image", "pdf") and redact.contains_secret(scanned):
@@ -407,7 +432,7 @@ def _examine(
             "it contains what looks like a secret (a key, token or password)", _ADVICE_SECRET
         )
     preview = filesniff.preview(head, kind, media_type, text, whole)
-    return Attachment(name, resolved, size, kind, media_type, preview, root)
+    return Attachment(name, resolved, size, kind, media_type, preview, root, identity)
 
 
 def _walk(folder: Path, home: Path) -> Iterator[tuple[str, Path, _Refusal | None]]:

@@ -346,7 +346,7 @@ class Batch:
     def run(self) -> BatchRow:
         """Run every unfinished task; return the batch as recorded at the end."""
         self._started = time.monotonic()
-        llm.preload_sdk()  # the gateway's first relay must not wait for the SDK's import
+        llm.connect_ahead(self.settings)  # the gateway's first relay finds its handshake done
         if self.batch.finished_at is None:  # bad lines are told once, in the first sitting
             for task in self.batch.tasks:
                 if task.status is TaskStatus.INVALID:
@@ -653,10 +653,10 @@ def summary(batch: BatchRow) -> BatchSummaryLine:
 
 def _fresh_run_id() -> str:
     """A run id no run in this home has (the run claims it, and its capability names it)."""
-    home = config.settings()
+    runs, agents = config.runs_dir(), config.agents_dir()
     for _ in range(64):
         run_id = new_run_id()
-        taken = (home.runs_dir / run_id).exists() or (home.agents_dir / run_id).exists()
+        taken = (runs / run_id).exists() or (agents / run_id).exists()
         if not taken and not history.known(run_id):
             return run_id
     raise RuntimeError("no free run id after 64 draws")

@@ -96,11 +96,11 @@ def _models(invocation: cli.Invocation, settings: config.Settings) -> list[str]:
     return sorted(chosen)
 
 
-def _engine(name: str, options: batch.Options) -> batch.Engine:
+def _engine(name: str, options: batch.Options, settings: config.Settings) -> batch.Engine:
     if name == EngineName.RAY:
         from agentgod import rayengine
 
-        return rayengine.RayEngine(options.parallel)
+        return rayengine.RayEngine(options.parallel, settings)
     return batch.LocalEngine()
 
 
@@ -119,12 +119,13 @@ def _sit(session: Session, invocation: cli.Invocation, record: batchrecord.Batch
             "workers on other machines reach the gateway only through --gateway-url (a TLS "
             "proxy or a tunnel to --listen); without it, only this machine's workers can"
         )
+    settings = session.settings()
     sitting = batch.Batch(
         record,
         options,
-        engine=_engine(options.engine, options),
+        engine=_engine(options.engine, options, settings),
         events=_Printer(ui),
-        settings=config.settings(),
+        settings=settings,
         listen=listen,
         gateway_url=invocation.gateway_url,
     )
@@ -147,7 +148,7 @@ def _sit(session: Session, invocation: cli.Invocation, record: batchrecord.Batch
 def run_new(session: Session, invocation: cli.Invocation) -> int:
     """`agentgod batch FILE|-`."""
     source = invocation.verb_arg or "-"
-    settings = config.settings()
+    settings = session.settings()
     if invocation.out and Path(invocation.out).expanduser().is_file():
         raise cli.UsageError(f"--out {invocation.out}: it is a file, not a folder")
     try:
@@ -230,7 +231,7 @@ def serve_gateway(session: Session, invocation: cli.Invocation) -> int:
     """
     home = config.check_home()
     session.ensure_key()
-    settings = config.settings()
+    settings = session.settings()
     host, port = cli.listen_address(invocation.listen) if invocation.listen else ("127.0.0.1", 0)
     token = secrets.token_urlsafe(32)
     token_file = home / TOKEN_FILE

@@ -16,13 +16,24 @@ The wire format is agent_runtime's (a 4-byte big-endian length, then UTF-8 JSON,
     agent:  {"op": "messages", "request": {...}, "web": false, "files": []}
     broker: {"ok": true, "text": "...", "model": "...", "stop_reason": "...", "max_tokens": N,
              "usage": {"input_tokens": ..., ...}, "searches": N, "sources": [{"title", "url"}]}
-    agent:  {"op": "artifact", "name": "report.md", "data": "<base64>"}
+    agent:  {"op": "artifact", "name": "report.md", "data": "<base64>", "more": true}
     broker: {"ok": true, "name": "report.md", "bytes": N}
        or:  {"ok": false, "error": {"type": "budget", "message": "..."}}
 
-Frames up to MAX_FRAME_BYTES are read whatever they hold (an artifact's base64 must fit); a
-messages frame is then refused above MAX_REQUEST_BYTES, and the request built from it, the
-attachments inlined, above the API's own MAX_API_REQUEST_BYTES.
+The operations and their fields are agent_runtime.BROKER_OPS, the one table: the dispatch (a
+handler `_op_<name>` per operation) and the field allowlists are derived from it.
+
+The parent's memory and time are the agents' to spend only so far. A frame larger than
+MAX_REQUEST_BYTES is refused before a byte of it is parsed (drained in small pieces, the channel
+stays), one larger than MAX_DRAIN_BYTES is not read at all (the channel closes), and a frame that
+holds more than MAX_FRAME_VALUES JSON values is refused before it is parsed: tiny values cost the
+parser far more memory than their bytes. Each agent's frames are paced (FRAMES_PER_SECOND and
+BYTES_PER_SECOND, with bursts): a faster agent waits. An artifact larger than a frame comes in
+pieces ("more": true on every piece but the last), each appended to a file in the run's artifacts
+folder as it arrives, so saving one of any size up to ARTIFACTS_MAX_MB keeps the parent's memory
+flat; the run's artifacts are capped in bytes and in count (artifacts.ArtifactStore). The request
+built from a messages frame, the attachments inlined, is refused above the API's own
+MAX_API_REQUEST_BYTES.
 
 The web (`"web": true`, for an agent whose grant allows it, in a run with the web on): the request
 carries the API's server-side web_search and web_fetch tools (the plain versions, which need no
@@ -45,6 +56,7 @@ import base64
 import binascii
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -56,15 +68,26 @@ from typing import Any, Protocol, TypeVar
 from agentgod import agent_runtime, brokerrequest, redact
 from agentgod.brokerrequest import Grant, KnownUrls, Refusal, checked, listed, shown
 from agentgod.ledger import search_usd, tokens_in_bytes, usage_count, usage_searches
+from agentgod.replies import TokenUsage
 from agentgod.signals import shield_from_signals
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
-"""A messages frame (what the agent sent) larger than this is refused as too_large."""
-MAX_FRAME_BYTES = 48 * 1024 * 1024
-"""Any frame up to this is read (an artifact of about 36 MB fits in base64); a larger one is
-drained and refused as too_large, the channel stays open."""
+"""Any frame larger than this is refused as too_large before it is parsed (drained in pieces of
+DRAIN_PIECE_BYTES; the channel stays open). An artifact's pieces are well under it
+(agent_runtime.ARTIFACT_PIECE_BYTES)."""
 MAX_DRAIN_BYTES = 64 * 1024 * 1024
 """A frame that declares more than this is not read at all: refused as malformed, channel closed."""
+DRAIN_PIECE_BYTES = 1024 * 1024
+MAX_FRAME_VALUES = 20_000
+"""JSON values (strings, numbers, objects, arrays...) one frame may hold: counted before it is
+parsed, since each tiny value costs the parser tens of bytes (36 MB of them took 890 MB). A
+messages frame holds a few dozen; an artifact's, three or four."""
+FRAMES_PER_SECOND = 100.0
+FRAME_BURST = 200.0
+BYTES_PER_SECOND = 64.0 * 1024 * 1024
+BYTE_BURST = 128.0 * 1024 * 1024
+"""How fast one agent's frames are taken: a burst, then a steady rate; a faster agent waits (its
+writes block), so no agent can keep the parent busy parsing or writing for it."""
 MAX_API_REQUEST_BYTES = 32 * 1024 * 1024
 """The Messages API's own limit on a request: what the broker builds, attachments inlined."""
 MAX_TOKENS_CAP = 21_333
@@ -74,9 +97,14 @@ MIN_CALL_TOKENS = 256
 MAX_CONTINUATIONS = 5
 """A web call's `pause_turn` legs continued at most this often; then the answer so far is sent."""
 WEB_USE_TOKENS = 5_000
-"""Input held under a budget for each search or fetch a call may make: about what one search's
-results or one page adds (a guess, not a bound: the real usage is what is billed)."""
-ARTIFACT_FIELDS = frozenset({"op", "name", "data"})
+"""Input held under a budget for each search a call may make: about what one search's results
+add (a guess, not a bound: the API has none; the real usage is what is billed)."""
+MAX_PAGE_TOKENS = 50_000
+"""The most one fetched page may add to a web call (the fetch tool's max_content_tokens), with
+no budget too: about 200 kB of text. Under a budget the agent's share and the run's budget lower
+it (see `Broker._leg`); the hold always covers every page a call may read at that size."""
+MIN_PAGE_TOKENS = 500
+"""Below this a page is not worth fetching: a web call that can pay for no more searches only."""
 USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",
@@ -100,10 +128,13 @@ class Price(Protocol):
 
 
 class HoldLike(Protocol):
-    """What a ledger sets aside for one call: `tokens` is the max_tokens it can pay for."""
+    """What a ledger sets aside for one call: `tokens` is the max_tokens it can pay for,
+    `extra_input` the input beyond the call's own it can pay for (the pages a fetch reads)."""
 
     @property
     def tokens(self) -> int: ...
+    @property
+    def extra_input(self) -> int: ...
 
 
 HoldT = TypeVar("HoldT", bound=HoldLike)
@@ -113,9 +144,15 @@ class Ledger(Protocol[HoldT]):
     """The run's ledger, as ledger.Usage is: hold the worst case, record the real, release."""
 
     def hold(
-        self, model: str, *, input_tokens: int, max_tokens: int, searches: int = 0
+        self,
+        model: str,
+        *,
+        input_tokens: int,
+        max_tokens: int,
+        searches: int = 0,
+        extra_input: int = 0,
     ) -> HoldT: ...
-    def record(self, model: str, usage: Any) -> None: ...
+    def record(self, model: str, usage: Any, *, agent: str = "", seconds: float = 0.0) -> None: ...
     def release(self, hold: HoldT) -> None: ...
 
 
@@ -127,9 +164,24 @@ class Recorder(Protocol):
 
 Send = Callable[[dict[str, Any]], Any]
 """The road to the model: Messages keyword arguments -> the reply's JSON body (llm.forward)."""
-SaveArtifact = Callable[[str, str, bytes], str]
-"""(agent name, artifact name, data) -> the name it was stored under; raises ValueError (with a
-`kind` of invalid, too_large or forbidden) to refuse."""
+
+
+class Upload(Protocol):
+    """One artifact being written, piece by piece (artifacts.ArtifactUpload is one). `write` and
+    `finish` raise ValueError (with a `kind` of invalid, too_large or forbidden) to refuse."""
+
+    @property
+    def size(self) -> int: ...
+    def write(self, data: bytes) -> None: ...
+    def finish(self) -> str: ...
+    def abort(self) -> None: ...
+
+
+class Artifacts(Protocol):
+    """Where the run keeps its agents' files (artifacts.ArtifactStore is one): `begin(agent,
+    name)` starts one, or raises ValueError (with a `kind`) to refuse it."""
+
+    def begin(self, agent: str, name: str) -> Upload: ...
 
 
 @dataclass
@@ -158,6 +210,17 @@ class AgentUsage:
             + self.output_tokens
             + self.cache_write_tokens
             + self.cache_read_tokens
+        )
+
+    def reply(self) -> TokenUsage:
+        """The counts as a record keeps them (`--json`, the history)."""
+        return TokenUsage(
+            llm_calls=self.calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            web_searches=self.searches,
         )
 
     def merge(self, other: AgentUsage) -> None:
@@ -194,6 +257,10 @@ class Channel:
         self._usage = AgentUsage()
         self._lock = threading.Lock()
         self._ended = threading.Event()
+        self._closing = threading.Event()
+        self._pace = _Pace(broker.pacing)
+        self.upload: tuple[str, Upload] | None = None
+        """The artifact whose pieces are arriving (the name the agent asked for), if any."""
         self._parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._child: socket.socket | None = child
         self._child_fd = child.fileno()
@@ -246,6 +313,7 @@ class Channel:
 
     def close(self) -> None:
         """End the channel; a call in flight still finishes and is billed, its answer dropped."""
+        self._closing.set()
         self.close_child_end()
         with contextlib.suppress(OSError):
             self._parent.shutdown(socket.SHUT_RDWR)  # wakes the thread; it closes the socket
@@ -273,6 +341,9 @@ class Channel:
             return  # close() shut the socket down under us
         finally:
             self._parent.close()
+            if self.upload is not None:  # an artifact left half sent is no artifact
+                self.upload[1].abort()
+                self.upload = None
             self._ended.set()
 
     def _read_exact(self, size: int) -> bytearray | None:
@@ -293,26 +364,35 @@ class Channel:
         if header is None:
             return None
         size = int.from_bytes(header, "big")
-        limit = self._broker.max_frame_bytes
+        limit = self._broker.max_request_bytes
         if size == 0:
             raise _Malformed("an empty frame")
         if size > max(limit, MAX_DRAIN_BYTES):
             raise _Malformed(f"a frame of {size} bytes (the limit is {limit})")
-        if size > limit:
+        self._pace.wait(size, self._closing)
+        if size > limit:  # refused unparsed: its bytes pass through one small buffer, no more
             left = size
-            scrap = bytearray(min(size, 1 << 20))
+            scrap = bytearray(min(size, DRAIN_PIECE_BYTES))
             while left:
                 count = self._parent.recv_into(scrap, min(left, len(scrap)))
                 if not count:
                     return None
                 left -= count
-            raise Refusal("too_large", f"the frame is {size} bytes; the limit is {limit}")
+            raise Refusal(
+                "too_large",
+                f"the frame is {size} bytes; the limit is {limit} (save_artifact sends a large "
+                "file in pieces by itself)",
+            )
         body = self._read_exact(size)
         if body is None:
             return None
+        if _too_many_values(body, MAX_FRAME_VALUES):
+            raise Refusal(
+                "too_large", f"the frame holds more than {MAX_FRAME_VALUES:,} JSON values"
+            )
         try:
             frame = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: JSON, int digits
             raise _Malformed("a frame that is not UTF-8 JSON") from None
         if not isinstance(frame, dict):
             raise _Malformed("a frame that is not a JSON object")
@@ -380,21 +460,27 @@ class Broker:
         budget_error: type[BaseException],
         web: bool = False,
         known_urls: Collection[str] = (),
-        save_artifact: SaveArtifact | None = None,
+        artifacts: Artifacts | None = None,
         secrets: Sequence[str] = (),
         max_request_bytes: int = MAX_REQUEST_BYTES,
-        max_frame_bytes: int = MAX_FRAME_BYTES,
         max_api_bytes: int = MAX_API_REQUEST_BYTES,
         max_tokens_cap: int = MAX_TOKENS_CAP,
+        pacing: tuple[float, float, float, float] = (
+            FRAMES_PER_SECOND,
+            FRAME_BURST,
+            BYTES_PER_SECOND,
+            BYTE_BURST,
+        ),
     ) -> None:
         """`send` is the road (it adds the key and retries transient errors); `ledger.hold`
         raises `budget_error` when the run's budget is spent. `price(model)` prices the bills,
         `effort_for_model(model, level)` lowers an effort to what the model accepts (None: omit).
         `web` turns the server tools on for the run (a grant must still allow them);
         `known_urls` are the URLs of the task and its attached text, the ones a web request may
-        hold besides those results brought; `save_artifact` keeps an agent's file (None: this
+        hold besides those results brought; `artifacts` keeps the agents' files (None: this
         run keeps none). `secrets` are redacted from every error an agent sees, on top of
-        redact.py's own rules.
+        redact.py's own rules. `pacing` is (frames per second, frame burst, bytes per second,
+        byte burst) for each agent's channel; `max_request_bytes` the largest frame taken.
         """
         self._send = send
         self._ledger = ledger
@@ -402,10 +488,10 @@ class Broker:
         self._effort_for_model = effort_for_model
         self._budget_error = budget_error
         self.web = web
-        self._save_artifact = save_artifact
+        self._artifacts = artifacts
         self.secrets = tuple(secrets)
         self.max_request_bytes = max_request_bytes
-        self.max_frame_bytes = max_frame_bytes
+        self.pacing = pacing
         self.max_api_bytes = max_api_bytes
         self.max_tokens_cap = max_tokens_cap
         self._channels: list[Channel] = []
@@ -426,9 +512,12 @@ class Broker:
         web_allowed: bool = False,
         max_searches: int = 0,
         files: Mapping[str, Path] | None = None,
+        file_ids: Mapping[Path, tuple[int, int, int]] | None = None,
         meter: Recorder | None = None,
     ) -> Channel:
-        """A served channel for one agent process; `meter` also records each real reply."""
+        """A served channel for one agent process; `meter` also records each real reply.
+        `files` are the attachments it may show the model, `file_ids` what each one was when it
+        was vetted (attachments.file_identity): one that is another file now is refused."""
         grant = checked(
             Grant(
                 model=model,
@@ -438,6 +527,7 @@ class Broker:
                 web_allowed=web_allowed,
                 max_searches=max_searches,
                 files=dict(files or {}),
+                file_ids=dict(file_ids or {}),
             )
         )
         with self._lock:
@@ -477,55 +567,83 @@ class Broker:
     # ---- one request -----------------------------------------------------------------------
 
     def _handle(self, channel: Channel, frame: dict[str, Any], size: int) -> dict[str, Any]:
-        grant = channel.grant
+        """One frame, dispatched by its "op" as agent_runtime.BROKER_OPS says, fields checked."""
         try:
             op = frame.get("op")
-            if op == "artifact":
-                return self._artifact(channel, frame)
-            if op != "messages":
-                raise Refusal("invalid", "the operations are 'messages' and 'artifact'")
-            if size > self.max_request_bytes:
-                limit = self.max_request_bytes
-                raise Refusal("too_large", f"the request is {size} bytes; the limit is {limit}")
-            request, added = brokerrequest.build(
-                frame,
-                grant,
-                searches_used=channel.usage.searches,
-                web=self.web,
-                known=self._known,
-                max_tokens_cap=self.max_tokens_cap,
-                max_api_bytes=self.max_api_bytes,
-                effort_for_model=self._effort_for_model,
-            )
-            return self._call(channel, grant, request, size + added)
+            known = agent_runtime.BROKER_OPS.get(op) if isinstance(op, str) else None
+            if known is None:
+                ops = " and ".join(repr(name) for name in agent_runtime.BROKER_OPS)
+                raise Refusal("invalid", f"the operations are {ops}")
+            unknown = sorted(set(frame) - {"op", *known.fields})
+            if unknown:
+                raise Refusal("invalid", f"unknown {op} fields: {listed(unknown)}")
+            missing = [name for name in known.required if name not in frame]
+            if missing:
+                raise Refusal("invalid", f"an {op!r} frame needs {listed(missing)}")
+            handler: Callable[[Channel, dict[str, Any], int], dict[str, Any]]
+            handler = getattr(self, f"_op_{op}")
+            return handler(channel, frame, size)
         except Refusal as refusal:
             return channel._refuse(refusal)
         except Exception as error:  # a bug here must not leave the agent waiting forever
             detail = f"{type(error).__name__}: {error}"[:500]
             return channel._fail("internal", f"the broker failed: {detail}")
 
-    def _artifact(self, channel: Channel, frame: dict[str, Any]) -> dict[str, Any]:
-        """Keep a file the agent made, through the run's `save_artifact`."""
-        unknown = sorted(set(frame) - ARTIFACT_FIELDS)
-        if unknown:
-            raise Refusal("invalid", f"unknown artifact fields: {listed(unknown)}")
-        name, data = frame.get("name"), frame.get("data")
+    def _op_messages(self, channel: Channel, frame: dict[str, Any], size: int) -> dict[str, Any]:
+        """A Messages call: the request brokerrequest builds, sent and billed."""
+        grant = channel.grant
+        request, added = brokerrequest.build(
+            frame,
+            grant,
+            searches_used=channel.usage.searches,
+            web=self.web,
+            known=self._known,
+            max_tokens_cap=self.max_tokens_cap,
+            max_api_bytes=self.max_api_bytes,
+            effort_for_model=self._effort_for_model,
+        )
+        return self._call(channel, grant, request, size + added)
+
+    def _op_artifact(self, channel: Channel, frame: dict[str, Any], size: int) -> dict[str, Any]:
+        """Keep a file the agent made (or one piece of it), through the run's `artifacts`.
+
+        A piece with "more" is appended to the artifact being written under that name; the
+        piece without it finishes the artifact. A piece of another name first throws away an
+        artifact left unfinished, so one channel has at most one upload open.
+        """
+        name, data, more = frame.get("name"), frame.get("data"), frame.get("more", False)
         if not isinstance(name, str) or not name:
             raise Refusal("invalid", "an artifact's 'name' must be a non-empty string")
         if not isinstance(data, str):
             raise Refusal("invalid", "an artifact's 'data' must be a base64 string")
-        if self._save_artifact is None:
+        if not isinstance(more, bool):
+            raise Refusal("invalid", "an artifact's 'more' must be true or false")
+        if self._artifacts is None:
             raise Refusal("forbidden", "this run keeps no artifacts")
         try:
             content = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
             raise Refusal("invalid", f"artifact {shown(name)}: 'data' is not base64") from None
+        open_upload, channel.upload = channel.upload, None
+        upload = None
+        if open_upload is not None and open_upload[0] == name:
+            upload = open_upload[1]
+        elif open_upload is not None:
+            open_upload[1].abort()
         try:
-            stored = self._save_artifact(channel.name, name, content)
+            if upload is None:
+                upload = self._artifacts.begin(channel.name, name)
+            upload.write(content)
+            if more:
+                channel.upload = (name, upload)
+                return {"ok": True, "name": name, "bytes": upload.size}
+            stored = upload.finish()
         except ValueError as error:
+            if upload is not None:
+                upload.abort()
             kind = getattr(error, "kind", "invalid")
             raise Refusal(kind if kind in ARTIFACT_REFUSALS else "invalid", str(error)) from None
-        return {"ok": True, "name": stored, "bytes": len(content)}
+        return {"ok": True, "name": stored, "bytes": upload.size}
 
     def _call(
         self, channel: Channel, grant: Grant, request: dict[str, Any], size: int
@@ -534,7 +652,8 @@ class Broker:
 
         `size` (the frame's bytes plus what the broker added) bounds the request's JSON from
         above, so it serves for the size limit and the input estimate without encoding again;
-        each continuation adds the content it sends back.
+        each continuation adds the content it sends back. A web call's first leg decides how
+        much of a page its fetches may read (`_leg`); the continuations send the same tools.
         """
         if size > self.max_api_bytes:
             raise Refusal(
@@ -546,8 +665,9 @@ class Broker:
         usage = dict.fromkeys(USAGE_FIELDS, 0)
         searches = 0
         max_tokens = request["max_tokens"]
+        pages: int | None = None
         for _ in range(MAX_CONTINUATIONS + 1):
-            reply, held = self._leg(channel, grant, request, size)
+            reply, held, request, pages = self._leg(channel, grant, request, size, pages)
             if reply.get("ok") is False:
                 return reply  # a failure: every leg before it is billed
             legs.append(reply)
@@ -575,39 +695,64 @@ class Broker:
         }
 
     def _leg(
-        self, channel: Channel, grant: Grant, request: dict[str, Any], size: int
-    ) -> tuple[dict[str, Any], int]:
+        self,
+        channel: Channel,
+        grant: Grant,
+        request: dict[str, Any],
+        size: int,
+        pages: int | None,
+    ) -> tuple[dict[str, Any], int, dict[str, Any], int]:
         """One Messages call: clamped to the share and the budget, sent, billed.
 
         Its content (as a plain dict, to be sent back unchanged), stop_reason, counts and
-        searches, or the failure the agent gets; and the max_tokens it was sent with.
+        searches, or the failure the agent gets; the max_tokens it was sent with; the request
+        as sent; and the tokens each fetched page may hold (`pages`). The hold covers what the
+        call can cost: the prompt, the searches' results (a guess, WEB_USE_TOKENS each), the
+        output, and every page a fetch may read, each cut to `pages` tokens by the fetch tool's
+        max_content_tokens. The first leg of a web call (`pages` None) chooses that from what
+        the agent's share has left (half of it at most, the rest for output) and what the
+        budget can pay (`Usage.hold`'s extra_input), at most MAX_PAGE_TOKENS; below
+        MIN_PAGE_TOKENS it sends no fetch tool at all.
         """
         model = request["model"]
         estimate = tokens_in_bytes(size)
         max_tokens = request["max_tokens"]
+        uses = {tool["name"]: tool["max_uses"] for tool in request.get("tools", ())}
+        searches, fetches = uses.get("web_search", 0), uses.get("web_fetch", 0)
+        fixed = estimate + WEB_USE_TOKENS * searches
+        choosing = pages is None and fetches > 0
+        wanted = fetches * (MAX_PAGE_TOKENS if pages is None else pages)
         if grant.share_tokens is not None:
             used = channel.usage.tokens
-            left = grant.share_tokens - used - estimate
+            left = grant.share_tokens - used - fixed - (0 if choosing else wanted)
             if left < min(MIN_CALL_TOKENS, max_tokens):
                 raise Refusal(
                     "budget",
                     f"this agent's share of the budget is spent ({used} of "
-                    f"{grant.share_tokens} tokens used, this prompt needs about {estimate}); "
-                    "no further model calls",
+                    f"{grant.share_tokens} tokens used, this call needs about "
+                    f"{grant.share_tokens - used - left}); no further model calls",
                 )
+            if choosing:
+                wanted = max(0, min(wanted, left - min(max_tokens, left // 2)))
+                left -= wanted
             max_tokens = min(max_tokens, left)
-        uses = {tool["name"]: tool["max_uses"] for tool in request.get("tools", ())}
-        searches = uses.get("web_search", 0)
-        held_input = estimate + WEB_USE_TOKENS * sum(uses.values())
         try:
             hold = self._ledger.hold(
-                model, input_tokens=held_input, max_tokens=max_tokens, searches=searches
+                model,
+                input_tokens=fixed + (0 if choosing else wanted),
+                max_tokens=max_tokens,
+                searches=searches,
+                extra_input=wanted if choosing else 0,
             )
         except self._budget_error as error:
             with self._lock:
                 self.budget_needed = max(self.budget_needed, getattr(error, "needed_usd", 0.0))
             raise Refusal("budget", f"the run's budget is spent: {error}") from None
         try:
+            began = time.monotonic()
+            if choosing:
+                pages = min(MAX_PAGE_TOKENS, hold.extra_input // fetches)
+                request = {**request, "tools": _with_pages(request["tools"], pages)}
             try:
                 sent = self._send({**request, "max_tokens": hold.tokens})
             except self._budget_error as error:  # a gateway above holds a budget of its own
@@ -615,10 +760,11 @@ class Broker:
                     self.budget_needed = max(self.budget_needed, getattr(error, "needed_usd", 0.0))
                 raise Refusal("budget", f"the batch's budget is spent: {error}") from None
             except Exception as error:
-                return channel._fail(*_failure(error)), hold.tokens
+                return channel._fail(*_failure(error)), hold.tokens, request, pages or 0
             reply = _plain(sent)  # junk from the road is the broker's bug: an internal failure
             usage = reply.get("usage") or {}
-            self._ledger.record(model, usage)
+            took = time.monotonic() - began
+            self._ledger.record(model, usage, agent=channel.name, seconds=took)
             counts, searched = channel._bill(model, usage, self._price(model))
         finally:
             self._ledger.release(hold)
@@ -629,7 +775,23 @@ class Broker:
             "counts": counts,
             "searches": searched,
         }
-        return leg, hold.tokens
+        return leg, hold.tokens, request, pages or 0
+
+
+def _with_pages(tools: list[dict[str, Any]], pages: int) -> list[dict[str, Any]]:
+    """The web call's tools with each fetched page cut to `pages` tokens (max_content_tokens),
+    or without the fetch tool when that is too little to be worth a fetch."""
+    if pages < MIN_PAGE_TOKENS:
+        return [tool for tool in tools if tool["name"] != "web_fetch"]
+    return [
+        {**tool, "max_content_tokens": pages} if tool["name"] == "web_fetch" else tool
+        for tool in tools
+    ]
+
+
+_UNHANDLED = [op for op in agent_runtime.BROKER_OPS if not hasattr(Broker, f"_op_{op}")]
+if _UNHANDLED:  # the table grew an operation the broker cannot serve: fail at once, not per frame
+    raise ImportError(f"broker.Broker has no handler for the operations {_UNHANDLED}")
 
 
 # ---- replies -------------------------------------------------------------------------------
@@ -665,3 +827,45 @@ def _failure(error: BaseException) -> tuple[str, str]:
     if "APIConnectionError" in names or isinstance(error, OSError):
         return "connection", "cannot reach the Messages API"
     return "api_error", f"the call failed: {type(error).__name__}: {str(error)[:500]}"
+
+
+# ---- frames --------------------------------------------------------------------------------
+
+_VALUE_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{,]')
+"""A JSON string, or a character that starts another value outside strings."""
+
+
+def _too_many_values(body: bytes | bytearray, limit: int) -> bool:
+    """Whether the JSON text in `body` holds more than `limit` values, told without parsing it.
+
+    The cheap count (every comma and opening bracket, in strings too) settles almost every frame;
+    only past it are the strings told apart, and the count stops as soon as it passes `limit`,
+    so a hostile frame of millions of tiny values costs a few milliseconds.
+    """
+    if body.count(b",") + body.count(b"[") + body.count(b"{") < limit:
+        return False
+    tokens = enumerate(_VALUE_TOKENS.finditer(body), start=1)
+    return any(count > limit for count, _ in tokens)
+
+
+class _Pace:
+    """One channel's pacing: token buckets of frames and bytes that refill at a steady rate.
+
+    A frame that finds a bucket short waits until it is even again (or the channel closes).
+    A bucket may go below zero by one frame, so a large frame is never refused, only waited for.
+    """
+
+    def __init__(self, pacing: tuple[float, float, float, float]) -> None:
+        self._frame_rate, self._frame_burst, self._byte_rate, self._byte_burst = pacing
+        self._frames = self._frame_burst
+        self._bytes = self._byte_burst
+        self._at = time.monotonic()
+
+    def wait(self, size: int, closing: threading.Event) -> None:
+        now = time.monotonic()
+        elapsed, self._at = now - self._at, now
+        self._frames = min(self._frame_burst, self._frames + elapsed * self._frame_rate) - 1
+        self._bytes = min(self._byte_burst, self._bytes + elapsed * self._byte_rate) - size
+        delay = max(-self._frames / self._frame_rate, -self._bytes / self._byte_rate, 0.0)
+        if delay > 0:
+            closing.wait(delay)

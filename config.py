@@ -1,8 +1,10 @@
 """config.py — settings: every tunable, read at call time and validated.
 
-`settings()` reads the real environment first, then `.env` in AGENTGOD_HOME, then the default,
-and returns one frozen snapshot; a run reads it once and passes it down, so a flag or a test can
-change a setting between runs but never in the middle of one. A bad value raises `ConfigError`
+`settings(overrides)` reads the overrides first (the command line's flags, a key typed at the
+prompt: what this process was told, held by the session and never written into os.environ),
+then the real environment, then `.env` in AGENTGOD_HOME, then the default, and returns one
+frozen snapshot; a run reads it once and passes it down, so a flag or a test can change a
+setting between runs but never in the middle of one. A bad value raises `ConfigError`
 naming the setting, what is allowed and what it got. The key is read here too, and registered
 for redaction the moment it is.
 """
@@ -10,13 +12,15 @@ for redaction the moment it is.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
@@ -52,8 +56,32 @@ SETTING_NAMES = (
     "ARTIFACTS_MAX_MB",
     "AGENTGOD_HOME",
     "AGENTGOD_PLAIN",
+    "TRACE_ENDPOINT",
+    "TRACE_CONTENT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_SERVICE_NAME",
+    "OTEL_SDK_DISABLED",
 )
 """Every environment variable that changes what AgentGOD does (tests and benchmarks clear them)."""
+
+
+AGENTS_DIR = "generated_agents"
+"""The home's folder of the agents being built, a folder per run."""
+INVENTORY_DIR = "inventory"
+"""The home's folder of the library."""
+RUNS_DIR = "runs"
+"""The home's folder of the runs' records: run files, history.db, event logs, artifacts."""
+VENV_DIR = ".agent_venv"
+"""The home's venv the agents run on."""
+
+
+MIN_FREE_BYTES = 20 * 2**20
+"""The free space a run needs in the home before it spends anything: its agents' files, event
+log, run file and history rows take well under this; artifacts are capped on their own."""
 
 
 class ConfigError(ValueError):
@@ -67,16 +95,32 @@ class ConfigError(ValueError):
 
 
 class HomeError(RuntimeError):
-    """AGENTGOD_HOME cannot hold AgentGOD's files: a file, or a folder that cannot be written."""
+    """AGENTGOD_HOME cannot hold AgentGOD's files: a file, a folder that cannot be written, or
+    one on a disk too full to record a run (`full`)."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path, reason: str, *, full: bool = False) -> None:
         self.path = path
         self.reason = reason
+        self.full = full
         super().__init__(f"{path}: {reason}")
 
 
 class MissingApiKeyError(RuntimeError):
     """No ANTHROPIC_API_KEY in the environment or in .env."""
+
+
+@dataclass(frozen=True)
+class Tracing:
+    """Where and how each run is exported as an OpenTelemetry trace (otlp.py); on only when an
+    endpoint is set."""
+
+    url: str
+    """The OTLP/HTTP traces URL: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, else TRACE_ENDPOINT
+    or OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces appended."""
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """OTEL_EXPORTER_OTLP_(TRACES_)HEADERS: key=value pairs (a backend's key: never shown)."""
+    timeout_seconds: float = 10.0
+    """OTEL_EXPORTER_OTLP_TIMEOUT (milliseconds there): how long one export may take."""
 
 
 @dataclass(frozen=True)
@@ -129,22 +173,32 @@ class Settings:
     """Where generated_agents/, inventory/, runs/ and .agent_venv/ live (AGENTGOD_HOME)."""
     base_url: str | None
     """ANTHROPIC_BASE_URL, when set (tests and proxies)."""
+    api_key: str | None = field(default=None, repr=False)
+    """ANTHROPIC_API_KEY, when there is one; `llm` builds its client with it. Never shown."""
+    tracing: Tracing | None = None
+    """Where each run's trace goes (TRACE_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT); None: off,
+    and nothing of the exporter is imported."""
+    trace_content: bool = False
+    """TRACE_CONTENT=on: a trace (sent, or written by `show --trace`) holds the task, the answer,
+    the agents' inputs and outputs and the plan too."""
+    service_name: str = "agentgod"
+    """OTEL_SERVICE_NAME: the service a trace is filed under."""
 
     @property
     def agents_dir(self) -> Path:
-        return self.home / "generated_agents"
+        return self.home / AGENTS_DIR
 
     @property
     def inventory_dir(self) -> Path:
-        return self.home / "inventory"
+        return self.home / INVENTORY_DIR
 
     @property
     def runs_dir(self) -> Path:
-        return self.home / "runs"
+        return self.home / RUNS_DIR
 
     @property
     def venv_dir(self) -> Path:
-        return self.home / ".agent_venv"
+        return self.home / VENV_DIR
 
 
 def default_home() -> Path:
@@ -162,11 +216,29 @@ def home() -> Path:
     return Path(raw).expanduser().resolve() if raw else default_home()
 
 
-def check_home() -> Path:
-    """The home, created if missing and proven writable; raises HomeError naming the path.
+def runs_dir() -> Path:
+    """The home's runs folder, from AGENTGOD_HOME alone: reading the records needs no other
+    setting, so a bad one elsewhere never hides the history."""
+    return home() / RUNS_DIR
 
-    Called before a run spends anything: a home in /proc or on a file would otherwise be found
-    out by the first agent file written, after the plan was paid for.
+
+def agents_dir() -> Path:
+    """The home's folder of agents being built, from AGENTGOD_HOME alone."""
+    return home() / AGENTS_DIR
+
+
+def inventory_dir() -> Path:
+    """The home's library folder, from AGENTGOD_HOME alone."""
+    return home() / INVENTORY_DIR
+
+
+def check_home() -> Path:
+    """The home, created if missing and proven writable, with room for a run's records; raises
+    HomeError naming the path.
+
+    Called before a run spends anything: a home in /proc, on a file or on a full disk would
+    otherwise be found out by the first agent file written, after the plan was paid for (an
+    empty probe file fits on a full disk, so the free space is measured).
     """
     where = home()
     if where.exists() and not where.is_dir():
@@ -175,8 +247,17 @@ def check_home() -> Path:
         where.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=where, prefix=".agentgod-probe-"):
             pass
+        free = shutil.disk_usage(where).free
     except OSError as error:
-        raise HomeError(where, error.strerror or type(error).__name__) from None
+        full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise HomeError(where, error.strerror or type(error).__name__, full=full) from None
+    if free < MIN_FREE_BYTES:
+        raise HomeError(
+            where,
+            f"the disk holding it has {free / 2**20:.1f} MB free; a run needs at least "
+            f"{MIN_FREE_BYTES // 2**20} MB to keep its agents and records",
+            full=True,
+        )
     return where
 
 
@@ -201,27 +282,36 @@ def _dotenv(path: Path) -> dict[str, str]:
         return values
 
 
-_reading: ContextVar[tuple[Path, dict[str, str]] | None] = ContextVar("_reading", default=None)
-"""The home and its .env while `settings` reads them, so a snapshot is read from one of each."""
+Overrides = Mapping[str, str]
+"""Settings this process was told (flags, a key typed at the prompt), by variable name; they
+win over the environment and `.env`, and an empty value means the setting's default."""
+
+_reading: ContextVar[tuple[Path, dict[str, str], Overrides] | None] = ContextVar(
+    "_reading", default=None
+)
+"""The home, its .env and the overrides while `settings` reads them, so a snapshot is read from
+one of each."""
 
 
 @contextlib.contextmanager
-def _one_reading() -> Iterator[Path]:
+def _one_reading(overrides: Overrides) -> Iterator[Path]:
     """Resolve the home and read its .env once for every setting read inside (this thread
     only): a snapshot is then consistent, and ~20 times cheaper than a lookup per setting."""
     where = home()
-    token = _reading.set((where, _dotenv(where / ".env")))
+    token = _reading.set((where, _dotenv(where / ".env"), overrides))
     try:
         yield where
     finally:
         _reading.reset(token)
 
 
-def env(name: str, default: str = "") -> str:
-    """A setting's raw text: the real environment, else `<home>/.env`, else the default."""
-    value = os.environ.get(name)
+def env(name: str, default: str = "", overrides: Overrides | None = None) -> str:
+    """A setting's raw text: the overrides, else the real environment, else `<home>/.env`, else
+    the default."""
+    reading = _reading.get()
+    told = overrides if overrides is not None else (reading[2] if reading else {})
+    value = told[name] if name in told else os.environ.get(name)
     if value is None:
-        reading = _reading.get()
         value = (reading[1] if reading else _dotenv(home() / ".env")).get(name)
     return default if value is None or value.strip() == "" else value.strip()
 
@@ -269,9 +359,61 @@ def _megabytes(name: str, default: str) -> int:
     return int(_number(name, default, 0.001, 100_000, float) * 1024 * 1024)
 
 
-def settings() -> Settings:
+def _url(name: str, raw: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(raw)
+    except ValueError:
+        parts = urlsplit("")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(name, "an http:// or https:// URL such as http://localhost:4318", raw)
+    return raw
+
+
+def _headers(name: str) -> tuple[tuple[str, str], ...]:
+    """OTLP exporter headers: comma-separated key=value pairs, values percent-encoded."""
+    from urllib.parse import unquote
+
+    raw = env(name)
+    pairs = []
+    for item in raw.split(",") if raw else ():
+        key, equals, value = item.partition("=")
+        key, value = key.strip(), unquote(value.strip())
+        if not equals or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", key):
+            raise ConfigError(name, "comma-separated key=value pairs", "(not shown)")
+        if value:
+            redact.register(value)
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def _tracing() -> Tracing | None:
+    """The export of each run as a trace: off unless an endpoint is set (and OTEL_SDK_DISABLED
+    is not true)."""
+    if env("OTEL_SDK_DISABLED").lower() in ("true", "1", "yes", "on"):
+        return None
+    traces = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if traces:
+        url = _url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces)
+    else:
+        name = "TRACE_ENDPOINT" if env("TRACE_ENDPOINT") else "OTEL_EXPORTER_OTLP_ENDPOINT"
+        base = env(name)
+        if not base:
+            return None
+        url = _url(name, base).rstrip("/") + "/v1/traces"
+    headers = dict(_headers("OTEL_EXPORTER_OTLP_HEADERS"))
+    headers.update(_headers("OTEL_EXPORTER_OTLP_TRACES_HEADERS"))
+    return Tracing(
+        url=url,
+        headers=tuple(headers.items()),
+        timeout_seconds=_number("OTEL_EXPORTER_OTLP_TIMEOUT", "10000", 1, 600_000, float) / 1000,
+    )
+
+
+def settings(overrides: Overrides | None = None) -> Settings:
     """Read and validate every setting now; raises ConfigError naming the first bad one."""
-    with _one_reading() as where:
+    with _one_reading(overrides or {}) as where:
         return _read_settings(where)
 
 
@@ -300,13 +442,31 @@ def _read_settings(where: Path) -> Settings:
         artifacts_max_bytes=_megabytes("ARTIFACTS_MAX_MB", "100"),
         home=where,
         base_url=env("ANTHROPIC_BASE_URL") or None,
+        api_key=_registered(env("ANTHROPIC_API_KEY")) or None,
+        tracing=_tracing(),
+        trace_content=_choice("TRACE_CONTENT", Switch.OFF, Switch) is Switch.ON,
+        service_name=env("OTEL_SERVICE_NAME", "agentgod"),
     )
 
 
-def api_key() -> str:
-    """The key, from the environment or .env; registered for redaction the moment it is read."""
-    key = env("ANTHROPIC_API_KEY")
+def _registered(key: str) -> str:
+    """A key, known to redaction from the moment it is read."""
+    if key:
+        redact.register(key)
+    return key
+
+
+def api_key(overrides: Overrides | None = None) -> str:
+    """The key, from the overrides, the environment or .env; registered for redaction the moment
+    it is read."""
+    key = _registered(env("ANTHROPIC_API_KEY", overrides=overrides))
     if not key:
         raise MissingApiKeyError("ANTHROPIC_API_KEY is not set")
-    redact.register(key)
     return key
+
+
+def key_of(snapshot: Settings) -> str:
+    """The snapshot's key, or MissingApiKeyError: what a model call needs first."""
+    if not snapshot.api_key:
+        raise MissingApiKeyError("ANTHROPIC_API_KEY is not set")
+    return snapshot.api_key

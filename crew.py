@@ -45,7 +45,7 @@ from agentgod.attachments import Attached
 from agentgod.broker import AgentUsage, Broker, Channel
 from agentgod.events import TaskEvents
 from agentgod.kinds import AgentKind, Phase, Spend
-from agentgod.results import AgentRun, Failure
+from agentgod.runrecord import AgentRecord, Failure
 from agentgod.scratch import RunSpace
 
 # Failures a rewrite cannot fix: a hang would just hang again (and cost another full timeout),
@@ -107,11 +107,14 @@ class RunState(Protocol):
     def note_budget(self, needed_usd: float = 0.0) -> None:
         """The budget refused a call (needing up to `needed_usd`): launch nothing more."""
 
+    def recorded(self, agent: AgentRecord) -> None:
+        """An agent's record is final for its round (kept as the run goes, in its journal)."""
+
 
 class Tally(Protocol):
     """The round's record the crew fills in as its agents end (the flow keeps the rest)."""
 
-    agents: list[AgentRun]
+    agents: list[AgentRecord]
     failures: list[Failure]
 
 
@@ -215,7 +218,7 @@ class Crew:
             budget_error=ledger.BudgetExhaustedError,
             web=settings.web,
             known_urls=attached.texts(),
-            save_artifact=run.artifacts.save,
+            artifacts=run.artifacts,
         )
         self._started_ahead = 0
         """Processes start_ahead asked for this round, before its plan."""
@@ -235,6 +238,7 @@ class Crew:
             space=space,
             inputs=attached.inputs(),
             read_only=attached.mounts,
+            identities=attached.identities(),
             settings=settings,
         )
 
@@ -253,14 +257,15 @@ class Crew:
             self._pool.start_standby(self._started_ahead)
 
     def reusable(self, name: str) -> str | None:
-        """A library agent's source when it is reliable and still passes the guard untouched."""
+        """A library agent's source, as the pipeline runs it, when it is reliable and still
+        passes the guard untouched."""
         settings = self._run.settings
         if not library.reliable(name, settings=settings):
             return None
         source = library.lookup(name, settings=settings)
         if source is None or generator.check_assembled(source):
             return None
-        return source
+        return generator.for_run(source)  # without the library copy's standalone road
 
     def close(self) -> None:
         """The run is over: no process started ahead of need may outlive it, nor any door."""
@@ -293,7 +298,7 @@ class Crew:
             schedule.finish(name)
         fresh = [a for a in agents if a.name not in carried]
         records = {
-            a.name: AgentRun(a.name, a.role, reused=False, inputs=list(closures[a.name]))
+            a.name: AgentRecord(a.name, a.role, reused=False, inputs=list(closures[a.name]))
             for a in fresh
         }
         tally.agents = list(records.values())
@@ -390,7 +395,7 @@ class Crew:
     # ---- the caller's thread: results folded in ------------------------------------------------
 
     def _absorb_built(
-        self, record: AgentRun, built: _Built, schedule: _Schedule, tally: Tally | None
+        self, record: AgentRecord, built: _Built, schedule: _Schedule, tally: Tally | None
     ) -> None:
         """One agent's code exists (or never will); make it runnable.
 
@@ -412,7 +417,9 @@ class Crew:
             self._reject(record, built, tally)
             schedule.finish(record.name)
 
-    def _absorb(self, record: AgentRun, ran: _Ran, outputs: dict[str, str], tally: Tally) -> None:
+    def _absorb(
+        self, record: AgentRecord, ran: _Ran, outputs: dict[str, str], tally: Tally
+    ) -> None:
         """Fold one finished agent into the round."""
         result = ran.result
         self.layers.update(result.layers)
@@ -422,7 +429,8 @@ class Crew:
             ran.attempts,
             ran.seconds,
         )
-        record.usage.merge(ran.usage)
+        record.usage, record.usd = ran.usage.reply(), ran.usage.usd
+        record.refusals, record.failed_calls = dict(ran.usage.refusals), dict(ran.usage.failures)
         record.source = ran.source
         if result.ok:
             record.output = result.output
@@ -437,19 +445,21 @@ class Crew:
                 self.library_outcomes[record.name] = result.ok
         elif result.ok:
             self.new_sources[record.name] = (record.role, ran.source)
+        self._run.recorded(record)
         self._run.events.agent_finished(
             record.name, result.ok, ran.seconds, result.kind, record.error, ran.attempts
         )
 
-    def _reject(self, record: AgentRun, built: _Built, tally: Tally) -> None:
+    def _reject(self, record: AgentRecord, built: _Built, tally: Tally) -> None:
         record.kind = built.kind
         record.error = "; ".join(built.reasons)
         tally.failures.append(Failure(record.name, _one_line(record.error), built.kind))
         if built.kind == AgentKind.REJECTED:
             self._run.events.agent_rejected(record.name, built.reasons)
+        self._run.recorded(record)
         self._run.events.agent_finished(record.name, False, 0.0, built.kind, record.error, 0)
 
-    def _skip(self, record: AgentRun, tally: Tally) -> None:
+    def _skip(self, record: AgentRecord, tally: Tally) -> None:
         """The budget is spent: an agent that has not started never will."""
         built = _Built(None, reasons=["skipped: the budget ran out"], kind=AgentKind.BUDGET)
         self._reject(record, built, tally)
@@ -550,7 +560,7 @@ class Crew:
                 source = generator.generate_agent_code(
                     spec,
                     upstream,
-                    usage=run.usage.phase(Spend.GENERATE),
+                    usage=run.usage.phase(Spend.GENERATE).for_agent(spec.name),
                     effort=effort,
                     settings=run.settings,
                     attachments=run.attached.describe(),
@@ -631,7 +641,7 @@ class Crew:
                     spec,
                     upstream_names,
                     repair=generator.Repair(source, result.error),
-                    usage=run.usage.phase(Spend.GENERATE),
+                    usage=run.usage.phase(Spend.GENERATE).for_agent(spec.name),
                     effort=effort,
                     settings=run.settings,
                     attachments=run.attached.describe(),
@@ -672,6 +682,7 @@ class Crew:
             space=self.space,
             inputs=attached.inputs(),
             read_only=attached.mounts,
+            identities=attached.identities(),
             settings=settings,
         )
         return result, door
@@ -693,6 +704,7 @@ class Crew:
             web_allowed=spec is not None and spec.web,
             max_searches=self._searches_for(spec),
             files=self._run.attached.inputs(),
+            file_ids=self._run.attached.identities(),
         )
 
     def _share_for(self, spec: planner.AgentSpec | None) -> int | None:

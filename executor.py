@@ -479,6 +479,7 @@ def start_agent(
     space: RunSpace | None = None,
     inputs: Mapping[str, Path] = {},
     read_only: Sequence[Path] = (),
+    identities: Mapping[Path, tuple[int, int, int]] = {},
     settings: config.Settings | None = None,
 ) -> AgentProcess | AgentResult:
     """Start an agent up to the point where it reads its input; an AgentResult if it cannot.
@@ -495,8 +496,9 @@ def start_agent(
     `inputs` are the user's attachments by name, which the agent finds through input_files(), and
     `read_only` the files and folders to mount for them (the attachments' roots): the agent may
     read those and each input, and write none of them. A path relative to our cwd is made
-    absolute, as the agent's cwd is its scratch. `settings` is the run's snapshot (read now when
-    not given).
+    absolute, as the agent's cwd is its scratch. `identities` say what each attached file was
+    when it was vetted (attachments.file_identity): one that is another file now is not given to
+    the agent (sandbox.prepare). `settings` is the run's snapshot (read now when not given).
     """
     settings = settings or config.settings()
     name = name or (path.stem if path is not None else "agent")
@@ -533,6 +535,7 @@ def start_agent(
             broker_fd=door.child_fd if door is not None else None,
             mode=settings.sandbox,
             read_only=mounts,
+            identities={Path(path).absolute(): found for path, found in identities.items()},
             preload=preload,
         )
         counted = launch.user is not None and "pids" not in launch.layers
@@ -594,12 +597,13 @@ def execute_agent(
     space: RunSpace | None = None,
     inputs: Mapping[str, Path] = {},
     read_only: Sequence[Path] = (),
+    identities: Mapping[Path, tuple[int, int, int]] = {},
     settings: config.Settings | None = None,
 ) -> AgentResult:
     """Run one agent file as a contained subprocess; every outcome is an AgentResult.
 
-    `inputs` and `read_only` are the user's attachments, and `settings` the run's snapshot, as
-    `start_agent` takes them.
+    `inputs`, `read_only` and `identities` are the user's attachments, and `settings` the run's
+    snapshot, as `start_agent` takes them.
     """
     agent = start_agent(
         path,
@@ -609,6 +613,7 @@ def execute_agent(
         space=space,
         inputs=inputs,
         read_only=read_only,
+        identities=identities,
         settings=settings,
     )
     if isinstance(agent, AgentResult):

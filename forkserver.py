@@ -1,14 +1,14 @@
 """forkserver.py — the batch's run starter: the product imported once, a fresh fork per run.
 
-`python -m agentgod.forkserver` imports everything a run needs (the SDK, the pipeline) with no
-key in its environment and no thread started, then reads one JSON line per run on stdin and
-forks: the child adds the run's environment to the server's own (the batch's, without the real
-key) — its capability as the key, the gateway as the base URL — takes its folder and output
-files, and runs the `agentgod` command's own entry point with the run's arguments: the same
-code path as the command a person types, minus two seconds of imports. Each start ({id, pid})
-and end ({id, exit}) is reported on stdout. The server ignores SIGINT and SIGTERM (its children
-get them, from the terminal or from the batch); it ends when stdin closes and its children have
-ended. childrun.ForkServer is its client.
+`python -m agentgod.forkserver` imports everything a run needs (the pipeline, the road's HTTP,
+the schemas of its structured outputs) with no key in its environment and no thread started,
+then reads one JSON line per run on stdin and forks: the child adds the run's environment to the
+server's own (the batch's, without the real key) — its capability as the key, the gateway as
+the base URL — takes its folder and output files, and runs the `agentgod` command's own entry
+point with the run's arguments: the same code path as the command a person types, minus the
+imports. Each start ({id, pid}) and end ({id, exit}) is reported on stdout. The server ignores
+SIGINT and SIGTERM (its children get them, from the terminal or from the batch); it ends when
+stdin closes and its children have ended. childrun.ForkServer is its client.
 """
 
 from __future__ import annotations
@@ -24,14 +24,15 @@ from typing import Any, NoReturn
 
 
 def _load() -> None:
-    """Import what every run imports, so no fork pays for it again."""
-    import anthropic
-
+    """Import what every run imports, and build what its first requests would build, so no
+    fork pays for it again."""
     from agentgod import (  # noqa: F401
+        config,
         council,
         crew,
         intake,
         judgment,
+        llm,
         main,
         merger,
         orchestrator,
@@ -40,49 +41,26 @@ def _load() -> None:
         session,
     )
 
-    # The SDK builds its reply classes on first use: rehearsed here once, offline, for every
-    # kind of reply a run reads (its structured outputs too, from an example of each), so no
-    # fork pays for them.
-    del anthropic
-    from agentgod import config, llm
-
     with contextlib.suppress(Exception):  # a bad setting is each run's to report, not ours
-        llm.rehearse(_examples(config.settings().max_agents))
-        llm.tls_context()  # the CA bundle read once, for every run's client
+        llm.prepare_forks(_output_formats(config.settings().max_agents))
 
 
-def _examples(max_agents: int) -> list[Any]:
-    """One instance of each structured output a run asks for; one that cannot be made (a
-    model changed) is left out, and its runs build its classes themselves."""
+def _output_formats(max_agents: int) -> list[type[Any]]:
+    """The structured outputs a run asks for (their schemas are built once, here); one that
+    cannot be had (a model changed) is left out, and its runs build it themselves."""
     from agentgod import council, intake, judgment, planner
 
-    makers: list[Callable[[], Any]] = [
-        lambda: judgment.Verdict(missing="", done=True),
-        lambda: council.Challenge(weaknesses=[], flawed=False),
-        lambda: intake.Clarification(reason="", ask=False, question=""),
-        lambda: intake.Triage(reason="", is_chat=False, reply=""),
-        lambda: planner.plan_model(max_agents).model_validate(
-            {
-                "complexity": "simple",
-                "agents": [
-                    {
-                        "name": "rehearsal",
-                        "role": "rehearses",
-                        "instructions": "rehearse",
-                        "depends_on": [],
-                        "web": False,
-                        "dependencies": [],
-                    }
-                ],
-                "reasoning": "",
-            }
-        ),
+    makers: list[Callable[[], type[Any]]] = [
+        lambda: judgment.Verdict,
+        lambda: council.Challenge,
+        lambda: intake.Screen,
+        lambda: planner.plan_model(max_agents),
     ]
-    examples = []
+    formats = []
     for make in makers:
         with contextlib.suppress(Exception):
-            examples.append(make())
-    return examples
+            formats.append(make())
+    return formats
 
 
 def _child(request: dict[str, Any], wakeup: tuple[int, int]) -> NoReturn:

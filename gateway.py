@@ -6,10 +6,11 @@ that names the run and its batch, the models it may use, its share of the budget
 The run uses it as its API key against the gateway (`ANTHROPIC_BASE_URL`), which checks it, holds
 the call's worst case against the run's share and the batch's ledger (the same holds a run's own
 budget uses, `ledger.Usage`), lowers `max_tokens` to what both can pay for, sends the call with
-the real key through the road it was handed (`llm.relay`: the gateway never reaches the model
-itself, as the broker does not), passes the reply on — a stream as a stream — and bills the real
-usage. So a batch budget binds exactly across every run and worker, and a capability that has
-expired, names another model, or whose share is spent is refused with an error that says so.
+the real key through the road it was handed (`llm.relay_for`: the gateway never reaches the
+model itself, as the broker does not), passes the reply on — a stream as a stream — and bills
+the real usage. So a batch budget binds exactly across every run and worker, and a capability
+that has expired, names another model, or whose share is spent is refused with an error that
+says so.
 
 The gateway listens on loopback unless told otherwise; across machines it must be reached over
 TLS or a tunnel (README, security model). `agentgod gateway` runs one on its own; then
@@ -52,7 +53,7 @@ ADMIN_PATH = "/agentgod/v1/"
 
 
 class RelayedReply(Protocol):
-    """What the road hands back (llm.Relayed): status, headers worth passing, the body."""
+    """What the road hands back (wire.Relayed): status, headers worth passing, the body."""
 
     @property
     def status(self) -> int: ...
@@ -64,8 +65,10 @@ class RelayedReply(Protocol):
     def close(self) -> Callable[[], None]: ...
 
 
-Relay = Callable[[dict[str, Any]], RelayedReply]
-"""Sends a checked, metered request upstream with the real key, once (llm.relay)."""
+Relay = Callable[[dict[str, Any], dict[str, str]], RelayedReply]
+"""Sends a checked, metered request upstream with the real key, once (llm.relay_for's): the
+request, and the headers its client sent (lowercase names; the road passes on the API version
+and betas it asked for)."""
 
 
 class CapabilityError(Exception):
@@ -181,7 +184,8 @@ class Minter:
 
 
 def _token_of(headers: Any) -> str:
-    """The key a client sent: x-api-key, else a Bearer token (the SDK sends the latter)."""
+    """The key a client sent: x-api-key (our road sends it), else a Bearer token (as an
+    auth-token client sends it)."""
     key = str(headers.get("x-api-key") or "").strip()
     auth = str(headers.get("authorization") or "").strip()
     if not key and auth.lower().startswith("bearer "):
@@ -497,8 +501,9 @@ class Gateway:
 
             def _send_on(self, share: Usage, priced: _Priced, body: dict[str, Any]) -> None:
                 """The call itself: relayed, passed on, billed (a failed one costs nothing)."""
+                asked = {name.lower(): value for name, value in self.headers.items()}
                 try:
-                    reply = gateway._relay(body)
+                    reply = gateway._relay(body, asked)
                 except Exception as error:
                     detail = redact.redact(f"{type(error).__name__}: {error}")[:500]
                     self._error(502, "api_error", f"the gateway could not reach the API: {detail}")
@@ -521,9 +526,12 @@ class Gateway:
             def _stream(
                 self, share: Usage, priced: _Priced, max_tokens: int, reply: RelayedReply
             ) -> None:
-                """Pass an event stream on piece by piece, reading its usage as it goes; a stream
-                that ends without its final usage is billed its whole max_tokens of output."""
+                """Pass an event stream on piece by piece, reading its usage as it goes. The
+                call is billed the moment its final usage passes (before the client can have
+                the end of the stream, so a run that has its reply finds it counted); a stream
+                that ends without it is billed its whole max_tokens of output."""
                 seen = _Usage()
+                billed = False
                 self.send_response(200)
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
@@ -532,6 +540,9 @@ class Gateway:
                 try:
                     for chunk in reply.chunks:
                         seen.feed(chunk)
+                        if seen.final and not billed:
+                            billed = True
+                            gateway._bill(share, priced.model, dict(seen.usage))
                         if chunk:
                             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                             self.wfile.flush()
@@ -539,12 +550,13 @@ class Gateway:
                     self.wfile.flush()
                 except OSError:
                     self.close_connection = True  # the client left: the bill stands
+                except Exception:  # the API's side broke off: so does the client's stream
+                    self.close_connection = True
                 finally:
-                    usage = dict(seen.usage)
-                    if not seen.final:
-                        usage["output_tokens"] = max_tokens
-                    if usage:
-                        gateway._bill(share, priced.model, usage)
+                    if not billed:  # at its worst: the API took the call
+                        gateway._bill(
+                            share, priced.model, {**seen.usage, "output_tokens": max_tokens}
+                        )
 
             # ---- replies ---------------------------------------------------------------------
 

@@ -237,6 +237,10 @@ class NameFacts:
 
     # -- queries
 
+    def binds(self, name: str) -> bool:
+        """Whether the checked code binds `name` anywhere (an import, an assignment, a def...)."""
+        return name in self._bindings
+
     def resolve(self, name: str) -> frozenset[str]:
         """The qualified names `name` may refer to: imports, aliases, the runtime's names, and
         protected builtins. An unbound module name counts as that module (a NameError at best).

@@ -44,6 +44,18 @@ ENVIRON = "changes the process environment; agents may only read it (os.environ.
 TERMINAL = "waits for a person at a terminal; agents have none (stdin carries the task)"
 FINALISER = "runs code at an unpredictable moment (collection, exit), after run() has answered"
 BUILDS_CLASSES = "builds a class from a namespace these checks never see; write a class statement"
+HOME = (
+    "leads to where the agent is stored, AgentGOD's home, which holds the key; agents read only"
+    " the files input_files() gives"
+)
+RUNTIME_PRIVATE = (
+    "is none of this code's own names, so it is the trusted runtime's private part; agents use"
+    " call_llm, input_files, save_artifact and format_previous"
+)
+TROJAN_SOURCE = (
+    "is an invisible bidi control character, which makes code read differently from how it runs"
+    " (Trojan Source); write it as an escape such as \\u202e inside a string if the text needs it"
+)
 
 
 def _group(reason: str, *modules: str) -> dict[str, str]:
@@ -97,6 +109,8 @@ BLOCKED_REASONS: dict[str, str] = {
     ),
     **_group(TERMINAL, "getpass"),
     **_group(FINALISER, "atexit"),
+    # Where the interpreter and its venv are installed: the agents' venv is in AgentGOD's home.
+    **_group(HOME, "sysconfig"),
 }  # fmt: skip
 # Kept on purpose: os and sys (read-only use is needed; their dangerous attributes are refused
 # below), threading and asyncio (no process or server helpers reachable), tempfile (writes only
@@ -180,6 +194,14 @@ QUALIFIED_BLOCKS: dict[str, str] = {
     "sys.remote_exec": DYNAMIC,
     "sys.setdlopenflags": INTERNALS,
     "sys.breakpointhook": TERMINAL,
+    # The agent's own file and interpreter: both are kept under AgentGOD's home, beside the key.
+    "sys.argv": HOME,
+    "sys.orig_argv": HOME,
+    "sys.executable": HOME,
+    "sys.prefix": HOME,
+    "sys.exec_prefix": HOME,
+    "sys.base_prefix": HOME,
+    "sys.base_exec_prefix": HOME,
     "xml.etree.ElementTree.ElementTree.write": FILES,
     "weakref.finalize": FINALISER,
 }
@@ -314,6 +336,13 @@ FORBIDDEN_BUILTINS: dict[str, str] = {
 # well except for `type`, which agents often reuse as a variable and whose rule is harmless there.
 CHECKED_BUILTINS = frozenset({"getattr", "setattr", "delattr", "hasattr", "open", "type"})
 PROTECTED_NAMES = frozenset({*FORBIDDEN_BUILTINS, *CHECKED_BUILTINS - {"type"}, "__builtins__"})
+HOME_NAMES = frozenset({"__file__", "__cached__"})
+"""Module names that hold the agent's own path, under AgentGOD's home."""
+HOME_WORDS = re.compile(
+    r"\.env\b|\.agentgod\b|AGENTGOD_HOME|ANTHROPIC_API_KEY|/proc/", re.IGNORECASE
+)
+"""Text that names the home's .env, the home itself, the key's variable, or the process's own
+files (/proc/self/cmdline and friends lead to the agent's path): refused in any string literal."""
 FORBIDDEN_DUNDER_NAMES = frozenset(
     {"__builtins__", "__loader__", "__spec__", "__build_class__", "__class__", "__annotations__"}
 )
@@ -439,6 +468,12 @@ def opens_for_writing(mode: str) -> bool:
 def is_dunder(name: str) -> bool:
     """Whether a name is a data-model name (__x__), not merely private (_x, __x)."""
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def home_reference(text: str) -> str | None:
+    """What in a string literal names AgentGOD's home, its .env or the key, else None."""
+    found = HOME_WORDS.search(text)
+    return None if found is None else f"names {found.group()!r}, which {HOME}"
 
 
 def attribute_refusal(name: str) -> str | None:

@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from agentgod import historydb
 from agentgod.kinds import RunStatus
 from agentgod.ledger import Call
-from agentgod.replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
-from agentgod.runrecord import RunRecord, utc
+from agentgod.replies import CostSummary, TokenUsage
+from agentgod.runrecord import AgentRecord, Failure, RunRecord, utc
 
 MIN_PREFIX = 4
 """The fewest characters of a run id that may name a run."""
@@ -91,256 +92,210 @@ class Stats:
         return self.succeeded / self.runs if self.runs else 0.0
 
 
-@dataclass(frozen=True)
-class StoredAgent:
-    """One agent of a stored run: how it fared, what it was given, what it said, its code."""
-
-    name: str
-    role: str
-    reused: bool
-    """Its code came from the library."""
-    ok: bool
-    attempts: int
-    seconds: float
-    kind: str
-    """ok, or how its final attempt failed (kinds.AgentKind)."""
-    error: str
-    usd: float
-    usage: TokenUsage
-    source: str
-    """The exact code that ran; "" when none was recorded (runs before issue 12, a rebuild)."""
-    inputs: tuple[str, ...]
-    """The upstream agents whose outputs it received."""
-    output: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "role": self.role,
-            "reused": self.reused,
-            "ok": self.ok,
-            "kind": self.kind,
-            "attempts": self.attempts,
-            "seconds": self.seconds,
-            "error": self.error,
-            "usd": self.usd,
-            "usage": dict(self.usage),
-            "inputs": list(self.inputs),
-            "output": self.output,
-            "source": self.source,
-        }
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    """Everything the history keeps about one run, for `agentgod show`, `--continue` and retry.
-
-    A run recorded before issue 12 (or rebuilt from its run file) has what its record had:
-    no plan, sources, outputs or calls.
-    """
-
-    id: int
-    """The row's number in the database."""
-    run_id: str
-    task: str
-    status: RunStatus
-    ok: bool
-    answer: str
-    error: str
-    complexity: str | None
-    started_at: datetime
-    duration_seconds: float
-    cost: CostSummary
-    phases: dict[str, CostSummary]
-    agents: tuple[StoredAgent, ...]
-    calls: tuple[Call, ...]
-    """Every model call counted against the run, oldest first."""
-    plan: tuple[dict[str, Any], ...]
-    """The planned agents (planner.AgentSpec fields), as the planner gave them."""
-    reasoning: str
-    model: str
-    effort: str | None
-    conversation_id: str | None
-    retry_of: str | None
-    waves: tuple[tuple[str, ...], ...]
-    failures: tuple[tuple[str, str], ...]
-    revisions: int
-    council_improved: bool
-    budget_exhausted: bool
-    warnings: tuple[str, ...]
-    sandbox: tuple[str, ...]
-    outputs: dict[str, str]
-    """Outputs that reached no answer (the merge failed), by agent."""
-    attachments: tuple[AttachmentReply, ...]
-    artifacts: tuple[ArtifactReply, ...]
-    run_file: Path | None
-
-    def agent(self, name: str) -> StoredAgent | None:
-        """The last record of agent `name` (a later round's, when it ran again), or None."""
-        return next((agent for agent in reversed(self.agents) if agent.name == name), None)
-
-    def to_json(self) -> dict[str, Any]:
-        """The run as plain JSON values, for `agentgod show --json`."""
-        return {
-            "run_id": self.run_id,
-            "task": self.task,
-            "status": self.status.value,
-            "ok": self.ok,
-            "answer": self.answer,
-            "error": self.error,
-            "complexity": self.complexity,
-            "model": self.model,
-            "effort": self.effort,
-            "conversation_id": self.conversation_id,
-            "retry_of": self.retry_of,
-            "started_at": self.started_at.isoformat(),
-            "duration_seconds": self.duration_seconds,
-            "reasoning": self.reasoning,
-            "plan": [dict(spec) for spec in self.plan],
-            "waves": [list(wave) for wave in self.waves],
-            "agents": [agent.to_json() for agent in self.agents],
-            "failures": [{"name": name, "reason": reason} for name, reason in self.failures],
-            "revisions": self.revisions,
-            "council_improved": self.council_improved,
-            "budget_exhausted": self.budget_exhausted,
-            "cost": dict(self.cost),
-            "phases": {name: dict(spent) for name, spent in self.phases.items()},
-            "calls": [
-                {
-                    "phase": call.phase,
-                    "model": call.model,
-                    "input_tokens": call.input_tokens,
-                    "output_tokens": call.output_tokens,
-                    "cache_write_tokens": call.cache_write_tokens,
-                    "cache_read_tokens": call.cache_read_tokens,
-                    "web_searches": call.web_searches,
-                    "usd": call.usd,
-                    "at": call.at.isoformat(),
-                }
-                for call in self.calls
-            ],
-            "warnings": list(self.warnings),
-            "sandbox": list(self.sandbox),
-            "outputs": dict(self.outputs),
-            "attachments": [dict(item) for item in self.attachments],
-            "artifacts": [dict(item) for item in self.artifacts],
-            "run_file": str(self.run_file) if self.run_file else None,
-        }
-
-
 # ---- writing ---------------------------------------------------------------------------------
 
 
-def insert(record: RunRecord, run_file: Path | None, path: Path | None = None) -> None:
-    """Add a (redacted) run's rows; a damaged history is set aside and rebuilt first.
+def insert(
+    record: RunRecord,
+    run_file: Path | None,
+    path: Path | None = None,
+    *,
+    wait_seconds: float = historydb.BUSY_TIMEOUT_MS / 1000,
+    again: bool = False,
+) -> None:
+    """Write a (redacted) run's rows whole; a damaged history is set aside and rebuilt first.
 
-    `path` is the database (historydb.database() when not given: a run passes its own, so it
-    does not read the settings again). Raises what the database raised: runlog.archive turns
-    it into a warning.
+    A run recorded as it started (journal.RunJournal) has its row, agents and calls replaced by
+    the record's, under its own row number, so the history lists it where it began. Another
+    finished run's id is refused (IntegrityError), unless `again` says this is the same run
+    archived a second time (stopped while its first archive was being written). `path` is the
+    database (historydb.database() when not given: a run passes its own, so it does not read the
+    settings again). `wait_seconds` bounds the wait for another process's write lock. Raises what
+    the database raised: runlog.archive turns it into a warning.
     """
     path = path or historydb.database()
+
+    def write(db: sqlite3.Connection) -> None:
+        _write_record(db, record, run_file, again=again)
+
     try:
-        _insert_rows(path, record, run_file)
+        historydb.write(path, write, wait_seconds)
     except sqlite3.DatabaseError as error:
         if not historydb.is_corrupt(error) or not historydb.recover(
             path, _insert_rows, without=run_file
         ):
             raise
-        _insert_rows(path, record, run_file)
+        historydb.write(path, write, wait_seconds)
 
 
 def _insert_rows(path: Path, record: RunRecord, run_file: Path | None) -> None:
-    cost = record.cost
+    """A rebuild's write of one run file's record (historydb.Rebuild)."""
     with contextlib.closing(historydb.open_for_writing(path)) as db, db:
-        run = _insert_row(
-            db,
-            "runs",
+        _write_record(db, record, run_file)
+
+
+def _write_record(
+    db: sqlite3.Connection, record: RunRecord, run_file: Path | None, *, again: bool = False
+) -> None:
+    """The run's row (its journal's row, replaced, when it has one), agents and calls."""
+    run = _row_of(db, record.run_id)
+    if run is not None and not again and not _is_running(db, run):
+        raise sqlite3.IntegrityError(f"a finished run with the id {record.run_id} is recorded")
+    values = _run_row(record, run_file)
+    if run is None:
+        run = _insert_row(db, "runs", values)
+    else:
+        assignments = ", ".join(f"{name} = :{name}" for name in values)
+        db.execute(
+            f"UPDATE runs SET {assignments}, owner = NULL WHERE id = :id", {**values, "id": run}
+        )
+        db.execute("DELETE FROM run_agents WHERE run_id = ?", (run,))
+        db.execute("DELETE FROM run_calls WHERE run_id = ?", (run,))
+    add_agents(db, run, record.agents)
+    add_calls(db, run, record.calls, first=0)
+
+
+def _is_running(db: sqlite3.Connection, run: int) -> bool:
+    found = db.execute("SELECT status FROM runs WHERE id = ?", (run,)).fetchone()
+    return found is not None and found[0] == RunStatus.RUNNING.value
+
+
+def _row_of(db: sqlite3.Connection, run_id: str) -> int | None:
+    found = db.execute("SELECT id FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if found is None else int(found[0])
+
+
+def _run_row(record: RunRecord, run_file: Path | None) -> dict[str, object]:
+    """The runs table's columns for `record`."""
+    cost = record.cost
+    return {
+        "run_id": record.run_id,
+        "started_at": utc(record.started_at).isoformat(timespec="microseconds"),
+        "task": record.task,
+        "ok": record.ok,
+        "status": record.status.value,
+        "complexity": record.complexity,
+        "answer": record.answer,
+        "error": record.error,
+        "revisions": record.revisions,
+        "council_improved": record.council_improved,
+        "llm_calls": cost["llm_calls"],
+        "input_tokens": cost["input_tokens"],
+        "output_tokens": cost["output_tokens"],
+        "cache_write_tokens": cost["cache_write_tokens"],
+        "cache_read_tokens": cost["cache_read_tokens"],
+        "web_searches": cost["web_searches"],
+        "usd": cost["usd"],
+        "estimate": cost["estimate"],
+        "duration_seconds": record.duration_seconds,
+        "run_file": str(run_file) if run_file else None,
+        "budget_exhausted": record.budget_exhausted,
+        "conversation_id": record.conversation_id,
+        "retry_of": record.retry_of,
+        "model": record.model,
+        "effort": record.effort,
+        "reasoning": record.reasoning,
+        "plan": _json(record.plan),
+        "waves": _json(record.waves),
+        "failures": _json([[f.name, f.reason, f.kind] for f in record.failures]),
+        "phases": _json(record.phases),
+        "warnings": _json(record.warnings),
+        "sandbox": _json(record.sandbox),
+        "outputs": _json(record.outputs),
+        "attachments": _json(record.attachments),
+        "artifacts": _json(record.artifacts),
+    }
+
+
+def begin(db: sqlite3.Connection, record: RunRecord, owner: str) -> int:
+    """Record a run as it starts (status running, its owner process named); its row number.
+
+    A row for the run id already there (the journal started twice) is taken over.
+    """
+    run = _row_of(db, record.run_id)
+    values = {**_run_row(record, None), "owner": owner}
+    if run is not None:
+        assignments = ", ".join(f"{name} = :{name}" for name in values)
+        db.execute(f"UPDATE runs SET {assignments} WHERE id = :id", {**values, "id": run})
+        return run
+    return _insert_row(db, "runs", values)
+
+
+def update(db: sqlite3.Connection, run: int, record: RunRecord) -> None:
+    """What a running run has come to know: its plan, its grade, its spend and time so far."""
+    values = {
+        name: value
+        for name, value in _run_row(record, None).items()
+        if name not in ("run_id", "started_at", "task", "status", "ok", "run_file")
+    }
+    assignments = ", ".join(f"{name} = :{name}" for name in values)
+    db.execute(f"UPDATE runs SET {assignments} WHERE id = :id", {**values, "id": run})
+
+
+def forget(db: sqlite3.Connection, run: int) -> None:
+    """Remove run `run` (its row number) whole: one that was withdrawn before it began."""
+    db.execute("DELETE FROM run_agents WHERE run_id = ?", (run,))
+    db.execute("DELETE FROM run_calls WHERE run_id = ?", (run,))
+    db.execute("DELETE FROM runs WHERE id = ?", (run,))
+
+
+def add_agents(db: sqlite3.Connection, run: int, agents: list[AgentRecord]) -> None:
+    """Rows for agents of run `run` (its row number) that have finished."""
+    _insert_rows_of(
+        db,
+        "run_agents",
+        [
             {
-                "run_id": record.run_id,
-                "started_at": utc(record.started_at).isoformat(timespec="microseconds"),
-                "task": record.task,
-                "ok": record.ok,
-                "status": record.status.value,
-                "complexity": record.complexity,
-                "answer": record.answer,
-                "error": record.error,
-                "revisions": record.revisions,
-                "council_improved": record.council_improved,
-                "llm_calls": cost["llm_calls"],
-                "input_tokens": cost["input_tokens"],
-                "output_tokens": cost["output_tokens"],
-                "cache_write_tokens": cost["cache_write_tokens"],
-                "cache_read_tokens": cost["cache_read_tokens"],
-                "web_searches": cost["web_searches"],
-                "usd": cost["usd"],
-                "estimate": cost["estimate"],
-                "duration_seconds": record.duration_seconds,
-                "run_file": str(run_file) if run_file else None,
-                "budget_exhausted": record.budget_exhausted,
-                "conversation_id": record.conversation_id,
-                "retry_of": record.retry_of,
-                "model": record.model,
-                "effort": record.effort,
-                "reasoning": record.reasoning,
-                "plan": _json(record.plan),
-                "waves": _json(record.waves),
-                "failures": _json(record.failures),
-                "phases": _json(record.phases),
-                "warnings": _json(record.warnings),
-                "sandbox": _json(record.sandbox),
-                "outputs": _json(record.outputs),
-                "attachments": _json(record.attachments),
-                "artifacts": _json(record.artifacts),
-            },
-        )
-        _insert_rows_of(
-            db,
-            "run_agents",
-            [
-                {
-                    "run_id": run,
-                    "name": agent.name,
-                    "role": agent.role,
-                    "reused": agent.reused,
-                    "ok": agent.ok,
-                    "attempts": agent.attempts,
-                    "seconds": agent.seconds,
-                    "kind": agent.kind,
-                    "error": agent.error,
-                    "usd": agent.usd,
-                    "source": agent.source,
-                    "inputs": _json(agent.inputs),
-                    "output": agent.output,
-                    "calls": agent.usage["llm_calls"],
-                    "input_tokens": agent.usage["input_tokens"],
-                    "output_tokens": agent.usage["output_tokens"],
-                    "cache_write_tokens": agent.usage["cache_write_tokens"],
-                    "cache_read_tokens": agent.usage["cache_read_tokens"],
-                    "web_searches": agent.usage["web_searches"],
-                }
-                for agent in record.agents
-            ],
-        )
-        _insert_rows_of(
-            db,
-            "run_calls",
-            [
-                {
-                    "run_id": run,
-                    "seq": seq,
-                    "phase": call.phase,
-                    "model": call.model,
-                    "input_tokens": call.input_tokens,
-                    "output_tokens": call.output_tokens,
-                    "cache_write_tokens": call.cache_write_tokens,
-                    "cache_read_tokens": call.cache_read_tokens,
-                    "web_searches": call.web_searches,
-                    "usd": call.usd,
-                    "at": utc(call.at).isoformat(timespec="microseconds"),
-                }
-                for seq, call in enumerate(record.calls)
-            ],
-        )
+                "run_id": run,
+                "name": agent.name,
+                "role": agent.role,
+                "reused": agent.reused,
+                "ok": agent.ok,
+                "attempts": agent.attempts,
+                "seconds": agent.seconds,
+                "kind": agent.kind,
+                "error": agent.error,
+                "usd": agent.usd,
+                "source": agent.source,
+                "inputs": _json(agent.inputs),
+                "output": agent.output,
+                "calls": agent.usage["llm_calls"],
+                "input_tokens": agent.usage["input_tokens"],
+                "output_tokens": agent.usage["output_tokens"],
+                "cache_write_tokens": agent.usage["cache_write_tokens"],
+                "cache_read_tokens": agent.usage["cache_read_tokens"],
+                "web_searches": agent.usage["web_searches"],
+            }
+            for agent in agents
+        ],
+    )
+
+
+def add_calls(db: sqlite3.Connection, run: int, calls: list[Call], *, first: int) -> None:
+    """Rows for model calls of run `run` (its row number), numbered from `first` on."""
+    _insert_rows_of(
+        db,
+        "run_calls",
+        [
+            {
+                "run_id": run,
+                "seq": seq,
+                "phase": call.phase,
+                "model": call.model,
+                "input_tokens": call.input_tokens,
+                "output_tokens": call.output_tokens,
+                "cache_write_tokens": call.cache_write_tokens,
+                "cache_read_tokens": call.cache_read_tokens,
+                "web_searches": call.web_searches,
+                "usd": call.usd,
+                "at": utc(call.at).isoformat(timespec="microseconds"),
+                "agent": call.agent,
+                "seconds": call.seconds,
+                "web_fetches": call.web_fetches,
+            }
+            for seq, call in enumerate(calls, start=first)
+        ],
+    )
 
 
 def _insert_rows_of(db: sqlite3.Connection, table: str, rows: list[dict[str, object]]) -> None:
@@ -378,15 +333,27 @@ def query(read: Callable[[sqlite3.Connection], _T], empty: _T) -> _T:
     return _query(read, empty)
 
 
-def history(limit: int = 10) -> list[HistoryRow]:
-    """The latest `limit` runs, newest first; [] when nothing has been archived or readable."""
+def history(limit: int = 10, *, matching: str = "", status: str = "") -> list[HistoryRow]:
+    """The latest `limit` runs, newest first; [] when nothing has been archived or readable.
+
+    `matching` keeps the runs whose task or id holds it (any case), `status` those that ended
+    so (kinds.RunStatus): what the viewer's search asks."""
+    where, values = [], []
+    if matching:
+        pattern = "%" + re.sub(r"([\\%_])", r"\\\1", matching.lower()) + "%"
+        where.append("(lower(task) LIKE ? ESCAPE '\\' OR run_id LIKE ? ESCAPE '\\')")
+        values += [pattern, pattern]
+    if status:
+        where.append("status = ?")
+        values.append(status)
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
 
     def read(db: sqlite3.Connection) -> list[HistoryRow]:
         rows = db.execute(
             "SELECT id, started_at, task, ok, complexity, usd, duration_seconds, run_file,"
             " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id), run_id, status"
-            " FROM runs ORDER BY started_at DESC, id DESC LIMIT ?",
-            (limit,),
+            f" FROM runs{condition} ORDER BY id DESC LIMIT ?",
+            (*values, limit),
         ).fetchall()
         return [
             HistoryRow(
@@ -414,7 +381,7 @@ def last() -> LastAnswer | None:
     def read(db: sqlite3.Connection) -> LastAnswer | None:
         row = db.execute(
             "SELECT id, started_at, task, answer, run_file, run_id FROM runs WHERE ok"
-            " ORDER BY started_at DESC, id DESC LIMIT 1"
+            " ORDER BY id DESC LIMIT 1"
         ).fetchone()
         if row is None:
             return None
@@ -470,7 +437,7 @@ def stats() -> Stats:
     return _query(read, Stats())
 
 
-def load(ref: str | None = None) -> StoredRun | None:
+def load(ref: str | None = None) -> RunRecord | None:
     """The run `ref` names (its id, or a unique prefix of at least MIN_PREFIX characters; None:
     the newest run), or None when no run has that id or there is no history.
 
@@ -483,7 +450,7 @@ def load(ref: str | None = None) -> StoredRun | None:
             f"{ref!r} is too short to name a run: give at least {MIN_PREFIX} characters of its id"
         )
 
-    def read(db: sqlite3.Connection) -> StoredRun | None:
+    def read(db: sqlite3.Connection) -> RunRecord | None:
         row = _resolve(db, wanted)
         return None if row is None else _stored(db, row)
 
@@ -493,12 +460,11 @@ def load(ref: str | None = None) -> StoredRun | None:
 def _resolve(db: sqlite3.Connection, wanted: str | None) -> int | None:
     """The database row of the run `wanted` names (see load)."""
     if wanted is None:
-        newest = db.execute("SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1")
+        newest = db.execute("SELECT id FROM runs ORDER BY id DESC LIMIT 1")
         found = newest.fetchone()
         return None if found is None else int(found[0])
     rows = db.execute(
-        "SELECT id, run_id, task FROM runs WHERE substr(run_id, 1, ?) = ?"
-        " ORDER BY started_at DESC, id DESC",
+        "SELECT id, run_id, task FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY id DESC",
         (len(wanted), wanted),
     ).fetchall()
     exact = [row for row in rows if row[1] == wanted]
@@ -517,14 +483,17 @@ def _first_line(text: str) -> str:
     return line if len(line) <= 50 else line[:49].rstrip() + "…"
 
 
-def _stored(db: sqlite3.Connection, row: int) -> StoredRun:
-    """Everything about the run in database row `row`."""
+def _stored(db: sqlite3.Connection, row: int) -> RunRecord:
+    """Everything about the run in database row `row`, as its record.
+
+    A run recorded before issue 12 (or rebuilt from its run file) has what its record had then:
+    no plan, sources, outputs or calls.
+    """
     db.row_factory = sqlite3.Row
     run = db.execute("SELECT * FROM runs WHERE id = ?", (row,)).fetchone()
     agents = db.execute("SELECT * FROM run_agents WHERE run_id = ? ORDER BY rowid", (row,))
     calls = db.execute("SELECT * FROM run_calls WHERE run_id = ? ORDER BY seq", (row,))
-    return StoredRun(
-        id=run["id"],
+    return RunRecord(
         run_id=run["run_id"],
         task=run["task"],
         status=_status(run["status"], bool(run["ok"])),
@@ -545,8 +514,8 @@ def _stored(db: sqlite3.Connection, row: int) -> StoredRun:
             estimate=bool(run["estimate"]),
         ),
         phases=json.loads(run["phases"]),
-        agents=tuple(
-            StoredAgent(
+        agents=[
+            AgentRecord(
                 name=agent["name"],
                 role=agent["role"],
                 reused=bool(agent["reused"]),
@@ -565,42 +534,47 @@ def _stored(db: sqlite3.Connection, row: int) -> StoredRun:
                     web_searches=agent["web_searches"],
                 ),
                 source=agent["source"],
-                inputs=tuple(json.loads(agent["inputs"])),
+                inputs=list(json.loads(agent["inputs"])),
                 output=agent["output"],
             )
             for agent in agents
-        ),
-        calls=tuple(
-            Call(
-                phase=call["phase"],
-                model=call["model"],
-                input_tokens=call["input_tokens"],
-                output_tokens=call["output_tokens"],
-                cache_write_tokens=call["cache_write_tokens"],
-                cache_read_tokens=call["cache_read_tokens"],
-                web_searches=call["web_searches"],
-                usd=call["usd"],
-                at=datetime.fromisoformat(call["at"]),
-            )
-            for call in calls
-        ),
-        plan=tuple(json.loads(run["plan"])),
+        ],
+        calls=[call_of(call) for call in calls],
+        plan=list(json.loads(run["plan"])),
         reasoning=run["reasoning"],
         model=run["model"],
         effort=run["effort"],
         conversation_id=run["conversation_id"],
         retry_of=run["retry_of"],
-        waves=tuple(tuple(wave) for wave in json.loads(run["waves"])),
-        failures=tuple((name, reason) for name, reason in json.loads(run["failures"])),
+        waves=[list(wave) for wave in json.loads(run["waves"])],
+        failures=[Failure(*entry) for entry in json.loads(run["failures"])],
         revisions=run["revisions"],
         council_improved=bool(run["council_improved"]),
         budget_exhausted=bool(run["budget_exhausted"]),
-        warnings=tuple(json.loads(run["warnings"])),
-        sandbox=tuple(json.loads(run["sandbox"])),
+        warnings=list(json.loads(run["warnings"])),
+        sandbox=list(json.loads(run["sandbox"])),
         outputs=json.loads(run["outputs"]),
-        attachments=tuple(json.loads(run["attachments"])),
-        artifacts=tuple(json.loads(run["artifacts"])),
+        attachments=list(json.loads(run["attachments"])),
+        artifacts=list(json.loads(run["artifacts"])),
         run_file=Path(run["run_file"]) if run["run_file"] else None,
+    )
+
+
+def call_of(row: sqlite3.Row) -> Call:
+    """A run_calls row back as the call it records."""
+    return Call(
+        phase=row["phase"],
+        model=row["model"],
+        input_tokens=row["input_tokens"],
+        output_tokens=row["output_tokens"],
+        cache_write_tokens=row["cache_write_tokens"],
+        cache_read_tokens=row["cache_read_tokens"],
+        web_searches=row["web_searches"],
+        usd=row["usd"],
+        at=datetime.fromisoformat(row["at"]),
+        agent=row["agent"],
+        seconds=row["seconds"],
+        web_fetches=row["web_fetches"],
     )
 
 
@@ -621,7 +595,7 @@ def conversation(conversation_id: str, limit: int = 20) -> list[tuple[str, str]]
         rows = db.execute(
             "SELECT task, answer FROM (SELECT id, started_at, task, answer FROM runs"
             " WHERE conversation_id = ? AND ok AND answer != ''"
-            " ORDER BY started_at DESC, id DESC LIMIT ?) ORDER BY started_at, id",
+            " ORDER BY id DESC LIMIT ?) ORDER BY id",
             (conversation_id, limit),
         ).fetchall()
         return [(task, answer) for task, answer in rows]
@@ -635,11 +609,33 @@ def last_conversation_id() -> str | None:
     def read(db: sqlite3.Connection) -> str | None:
         row = db.execute(
             "SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL"
-            " ORDER BY started_at DESC, id DESC LIMIT 1"
+            " ORDER BY id DESC LIMIT 1"
         ).fetchone()
         return None if row is None else str(row[0])
 
     return _query(read, None)
+
+
+def run_ids() -> set[str]:
+    """Every finished run's id: the viewer tells a run in progress by its having none yet (its
+    journal's row says `running`)."""
+
+    def read(db: sqlite3.Connection) -> set[str]:
+        rows = db.execute("SELECT run_id FROM runs WHERE status != 'running'")
+        return {str(row[0]) for row in rows if row[0]}
+
+    return _query(read, set())
+
+
+def running() -> list[str]:
+    """The ids of the runs recorded as still running (this process's, another's, or a dead
+    one's, which journal.finish_dead_runs finishes)."""
+
+    def read(db: sqlite3.Connection) -> list[str]:
+        rows = db.execute("SELECT run_id FROM runs WHERE status = 'running'").fetchall()
+        return [str(row[0]) for row in rows]
+
+    return _query(read, [])
 
 
 def known(run_id: str) -> bool:

@@ -15,6 +15,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,10 +25,13 @@ from agentgod import config, runfile
 from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 """Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
+LOCK_POLL_MS = 50
+"""One wait for a lock inside SQLite: `write` waits in slices this long, so a stop signal is
+heard between them rather than after the whole wait."""
 PRIVATE_FILE = 0o600
 """Tasks and answers are the user's business: the records are readable by their owner only."""
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
@@ -130,7 +134,20 @@ _V2_INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_by_conversation ON runs (conversation_id, started_at)",
 )
 
-_V3_STATEMENTS = (
+_V3_COLUMNS = (("runs", "owner TEXT"),)
+"""Version 3 (issue 24): a run is recorded as it starts, and `owner` names the process running
+it (journal.Owner, as JSON) until it is archived, so a later command can tell a live run from one
+whose process is gone."""
+_V3_INDEXES = ("CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status)",)
+
+_V4_COLUMNS = (
+    ("run_calls", "agent TEXT NOT NULL DEFAULT ''"),
+    ("run_calls", "seconds REAL NOT NULL DEFAULT 0"),
+    ("run_calls", "web_fetches INTEGER NOT NULL DEFAULT 0"),
+)
+"""Version 4 (issue 29): whom each model call served, how long it took, the pages it fetched:
+what a run's timeline and trace place each call by."""
+_V5_STATEMENTS = (
     """CREATE TABLE IF NOT EXISTS batches (
     batch_id TEXT PRIMARY KEY,
     kind TEXT NOT NULL,
@@ -161,7 +178,7 @@ _V3_STATEMENTS = (
 )""",
     "CREATE INDEX IF NOT EXISTS batches_by_start ON batches (started_at)",
 )
-"""Version 3 (issue 27): batches of runs (batchrecord.py reads and writes them). A batch's runs
+"""Version 5 (issue 27): batches of runs (batchrecord.py reads and writes them). A batch's runs
 are linked from its tasks (batch_tasks.runs), so the runs table itself is unchanged."""
 
 
@@ -172,23 +189,24 @@ from the run files does for each of them."""
 
 def database() -> Path:
     """Where the history is kept: runs/history.db."""
-    return config.settings().runs_dir / DB_NAME
+    return config.runs_dir() / DB_NAME
 
 
 # ---- opening it --------------------------------------------------------------------------------
 
 
-def open_for_writing(path: Path) -> sqlite3.Connection:
+def open_for_writing(path: Path, busy_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """A connection to the history, its schema created or migrated first; the file is private.
 
-    SQLite gives the -wal and -shm files the database's own permissions.
+    SQLite gives the -wal and -shm files the database's own permissions. `busy_ms` is how long
+    one statement waits for another writer's lock.
     """
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE))
     with contextlib.suppress(OSError):
         path.chmod(PRIVATE_FILE)
-    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+    db = sqlite3.connect(path, timeout=busy_ms / 1000)
     try:
-        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.execute(f"PRAGMA busy_timeout = {busy_ms}")
         db.execute("PRAGMA journal_mode = WAL")
         if _version(db) < SCHEMA_VERSION:
             _migrate(db)
@@ -196,6 +214,31 @@ def open_for_writing(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def write(path: Path, work: Callable[[sqlite3.Connection], None], wait_seconds: float) -> None:
+    """Do `work` in one transaction, waiting up to `wait_seconds` for another writer's lock.
+
+    SQLite waits for a lock in C, where no signal handler runs; waiting in short slices here
+    keeps a Ctrl-C or SIGTERM prompt while another process holds the history.
+    """
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            with contextlib.closing(open_for_writing(path, busy_ms=LOCK_POLL_MS)) as db, db:
+                work(db)
+            return
+        except sqlite3.OperationalError as error:
+            if not is_locked(error) or time.monotonic() >= deadline:
+                raise
+        time.sleep(LOCK_POLL_MS / 1000 / 2)
+
+
+def is_locked(error: sqlite3.OperationalError) -> bool:
+    """Another connection holds the lock: worth waiting for, unlike any other failure."""
+    return getattr(error, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or (
+        "locked" in str(error)
+    )
 
 
 def _version(db: sqlite3.Connection) -> int:
@@ -224,7 +267,16 @@ def _migrate(db: sqlite3.Connection) -> None:
             for statement in _V2_INDEXES:
                 db.execute(statement)
         if version < 3:
-            for statement in _V3_STATEMENTS:
+            _add_columns(db, _V3_COLUMNS)
+            for statement in _V3_INDEXES:
+                db.execute(statement)
+        if version < 4:
+            _add_columns(db, _V4_COLUMNS)
+        if version < 5:
+            # A history the batch branch wrote before it was merged says version 3 with these
+            # tables in it and without 3's and 4's columns: those are added wherever missing.
+            _add_columns(db, (*_V3_COLUMNS, *_V4_COLUMNS))
+            for statement in (*_V3_INDEXES, *_V5_STATEMENTS):
                 db.execute(statement)
         if version < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -232,6 +284,14 @@ def _migrate(db: sqlite3.Connection) -> None:
     except BaseException:
         db.rollback()
         raise
+
+
+def _add_columns(db: sqlite3.Connection, columns: tuple[tuple[str, str], ...]) -> None:
+    """Add each (table, column definition) the table does not have yet."""
+    for table, column in columns:
+        have = {str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")}
+        if column.split()[0] not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
 
 def _give_run_ids(db: sqlite3.Connection) -> None:

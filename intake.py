@@ -1,11 +1,15 @@
 """intake.py — what happens to a person's words before any team is built.
 
-Two cheap calls on the fast model: at a terminal, one clarifying question when the task is
-ambiguous enough that the answer would change the plan; and for short input, small-talk triage,
-so "hi" or "what can you do?" is answered directly instead of building a team.
+One cheap call on the fast model, made beside the plan's (never before it): for short input,
+whether it is small talk, so "hi" or "what can you do?" is answered directly instead of building
+a team; and at a terminal, the one clarifying question worth asking when the task is ambiguous
+enough that the answer would change the plan. Both decisions keep their bias: a task is never
+taken for chat when in doubt, and a question is asked almost never.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
@@ -13,31 +17,6 @@ from agentgod import config, ledger, llm
 
 MAX_QUESTION_CHARS = 300
 """A clarifying question longer than this is cut: it has to fit on one prompt line."""
-
-
-class Clarification(BaseModel):
-    """Whether the task needs one question to the user before any work starts."""
-
-    # reason, then the decision, then the question: the model judges the task before it commits
-    # to asking, and writes a question only once it has decided one is needed.
-    reason: str = Field(
-        description=(
-            "One sentence, written first: could a competent person do this task as written, "
-            "choosing sensible defaults for anything unstated?"
-        )
-    )
-    ask: bool = Field(
-        description=(
-            "True only when the task cannot be done at all without information only the user "
-            "has, so any attempt would waste the whole run. Almost always false."
-        )
-    )
-    question: str = Field(
-        description=(
-            "When ask is true: one short, specific question, in the language of the task, whose "
-            "answer unblocks it. When ask is false: empty."
-        )
-    )
 
 
 CLARIFY_PROMPT = """\
@@ -65,59 +44,11 @@ task is worse than one that never asks. When in doubt, do not ask.
 """
 
 
-def clarifying_question(task: str, *, usage: ledger.Usage | None = None) -> str | None:
-    """The one question worth asking before the run, or None (nearly always).
-
-    Only a decided ask with a real question counts; anything else proceeds, because silence
-    costs at most one weak run while a needless question costs the user's attention every time.
-    """
-    result = llm.complete_structured(
-        f"<task>\n{task}\n</task>\n\nDoes this task need a question before work starts?",
-        Clarification,
-        system=CLARIFY_PROMPT,
-        max_tokens=1024,
-        effort="low",
-        model=config.settings().fast_model,
-        usage=usage,
-    )
-    question = " ".join(result.question.split())
-    if not result.ask or not question:
-        return None
-    if len(question) > MAX_QUESTION_CHARS:
-        question = question[: MAX_QUESTION_CHARS - 1].rsplit(" ", 1)[0] + "…"
-    return question
-
-
-# --------------------------------------------------------------------------------------------
-# At the prompt: small talk is answered, not planned
-# --------------------------------------------------------------------------------------------
-
-
-class Triage(BaseModel):
-    """Whether the input is small talk rather than a task, and the reply if it is."""
-
-    reason: str = Field(
-        description="One sentence, written first: does this input ask for any work to be done?"
-    )
-    is_chat: bool = Field(
-        description=(
-            "True only for pure conversation that asks for no work: a greeting, thanks, a "
-            "goodbye, or a question about AgentGOD itself. False for anything else."
-        )
-    )
-    reply: str = Field(
-        description=(
-            "When is_chat is true: a short, friendly reply of one to three sentences in the "
-            "user's language. When is_chat is false: empty."
-        )
-    )
-
-
 CHAT_PROMPT = """\
 You sit at the prompt of AgentGOD, a terminal program where the user types tasks. For each task \
 AgentGOD plans a small team of single-purpose AI agents, writes each agent's code, runs them \
 (independent ones in parallel) and merges their work into one answer. That costs time and money, \
-so you decide one thing: is this input small talk rather than a task?
+so you decide first: is this input small talk rather than a task?
 
 Small talk (is_chat true) is pure conversation that asks for no work: greetings ("hi", "good \
 morning"), thanks, goodbyes, and questions about AgentGOD itself ("what can you do?", "how does \
@@ -138,20 +69,105 @@ attaches with @path, and hand files back. Never promise more than that.
 """
 
 
-def triage(text: str, *, usage: ledger.Usage | None = None) -> str | None:
-    """A direct reply when the REPL input is small talk; None for anything that is a task.
+class Screen(BaseModel):
+    """The two decisions made about the input before any work starts, each reasoned first."""
 
-    A task mistaken for chat is lost, while chat mistaken for a task only builds a small team,
-    so only a decided is_chat with a non-empty reply is answered here.
+    # Reason, then the decision, then what follows from it: the model judges before it commits,
+    # and writes a reply or a question only once it has decided one is needed.
+    chat_reason: str = Field(
+        description="One sentence, written first: does this input ask for any work to be done?"
+    )
+    is_chat: bool = Field(
+        description=(
+            "True only for pure conversation that asks for no work: a greeting, thanks, a "
+            "goodbye, or a question about AgentGOD itself. False for anything else."
+        )
+    )
+    reply: str = Field(
+        description=(
+            "When is_chat is true: a short, friendly reply of one to three sentences in the "
+            "user's language. When is_chat is false: empty."
+        )
+    )
+    ask_reason: str = Field(
+        description=(
+            "One sentence: could a competent person do this task as written, choosing sensible "
+            "defaults for anything unstated? (When is_chat is true: empty.)"
+        )
+    )
+    ask: bool = Field(
+        description=(
+            "True only when the task cannot be done at all without information only the user "
+            "has, so any attempt would waste the whole run. Almost always false; always false "
+            "for small talk."
+        )
+    )
+    question: str = Field(
+        description=(
+            "When ask is true: one short, specific question, in the language of the task, whose "
+            "answer unblocks it. When ask is false: empty."
+        )
+    )
+
+
+INTAKE_PROMPT = f"""\
+You make two decisions about the user's input before AgentGOD spends anything on it.
+
+# 1. Small talk or a task?
+
+{CHAT_PROMPT}
+# 2. One question before the run?
+
+Only for a task (never for small talk):
+
+{CLARIFY_PROMPT}"""
+
+
+@dataclass(frozen=True)
+class Screening:
+    """What the intake found: a reply to small talk, a question worth asking, or neither."""
+
+    reply: str | None = None
+    """The direct answer when the input is small talk (and the caller asked about chat)."""
+    question: str | None = None
+    """The one question to ask first (when the caller can ask one)."""
+
+
+def screen(
+    text: str,
+    *,
+    chat: bool,
+    ask: bool,
+    usage: ledger.Usage | None = None,
+    settings: config.Settings | None = None,
+) -> Screening:
+    """Small talk's reply and the clarifying question, in one call.
+
+    `chat`: the input is short enough to be small talk; `ask`: a person is there to answer a
+    question. A decision the caller did not ask about is ignored whatever the model said, so a
+    long input is never chat and nobody is asked who cannot answer. Only a decided is_chat with
+    a non-empty reply is chat — a task mistaken for chat is lost, while chat mistaken for a task
+    only builds a small team — and only a decided ask with a real question is asked — silence
+    costs at most one weak run, a needless question the user's attention every time.
     """
+    settings = settings or config.settings()
     result = llm.complete_structured(
-        f"<input>\n{text}\n</input>\n\nIs this input small talk or a task?",
-        Triage,
-        system=CHAT_PROMPT,
+        f"<input>\n{text}\n</input>\n\nIs this input small talk, and if it is a task, does it "
+        "need a question before work starts?",
+        Screen,
+        system=INTAKE_PROMPT,
         max_tokens=1024,
         effort="low",
-        model=config.settings().fast_model,
+        model=settings.fast_model,
         usage=usage,
+        settings=settings,
     )
     reply = result.reply.strip()
-    return reply if result.is_chat and reply else None
+    if chat and result.is_chat and reply:
+        return Screening(reply=reply)
+    question = " ".join(result.question.split())
+    if not ask or not result.ask or not question:
+        return Screening()
+    if len(question) > MAX_QUESTION_CHARS:
+        question = question[: MAX_QUESTION_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    return Screening(question=question)

@@ -62,6 +62,11 @@ class RunStatus(StrEnum):
     """Ctrl-C, SIGTERM or SIGHUP stopped it; what it had done and spent is kept."""
     BUDGET = "budget"
     """BUDGET_USD stopped it before it could answer."""
+    RUNNING = "running"
+    """Still going: recorded as it started, its calls and agents as they happen."""
+    CRASHED = "crashed"
+    """Its process ended without finishing it (killed outright, out of memory, a power cut); a
+    later command found it so, and kept what it had recorded."""
 
 
 class Switch(StrEnum):

@@ -10,7 +10,10 @@ exceed the cap: a run can stop short but never overspend.
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -62,6 +65,31 @@ class Call:
     """Its tokens and searches at the price table's rates when it was counted."""
     at: datetime
     """When its reply was counted (UTC)."""
+    agent: str = ""
+    """The agent whose build or run the call served (an agent's own call through the broker,
+    or the generation of its code); "" for the main agent's own calls."""
+    seconds: float = 0.0
+    """How long the call took, request to counted reply, retries included: it began at
+    `at - seconds`. 0.0 when not measured (a run recorded before calls were timed)."""
+    web_fetches: int = 0
+    """Pages its reply says the web fetch tool read (usage.server_tool_use.web_fetch_requests)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """As `agentgod show --json` lists it."""
+        return {
+            "phase": self.phase,
+            "agent": self.agent,
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "web_searches": self.web_searches,
+            "web_fetches": self.web_fetches,
+            "usd": self.usd,
+            "at": self.at.isoformat(),
+            "seconds": self.seconds,
+        }
 
 
 def search_usd(searches: int) -> float:
@@ -88,14 +116,25 @@ class BudgetExhaustedError(RuntimeError):
         """The worst case of the call that was not made: what it would have had to set aside."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Hold:
-    """Money set aside for one call (or one agent run) until it has reported what it spent."""
+    """Money set aside for one call (or one agent run) until it has reported what it spent.
+
+    Every call takes one, under a budget or not, so the ledger knows which calls are in flight.
+    """
 
     tokens: int
     """Output tokens the call may use: its max_tokens, lowered to what the budget can pay for."""
     usd: float
-    """The worst case of the call, held back from everyone else meanwhile."""
+    """The worst case of the call, held back from everyone else meanwhile (0 without a budget)."""
+    extra_input: int = 0
+    """Input beyond the call's own the budget pays for (its `extra_input`, lowered with it)."""
+    model: str = ""
+    input_tokens: int = 0
+    """The call's input as estimated when it was held."""
+    searches: int = 0
+    phase: str = OTHER_PHASE
+    """The phase the call is spent under."""
 
 
 @dataclass
@@ -120,9 +159,18 @@ class Usage:
     keep_calls: bool = field(default=True, repr=False, compare=False)
     """Whether each call is kept for `call_log` (a gateway's ledgers, which live as long as a
     batch of any size, keep totals only)."""
+    agent_name: str = ""
+    """The agent the calls recorded here serve (`for_agent`'s view); "" for the main agent."""
     _calls: list[Call] = field(default_factory=list, repr=False, compare=False)
     _phases: dict[str, Usage] = field(default_factory=dict, repr=False, compare=False)
     _held_usd: float = field(default=0.0, repr=False, compare=False)
+    _in_flight: set[Hold] = field(default_factory=set, repr=False, compare=False)
+    """Calls held and not yet released: sent, and not yet answered."""
+    _unfinished: int = field(default=0, repr=False, compare=False)
+    """Calls counted at their worst case because the run ended before their reply."""
+    _listeners: list[Callable[[list[Call]], None]] = field(
+        default_factory=list, repr=False, compare=False
+    )
     _lock: threading.Condition = field(
         default_factory=lambda: threading.Condition(threading.RLock()), repr=False, compare=False
     )
@@ -171,15 +219,21 @@ class Usage:
                 view = self._phases[name] = Usage(parent=self, phase_name=name)
             return view
 
+    def for_agent(self, name: str) -> Usage:
+        """A view of this ledger (a phase's, say) whose calls are tagged as serving agent `name`:
+        the generation of its code. It counts and holds through this ledger like a phase view."""
+        return Usage(parent=self, phase_name=self.phase_name, agent_name=name)
+
     def phases(self) -> dict[str, CostSummary]:
         """What each phase has cost so far, in the order the phases first spent."""
         with self._lock:
             views = list(self._phases.items())
         return {name: view.cost_summary() for name, view in views}
 
-    def record(self, model: str, usage: Any) -> None:
+    def record(self, model: str, usage: Any, *, agent: str = "", seconds: float = 0.0) -> None:
         """Count one API reply's `usage` (an SDK object or the raw dict an agent reports),
-        its web searches included (`server_tool_use.web_search_requests`), and log the call."""
+        its web searches included (`server_tool_use.web_search_requests`), and log the call:
+        for `agent` (else this view's agent), taking `seconds` from request to reply."""
         row = ModelUsage(
             calls=1,
             input_tokens=usage_count(usage, "input_tokens"),
@@ -203,17 +257,33 @@ class Usage:
                     web_searches=row.searches,
                     usd=row.cost_usd(price_of(model)[0]),
                     at=datetime.now(UTC),
+                    agent=agent or self.agent_name,
+                    seconds=max(0.0, seconds),
+                    web_fetches=usage_fetches(usage),
                 )
             ]
         )
 
     def _log(self, calls: list[Call]) -> None:
-        """Keep `calls` here and in the ledgers above, each log in time order."""
+        """Keep `calls` here and in the ledgers above, each log in time order; the run's
+        ledger tells its listeners."""
         with self._lock:
             for call in calls:
                 bisect.insort(self._calls, call, key=_when)
+            listeners = list(self._listeners)
         if self.parent is not None:
             self.parent._log(calls)
+        for listener in listeners:
+            listener(calls)
+
+    def listen(self, listener: Callable[[list[Call]], None]) -> None:
+        """Have `listener` told of every call counted from now on (quickly: it runs on the
+        thread that counted them). It is told of the calls counted before, at once."""
+        with self._lock:
+            self._listeners.append(listener)
+            earlier = list(self._calls)
+        if earlier:
+            listener(earlier)
 
     def call_log(self) -> list[Call]:
         """Every call recorded here or merged in, oldest first (a phase view: its own only)."""
@@ -249,38 +319,78 @@ class Usage:
         max_tokens: int,
         min_tokens: int = MIN_OUTPUT_TOKENS,
         searches: int = 0,
+        extra_input: int = 0,
     ) -> Hold:
         """Set aside the worst case of a call; lower max_tokens to what the budget can pay for.
 
         `searches` is the most web searches the call may make (its web_search max_uses): their
         price is held in full, since the model, not the caller, decides how many it runs.
+        `extra_input` is input the call may be given beyond `input_tokens` that the caller can
+        still bound (the pages a web fetch reads, by max_content_tokens): it is lowered together
+        with max_tokens, in proportion, to what the budget can pay for (`Hold.extra_input`).
         While other holds are in flight their money may come back, so this waits for them;
         it raises BudgetExhaustedError only when nothing is in flight and the call still
         cannot afford `min_tokens` of output (or its whole max_tokens, if that is smaller).
         """
+        return self._hold(
+            model,
+            input_tokens=input_tokens,
+            max_tokens=max_tokens,
+            min_tokens=min_tokens,
+            searches=searches,
+            extra_input=extra_input,
+            phase=self.phase_name,
+        )
+
+    def _hold(
+        self,
+        model: str,
+        *,
+        input_tokens: int,
+        max_tokens: int,
+        min_tokens: int,
+        searches: int,
+        extra_input: int,
+        phase: str,
+    ) -> Hold:
         if self.parent is not None:
-            return self.parent.hold(
+            return self.parent._hold(
                 model,
                 input_tokens=input_tokens,
                 max_tokens=max_tokens,
                 min_tokens=min_tokens,
                 searches=searches,
+                extra_input=extra_input,
+                phase=phase,
             )
+        held_for = functools.partial(
+            Hold, model=model, input_tokens=input_tokens, searches=searches, phase=phase
+        )
         if self.budget_usd is None:
-            return Hold(max_tokens, 0.0)
+            held = held_for(max_tokens, 0.0, extra_input)
+            with self._lock:
+                self._in_flight.add(held)
+            return held
         price = price_of(model)[0]
+        least = min(min_tokens, max_tokens)
         fixed_usd = input_tokens * price.cache_write / 1_000_000 + search_usd(searches)
+        fixed_usd += least * price.output / 1_000_000
+        more = max_tokens - least
+        rest_usd = (extra_input * price.cache_write + more * price.output) / 1_000_000
         with self._lock:
             while True:
                 room = self.budget_usd - self.cost_usd() - self._held_usd - fixed_usd
-                tokens = min(max_tokens, int(room * 1_000_000 / price.output)) if room > 0 else 0
-                if tokens >= min(min_tokens, max_tokens):
-                    usd = fixed_usd + tokens * price.output / 1_000_000
+                if room >= 0:  # the least output first; then the rest of both, in proportion
+                    share = min(1.0, room / rest_usd) if rest_usd > 0 else 1.0
+                    tokens, extra = least + int(more * share), int(extra_input * share)
+                    usd = input_tokens * price.cache_write + extra * price.cache_write
+                    usd = (usd + tokens * price.output) / 1_000_000 + search_usd(searches)
                     self._held_usd += usd
-                    return Hold(tokens, usd)
+                    held = held_for(tokens, usd, extra)
+                    self._in_flight.add(held)
+                    return held
                 if self._held_usd <= 1e-12:
-                    needed = fixed_usd + min(min_tokens, max_tokens) * price.output / 1_000_000
-                    raise BudgetExhaustedError(self.cost_usd(), self.budget_usd, needed)
+                    raise BudgetExhaustedError(self.cost_usd(), self.budget_usd, fixed_usd)
                 self._lock.wait()
 
     def room_usd(self) -> float | None:
@@ -297,11 +407,39 @@ class Usage:
         if self.parent is not None:
             self.parent.release(hold)
             return
-        if not hold.usd:
-            return
         with self._lock:
+            if hold not in self._in_flight:
+                return  # counted already, at its worst case, when the run ended without it
+            self._in_flight.discard(hold)
             self._held_usd = max(0.0, self._held_usd - hold.usd)
             self._lock.notify_all()
+
+    def settle(self, timeout: float) -> int:
+        """Wait up to `timeout` for the calls in flight to be answered and counted; then count
+        each one still unanswered at its worst case (it is billed whether or not anyone waits
+        for it). Returns how many were counted so."""
+        if self.parent is not None:
+            return self.parent.settle(timeout)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._in_flight and (left := deadline - time.monotonic()) > 0:
+                self._lock.wait(left)
+            unanswered = list(self._in_flight)
+            self._in_flight.clear()
+            self._held_usd = 0.0
+            self._unfinished += len(unanswered)
+            self._lock.notify_all()
+        for call in unanswered:
+            view = self if call.phase == OTHER_PHASE else self.phase(call.phase)
+            worst = _worst_case(call)
+            view.add(
+                call.model,
+                cache_write_tokens=worst.cache_write_tokens,
+                output_tokens=worst.output_tokens,
+                searches=worst.web_searches,
+            )
+            view._log([worst])
+        return len(unanswered)
 
     @property
     def is_estimate(self) -> bool:
@@ -315,7 +453,7 @@ class Usage:
     def cost_summary(self) -> CostSummary:
         """Plain numbers for displays, JSON output and the run archive."""
         total = self.totals()
-        return CostSummary(
+        summary = CostSummary(
             llm_calls=total.calls,
             input_tokens=total.input_tokens,
             output_tokens=total.output_tokens,
@@ -323,13 +461,38 @@ class Usage:
             cache_read_tokens=total.cache_read_tokens,
             web_searches=total.searches,
             usd=round(self.cost_usd(), 6),
-            estimate=self.is_estimate,
+            estimate=self.is_estimate or bool(self._unfinished),
             unpriced=self.unpriced(),
         )
+        if self._unfinished:
+            summary["unfinished"] = self._unfinished
+        return summary
 
 
 def _when(call: Call) -> datetime:
     return call.at
+
+
+def _worst_case(held: Hold) -> Call:
+    """A call that was never answered, as the record keeps it: at the most it may have cost —
+    its input at the cache-write price (the dearest), all its output tokens, every search."""
+    row = ModelUsage(
+        calls=1,
+        cache_write_tokens=held.input_tokens,
+        output_tokens=held.tokens,
+        searches=held.searches,
+    )
+    return Call(
+        phase=held.phase,
+        model=held.model,
+        input_tokens=0,
+        output_tokens=held.tokens,
+        cache_write_tokens=held.input_tokens,
+        cache_read_tokens=0,
+        web_searches=held.searches,
+        usd=row.cost_usd(price_of(held.model)[0]),
+        at=datetime.now(UTC),
+    )
 
 
 def usage_count(usage: Any, name: str) -> int:
@@ -340,6 +503,12 @@ def usage_count(usage: Any, name: str) -> int:
 def usage_searches(usage: Any) -> int:
     """The web searches a reply's usage reports (`server_tool_use.web_search_requests`)."""
     return _count(_get(_get(usage, "server_tool_use"), "web_search_requests"))
+
+
+def usage_fetches(usage: Any) -> int:
+    """The pages a reply's usage says web fetch read (`server_tool_use.web_fetch_requests`;
+    the SDK gives None for a missing count)."""
+    return _count(_get(_get(usage, "server_tool_use"), "web_fetch_requests"))
 
 
 def _get(value: Any, name: str) -> Any:

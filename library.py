@@ -274,8 +274,9 @@ def _declared_role(path: Path) -> str:
 
 
 def _folder(settings: config.Settings | None = None) -> Path:
-    """The kept agents' folder, from the run's snapshot of the settings when there is one."""
-    return (settings or config.settings()).inventory_dir / "agents"
+    """The kept agents' folder, from the run's snapshot of the settings when there is one (else
+    from the home alone: listing the library needs no other setting)."""
+    return (settings.inventory_dir if settings else config.inventory_dir()) / "agents"
 
 
 def _is_safe(name: str) -> bool:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from agentgod import cli, config, llm, signals
+from agentgod import cli, config, signals
 from agentgod.replies import ErrorDetail
 from agentgod.session import Session, stdin_is_tty
 from agentgod.ui import PlainUI, isatty
@@ -51,7 +51,6 @@ def run(invocation: cli.Invocation) -> int:
 
 
 def _run(invocation: cli.Invocation) -> int:
-    cli.apply(invocation)
     interactive = stdin_is_tty() and not invocation.no_input and invocation.mode != "stdin"
     ui = make_ui(
         plain=invocation.plain,
@@ -61,6 +60,7 @@ def _run(invocation: cli.Invocation) -> int:
     )
     session = Session(ui, invocation, interactive)
     try:
+        session.sweep()
         if invocation.mode in ("batch", "gateway"):
             from agentgod import batchsession
 
@@ -75,8 +75,11 @@ def _run(invocation: cli.Invocation) -> int:
             session.task = invocation.task or cli.read_task(sys.stdin)
         config.check_home()  # before anything is spent or started
         _check_out(invocation.out)
-        llm.preload_sdk()
-        config.settings()
+        # A bad setting is found now, before anything is spent; the connection to the API
+        # opens while the rest of start-up goes on.
+        from agentgod import llm
+
+        llm.connect_ahead(session.settings())
         if invocation.resume:
             session.resume(invocation.resume)
         if invocation.mode == "repl":

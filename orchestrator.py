@@ -18,9 +18,11 @@ prints.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +33,9 @@ from agentgod import (
     council,
     eventlog,
     executor,
+    generator,
+    historydb,
+    journal,
     judgment,
     ledger,
     library,
@@ -40,7 +45,6 @@ from agentgod import (
     planner,
     problems,
     runlog,
-    runrecord,
     signals,
     taskgraph,
 )
@@ -49,8 +53,20 @@ from agentgod.conversation import Conversation
 from agentgod.crew import Crew
 from agentgod.events import NullEvents, SerialisedEvents, TaskEvents, answer_stream
 from agentgod.kinds import Phase, RunStatus, Spend
-from agentgod.results import AgentRun, AllAgentsFailedError, Failure, PendingAgent, TaskResult
+from agentgod.results import AllAgentsFailedError, PendingAgent, TaskResult
+from agentgod.runrecord import AgentRecord, Failure, RunRecord
 from agentgod.scratch import RunSpace
+
+
+class Withdrawn(Exception):
+    """The caller took the run back at its gate, before anything was shown, planned or built
+    (the input was small talk): the run leaves no record, and its plan is cancelled."""
+
+
+Gate = Callable[[], "planner.Planning | None"]
+"""Called once, on the run's thread, when its first processes are starting and before anything
+is shown: None goes on with the plan asked for; a Planning replaces it (a task the person
+clarified: its `task` becomes the run's); Withdrawn ends the run without a record."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +90,7 @@ class _Round:
 
     complexity: str
     answer: str
-    agents: list[AgentRun]
+    agents: list[AgentRecord]
     failures: list[Failure]
     waves: list[list[str]]
     specs: list[planner.AgentSpec] = field(default_factory=list)
@@ -94,22 +110,30 @@ class _Conductor:
     def __init__(
         self,
         task: str,
+        settings: config.Settings,
         events: TaskEvents | None,
         usage: ledger.Usage | None,
         space: RunSpace,
         attached: Attached | None = None,
         conversation: Conversation | None = None,
         retry: Retry | None = None,
+        planning: planner.Planning | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.task = task
         self.retry = retry
+        self.planning = planning
+        """The first round's plan, already asked for by the session (planner.Planning)."""
+        self.gate = gate
+        """The caller's say before anything is shown or built (see Gate)."""
         """The earlier run this one retries: its plan, and the outputs its agents delivered."""
         self.conversation = conversation
         """The session's earlier tasks and answers, when this task may follow up on them."""
         self.context = conversation.context() if conversation else ""
         self.space = space
         """This run's scratch: its id names the run's record, event log and artifacts."""
-        self.settings = config.settings()
+        self.settings = settings
+        """The run's snapshot, read once by the caller: nothing in the run reads them again."""
         self.attached = attached or Attached(task, (), ())
         """The files the user attached: every agent may read them, none may write them."""
         self.artifacts = artifacts.ArtifactStore(
@@ -119,6 +143,7 @@ class _Conductor:
         self.usage = usage or ledger.Usage()
         self.log = eventlog.EventLog(eventlog.run_log(self.settings.runs_dir, space.id))
         """Every moment of the run as a JSON line, for `agentgod show RUN --replay`."""
+        self.log.note("task", task)  # what a viewer of the run in progress names it by
         # The log first: a moment is in the log's queue before the display draws it.
         self.events = SerialisedEvents(eventlog.Tee(self.log, events or NullEvents()))
         self.started = time.monotonic()
@@ -139,6 +164,21 @@ class _Conductor:
         """Who writes, starts, runs and repairs the agents, round after round."""
         self.redactions = runlog.Redactions()
         """The record's texts redacted while the model is busy, not after it (see archive)."""
+        self.answer: str | None = None
+        """The latest answer paid for (merged, refined or revised), judged or not: a run stopped
+        before it ends keeps it."""
+        self.run_file: Path | None = None
+        """The run file once the archive wrote it: archiving again rewrites that one file."""
+        self.archiving = False
+        """The archive has begun once: a second one replaces what the first wrote."""
+        self.journal = journal.RunJournal(self.settings.runs_dir / historydb.DB_NAME)
+        """The run in the history from its first moment (see journal.py): once no gate can
+        withdraw it any more."""
+        self.usage.listen(self.journal.calls)
+        if self.gate is None:
+            self.journal.start(self.head())
+        self.finished: TaskResult | None = None
+        """What the run returns, once it has it (a trace not exported is a warning there too)."""
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -175,9 +215,11 @@ class _Conductor:
         self.log.flush()
         if self.log.failed:
             self.warn(f"the run's event log stopped: {self.log.failed}")
+        self.settle(SETTLE_SECONDS)
         result = self.result(answer)
         result.run_file = self.archive(result)
         result.warnings = list(self.warnings)  # the archive's own, when it could not write
+        self.finished = result
         return result
 
     def successes(self) -> dict[str, str]:
@@ -197,12 +239,21 @@ class _Conductor:
         those are neither written nor run again.
         """
         self.crew.start_ahead()
+        if self.gate is not None and not self.rounds:
+            gate, self.gate = self.gate, None
+            replanned = gate()  # the processes start meanwhile; nothing is shown before it
+            if replanned is not None:
+                self.planning = replanned
+                self.task = task_text = replanned.task
+            self.journal.start(self.head())
         self.events.phase_started(Phase.PLAN)
         phase = time.monotonic()
         if self.retry is not None and not self.rounds:
             # A retry's plan is the one it retries, and what that run's agents delivered stands.
             plan = self.retry.plan
             carried = {**self.retry.outputs, **(carried or {})}
+        elif self.planning is not None and not self.rounds:
+            plan = self.planning.result()  # asked for before the run began: no wait for it here
         else:
             plan = planner.plan_agents(
                 task_text,
@@ -251,6 +302,7 @@ class _Conductor:
             reasoning=plan.reasoning,
         )
         self.rounds.append(this_round)
+        self.journal.update(self.record(None))  # the plan, in the history before any agent runs
         # A follow-up's agents work from the earlier answers too: they see only the task text.
         agent_task = f"{self.context}\n\n{task_text}" if plan.follow_up else task_text
         outputs = self.crew.run_round(ordered, kept, agent_task, effort, this_round, carried or {})
@@ -333,6 +385,7 @@ class _Conductor:
             self.events.phase_finished(Phase.MERGE, time.monotonic() - phase)
         for warning in merged.warnings:
             self.warn(warning)
+        self.answer = merged.answer
         return merged.answer
 
     def convene_council(self, task_text: str, answer: str, effort: str) -> str:
@@ -362,6 +415,7 @@ class _Conductor:
             self.events.answer_replaced("the council refined the answer")
         self.events.council_finished(verdict.weaknesses, verdict.improved)
         self.events.phase_finished(Phase.COUNCIL, time.monotonic() - phase)
+        self.answer = verdict.answer
         return verdict.answer
 
     def judge(self, answer: str) -> judgment.Verdict | None:
@@ -406,80 +460,28 @@ class _Conductor:
             for name, won in self.crew.library_outcomes.items():
                 library.record_outcome(name, won, settings=self.settings)
             for name, (role, source) in self.crew.evolved.items():
-                library.remember(name, role, source, evolved=True, settings=self.settings)
+                kept = generator.for_library(source)  # the library's copy runs by hand too
+                library.remember(name, role, kept, evolved=True, settings=self.settings)
         except Exception as error:
             self.warn(f"the library could not be updated: {problems.explain(error).technical}")
 
-    def result(self, answer: str) -> TaskResult:
-        last = self.rounds[-1]
-        agents = [a for r in self.rounds for a in r.agents]
-        return TaskResult(
-            task=self.task,
-            answer=answer,
-            complexity=last.complexity,
-            agents=agents,
-            failures=[f for r in self.rounds for f in r.failures],
-            revisions=self.revisions,
-            council_improved=self.council_improved,
-            pending=[
-                PendingAgent(name, role, source)
-                for name, (role, source) in self.crew.new_sources.items()
-            ],
-            agent_paths=sorted(set(self.crew.paths.values())),
-            usage=self.usage,
-            duration_seconds=time.monotonic() - self.started,
-            run_file=None,
-            waves=last.waves,
-            sandbox=sorted(self.crew.layers),
-            budget_usd=self.usage.budget_usd,
-            budget_exhausted=self.budget_hit.is_set(),
-            warnings=list(self.warnings),
-            artifacts=self.artifacts.list(),
-            run_id=self.space.id,
-            conversation=self.conversation.id if self.conversation else None,
-            retry_of=self.retry.run_id if self.retry else None,
-            carried=sorted(self.retry.outputs) if self.retry else [],
-        )
+    def head(self) -> RunRecord:
+        """The run's row as it starts: what is known, status running."""
+        return dataclasses.replace(self.record(None), status=RunStatus.RUNNING)
 
-    def close(self) -> None:
-        """The run is over: the crew's processes and doors go with it, and the log is shut."""
-        self.crew.close()
-        self.log.close()
-        self.redactions.close()
-
-    # ---- archive -------------------------------------------------------------------------------
-
-    def archive(self, result: TaskResult | None, error: BaseException | None = None) -> Path | None:
-        """Write the run to runs/ (success or failure); never raises."""
-        self.events.phase_started(Phase.ARCHIVE)
+    def record(self, answer: str | None, error: BaseException | None = None) -> RunRecord:
+        """The run's facts as they stand: `answer` is None when it ended without one. A run
+        stopped (or failed) after an answer was paid for keeps that answer, unjudged."""
         last = self.rounds[-1] if self.rounds else None
-        agents = [a for r in self.rounds for a in r.agents]
-        record = runrecord.RunRecord(
+        return RunRecord(
             task=self.task,
-            ok=result is not None,
-            answer=result.answer if result else "",
+            ok=answer is not None,
+            answer=answer if answer is not None else (self.answer or ""),
             error=problems.explain(error).headline if error else "",
             complexity=last.complexity if last else None,
             waves=last.waves if last else [],
-            agents=[
-                runrecord.AgentRecord(
-                    a.name,
-                    a.role,
-                    a.reused,
-                    a.ok,
-                    a.attempts,
-                    a.seconds,
-                    a.kind,
-                    a.error,
-                    a.usage.usd,
-                    source=a.source,
-                    inputs=list(a.inputs),
-                    output=a.output,
-                    usage=a.reply()["usage"],
-                )
-                for a in agents
-            ],
-            failures=[(f.name, f.reason) for r in self.rounds for f in r.failures],
+            agents=[a for r in self.rounds for a in r.agents],
+            failures=[f for r in self.rounds for f in r.failures],
             revisions=self.revisions,
             council_improved=self.council_improved,
             cost=self.usage.cost_summary(),
@@ -489,30 +491,101 @@ class _Conductor:
             budget_exhausted=self.budget_hit.is_set(),
             warnings=list(self.warnings),
             phases=self.usage.phases(),
+            outputs=last.outputs if last and answer is None else {},
+            attachments=[item.reply() for item in self.attached.files],
+            artifacts=[item.reply() for item in self.artifacts.list()],
             run_id=self.space.id,
-            status=_status(result, error),
+            status=_status(answer, error),
             conversation_id=self.conversation.id if self.conversation else None,
             retry_of=self.retry.run_id if self.retry else None,
+            carried=sorted(self.retry.outputs) if self.retry else [],
             model=self.settings.model,
             effort=last.effort if last else None,
             reasoning=last.reasoning if last else "",
             plan=[spec.model_dump() for spec in last.specs] if last else [],
             calls=self.usage.call_log(),
-            outputs=last.outputs if last and result is None else {},
-            attachments=[item.reply() for item in self.attached.files],
-            artifacts=[item.reply() for item in self.artifacts.list()],
+            budget_usd=self.usage.budget_usd,
         )
-        path = runlog.archive(
-            record, warn=self.warn, settings=self.settings, redactions=self.redactions
+
+    def result(self, answer: str) -> TaskResult:
+        """The answered run's record, with what its caller still has to act on."""
+        return TaskResult.of(
+            self.record(answer),
+            pending=[  # as the library would keep them: with the standalone road
+                PendingAgent(name, role, generator.for_library(source))
+                for name, (role, source) in self.crew.new_sources.items()
+            ],
+            agent_paths=sorted(set(self.crew.paths.values())),
+            usage=self.usage,
+            artifact_files=self.artifacts.list(),
         )
-        self.events.archived(str(path) if path else None)
+
+    def recorded(self, agent: AgentRecord) -> None:
+        """An agent's record is final (crew.RunState): in the history as the run goes."""
+        self.journal.agent(agent)
+
+    def close(self) -> None:
+        """The run is over: the crew's processes and doors go with it, and the log is shut."""
+        self.crew.close()
+        self.journal.close()
+        self.log.close()
+        self.redactions.close()
+
+    # ---- archive -------------------------------------------------------------------------------
+
+    def archive(self, record: RunRecord, *, wait_seconds: float | None = None) -> Path | None:
+        """Write the run to runs/ (success or failure); never raises.
+
+        Once: a run archived again (stopped while its archive was being written) rewrites the
+        same run file and the same history row. `wait_seconds` bounds the wait for another
+        process's lock on the history.
+        """
+        self.events.phase_started(Phase.ARCHIVE)
+        self.journal.close()
+        again, self.archiving = self.archiving, True
+        self.run_file = runlog.archive(
+            record,
+            warn=self.warn,
+            settings=self.settings,
+            redactions=self.redactions,
+            into=self.run_file,
+            again=again,
+            wait_seconds=wait_seconds,
+            wrote=self._wrote,
+        )
+        self.events.archived(str(self.run_file) if self.run_file else None)
         self.events.phase_finished(Phase.ARCHIVE, 0.0)
-        return path
+        return self.run_file
+
+    def _wrote(self, run_file: Path) -> None:
+        """The archive's run file exists: an archive after a stop rewrites this one."""
+        self.run_file = run_file
+
+    def settle(self, seconds: float) -> None:
+        """Wait (at most `seconds`) for model calls still in flight — an agent's, abandoned when
+        it ended — so the record counts what the API bills; any still unanswered is counted at
+        its worst case, and said so."""
+        unanswered = self.usage.settle(seconds)
+        if unanswered:
+            calls = f"{unanswered} model call{'s' if unanswered > 1 else ''}"
+            self.warn(
+                f"{calls} had no reply yet when the run ended; the cost counts "
+                f"{'each' if unanswered > 1 else 'it'} at the most it may have cost"
+            )
 
 
-def _status(result: TaskResult | None, error: BaseException | None) -> RunStatus:
+SETTLE_SECONDS = 5.0
+"""How long a finished run waits for model calls still in flight before it counts them at their
+worst case (an agent that ended before its call was answered)."""
+STOP_SETTLE_SECONDS = 0.5
+"""The same for a run being stopped: a stop must be prompt."""
+STOP_ARCHIVE_SECONDS = 1.0
+"""How long a stopped run's archive waits for another process's lock on the history."""
+
+
+def _status(answer: str | None, error: BaseException | None) -> RunStatus:
     """How the run ended, for its record."""
-    if result is not None:
+    if answer is not None:
         return RunStatus.OK
     if isinstance(error, KeyboardInterrupt):
         return RunStatus.INTERRUPTED
@@ -524,50 +597,100 @@ def _status(result: TaskResult | None, error: BaseException | None) -> RunStatus
 def handle_task(
     task: str,
     *,
+    settings: config.Settings,
     events: TaskEvents | None = None,
     usage: ledger.Usage | None = None,
     written: list[Path] | None = None,
+    unjudged: list[str] | None = None,
     space: RunSpace | None = None,
     attached: Attached | None = None,
     conversation: Conversation | None = None,
     retry: Retry | None = None,
+    planning: planner.Planning | None = None,
+    gate: Gate | None = None,
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.
 
+    `settings` is the run's snapshot (config.settings, with the caller's overrides): the run
+    reads nothing else, so a flag or a setting changed meanwhile cannot split it.
     `attached` are the files the user attached (attachments.gather): read-only for every agent.
     `conversation` holds the session's earlier turns: the planner decides whether the task
     follows up on them, and then the agents and the merge see them too. `retry` reruns an
     earlier run: no plan call, and only its agents that delivered nothing are built and run.
+    `planning` is the first round's plan, asked for ahead (planner.Planning, with `usage` as
+    its ledger and the same task, attachments and conversation): the run takes its result
+    instead of asking again, and cancels it if the run ends before taking it. `gate` (see
+    Gate) lets the caller decide, once the run's first processes are starting, whether it goes
+    on, with a new plan, or not at all (Withdrawn: no record is kept).
 
     Raises on planner or code-generation failures (bad key, network, an invalid plan) and when
     every agent failed; a failed run is still archived so `history` and `stats` see it. So is an
     interrupted one (Ctrl-C, SIGTERM, SIGHUP: a KeyboardInterrupt), with what it had done and
     spent, and a warning naming the signal. When it raises, `written` (if given) receives the
-    scratch files written so far, for cleanup.
+    scratch files written so far, for cleanup, and `unjudged` the answer already paid for, if
+    there was one (a run stopped while the judge read it): the caller shows it.
 
     `space` is the run's own scratch; the caller closes it (after asking what to keep). Without
     one, the run makes its own and removes it before returning.
     """
     own = space is None
     space = space or RunSpace()
-    conductor = _Conductor(task, events, usage, space, attached, conversation, retry)
+    conductor = _Conductor(
+        task, settings, events, usage, space, attached, conversation, retry, planning, gate
+    )
     try:
         return conductor.run()
     except BaseException as error:
         conductor.stopped.set()
+        if conductor.planning is not None:  # ended before its plan was taken: its cost counts
+            conductor.planning.cancel(wait=not isinstance(error, KeyboardInterrupt))
         executor.stop_all()
         if written is not None:
             written.extend(sorted(set(conductor.crew.paths.values())))
-        if isinstance(error, KeyboardInterrupt):
+        if unjudged is not None and conductor.answer:
+            unjudged.append(conductor.answer)
+        if isinstance(error, Withdrawn):
+            _forget(conductor)
+        elif isinstance(error, KeyboardInterrupt):
             _archive_interrupted(conductor, error)
         else:
             conductor.bookkeep_library()
-            conductor.archive(None, error)
+            conductor.settle(SETTLE_SECONDS)
+            conductor.archive(conductor.record(None, error))
         raise
     finally:
+        if conductor.planning is not None:
+            conductor.planning.cancel(wait=False)  # a no-op once taken; else nobody's plan
         conductor.close()
         if own:
             space.close()
+        if settings.tracing is not None:
+            _export_trace(conductor)
+
+
+def _export_trace(conductor: _Conductor) -> None:
+    """Send the run, as it was recorded, to the tracing backend: once its log is closed and its
+    record archived, so the trace is exactly `agentgod show RUN --trace`'s. Only here is the
+    exporter imported; a failed export is a warning, never the run's failure."""
+    from agentgod import otlp
+
+    problem = otlp.export_run(conductor.space.id, conductor.settings)
+    if problem is None:
+        return
+    with contextlib.suppress(Exception):
+        conductor.events.warn(problem)
+    if conductor.finished is not None:
+        conductor.finished.warnings.append(problem)
+
+
+def _forget(conductor: _Conductor) -> None:
+    """A withdrawn run was never a run: its row in the history, its (empty) event log and its
+    folder go."""
+    conductor.journal.forget()
+    conductor.log.close()
+    with contextlib.suppress(OSError):
+        conductor.log.path.unlink()
+        conductor.log.path.parent.rmdir()
 
 
 def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> None:
@@ -581,7 +704,10 @@ def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> Non
     with contextlib.suppress(Exception):
         conductor.warn(f"interrupted by {signals.signal_name(error)} before the run finished")
     conductor.events = SerialisedEvents(conductor.log)  # the log still hears; the display not
-    path = conductor.archive(None, error)
+    conductor.settle(STOP_SETTLE_SECONDS)
+    if conductor.answer:
+        conductor.warn("the answer was not judged: the run was stopped first")
+    path = conductor.archive(conductor.record(None, error), wait_seconds=STOP_ARCHIVE_SECONDS)
     conductor.events = shown
     with contextlib.suppress(Exception):
         shown.archived(str(path) if path else None)

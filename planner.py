@@ -498,6 +498,7 @@ def plan_agents(
     web: bool | None = None,
     attachments: str = "",
     conversation: str = "",
+    cancel: llm.Cancel | None = None,
 ) -> Plan:
     """Grade the task and design its team in one structured call; the reply arrives validated.
 
@@ -505,7 +506,7 @@ def plan_agents(
     describes the files the user attached (attachments.Attached.describe()); `conversation` is
     the session so far (conversation.Conversation.context()). The plan's `follow_up` says whether
     the agents and the merger should be given that conversation; it is never true without one,
-    whatever the model said.
+    whatever the model said. `cancel` may stop the call from another thread (llm.Cancel).
     """
     settings = settings or config.settings()
     limit = settings.max_agents
@@ -526,7 +527,68 @@ def plan_agents(
         max_tokens=8192,
         effort=effort,
         usage=usage,
+        settings=settings,
+        cancel=cancel,
     )
     if not conversation.strip():
         plan.follow_up = False
     return plan
+
+
+CANCEL_WAIT_SECONDS = 30.0
+"""The longest a cancelled plan is waited for: its stream closes once the API has said what it
+costs (within wire.CANCEL_GRACE_SECONDS), so this is only a bound for a connection that hangs."""
+
+
+class Planning:
+    """A plan asked for ahead, on a thread of its own: the first request of a task.
+
+    The session starts it before anything else that needs the model (the small-talk check and
+    the clarifying question run beside it, never before it), and hands it to the run, which
+    takes `result()` where it would otherwise have asked for a plan. When the input turns out
+    to be small talk, or the person's answer to a question changes the task, `cancel()` closes
+    its stream: the plan's ledger then holds what the API said the call cost.
+    """
+
+    def __init__(
+        self,
+        task: str,
+        *,
+        settings: config.Settings,
+        usage: ledger.Usage,
+        library_hint: str = "",
+        attachments: str = "",
+        conversation: str = "",
+    ) -> None:
+        self.task = task
+        self._cancel = llm.Cancel()
+        self._call = llm.Ahead(
+            functools.partial(
+                plan_agents,
+                task,
+                usage=usage,
+                library_hint=library_hint,
+                effort=settings.effort,
+                settings=settings,
+                attachments=attachments,
+                conversation=conversation,
+                cancel=self._cancel,
+            ),
+            name="agentgod-plan",
+        )
+        self.sent = self._call.sent
+        """Set once the plan's request is out (or the call ended without one)."""
+
+    def result(self) -> Plan:
+        """The plan (waiting for it); its call's error if it failed."""
+        return self._call.result()
+
+    def cancel(self, *, wait: bool = True) -> bool:
+        """Stop the plan if it is still being made; with `wait`, return once its call is over
+        and its cost counted. Whether it was stopped (False: it had already finished)."""
+        if self._call.done():
+            return False
+        self._cancel()
+        if wait:
+            self._call.wait(CANCEL_WAIT_SECONDS)
+        return True

@@ -10,6 +10,7 @@ pydantic's. Every field passes through `redact`, so a key never reaches a termin
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections import Counter
@@ -74,6 +75,18 @@ def _home(error: BaseException) -> Problem:
         "or unset it to use the default.",
         str(getattr(error, "reason", "")) or _technical(error),
         "home",
+    )
+
+
+def _disk_full(error: BaseException) -> Problem:
+    """No space left where AgentGOD writes (ENOSPC, or a HomeError that found the disk full)."""
+    where = getattr(error, "path", None) or getattr(error, "filename", None) or "AGENTGOD_HOME"
+    return Problem(
+        f"The disk holding {where} is full.",
+        "Free some space on it, or set AGENTGOD_HOME to a folder on another disk. What the run "
+        "had paid for is kept as far as the disk let it be written.",
+        _technical(error),
+        "disk",
     )
 
 
@@ -353,6 +366,17 @@ _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
     ("agentgod.config", "ConfigError", _config),
     ("agentgod.config", "HomeError", _home),
     ("agentgod.attachments", "AttachmentError", _attachment),
+    ("agentgod.wire", "AuthenticationError", _wrong_key),
+    ("agentgod.wire", "PermissionDeniedError", _permission),
+    ("agentgod.wire", "NotFoundError", _unknown_model),
+    ("agentgod.wire", "RateLimitError", _rate_limited),
+    ("agentgod.wire", "OverloadedError", _overloaded),
+    ("agentgod.wire", "InternalServerError", _server_error),
+    ("agentgod.wire", "BadRequestError", _bad_request),
+    ("agentgod.wire", "RequestTooLargeError", _bad_request),
+    ("agentgod.wire", "APITimeoutError", _timeout),
+    ("agentgod.wire", "MalformedReplyError", _malformed),
+    ("agentgod.wire", "APIConnectionError", _connection),
     ("anthropic", "AuthenticationError", _wrong_key),
     ("anthropic", "PermissionDeniedError", _permission),
     ("anthropic", "NotFoundError", _unknown_model),
@@ -390,6 +414,18 @@ _BY_ERROR_TYPE: dict[str, Translator] = {
 }
 
 
+def _disk_is_full(error: BaseException) -> bool:
+    """ENOSPC (or a quota) anywhere in the error's chain: SQLite's "disk is full" too."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if getattr(seen, "full", False) or getattr(seen, "sqlite_errorname", "") == "SQLITE_FULL":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _api_error_type(error: BaseException) -> str:
     """The `error.type` of an API error body (`{"type": "error", "error": {"type": ...}}`)."""
     body = getattr(error, "body", None)
@@ -399,7 +435,10 @@ def _api_error_type(error: BaseException) -> str:
 
 
 def _translator(error: BaseException) -> Translator:
-    """The translator of the most specific loaded type `error` is an instance of."""
+    """The translator of the most specific loaded type `error` is an instance of; a full disk
+    is told as one whichever call ran into it."""
+    if _disk_is_full(error):
+        return _disk_full
     if _api_error_type(error) in _GATEWAY_REFUSALS:
         return _gateway
     known: dict[type, Translator] = {}

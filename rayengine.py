@@ -200,7 +200,7 @@ def _local_paths(reply: dict[str, Any], made: list[Any], record: dict[str, Any])
             item["path"] = by_name[item["name"]]
     run_file = record.get("run_file")
     if run_file and isinstance(reply.get("run_file"), str):
-        reply["run_file"] = str(config.settings().runs_dir / Path(run_file["name"]).name)
+        reply["run_file"] = str(config.runs_dir() / Path(run_file["name"]).name)
 
 
 def main() -> int:

@@ -25,6 +25,9 @@ class CostSummary(TypedDict):
     """Some model's price was not in the table, so `usd` is a guess."""
     unpriced: NotRequired[list[str]]
     """Which models those were, so the guess can be explained where it is shown."""
+    unfinished: NotRequired[int]
+    """Calls still waiting for the API when the run ended, counted at their worst case (their
+    held input and all their output tokens), so `usd` is never below what was billed."""
 
 
 class TokenUsage(TypedDict):
@@ -80,6 +83,18 @@ class FailureReply(TypedDict):
 
     name: str
     reason: str
+
+
+class Transcript(TypedDict):
+    """What the transcript after a run's answer draws (runrecord.RunRecord.transcript)."""
+
+    agents: list[TranscriptAgent]
+    failures: list[FailureReply]
+    revisions: int
+    council_improved: bool
+    run_file: str | None
+    sandbox: list[str]
+    run_id: str | None
 
 
 class FileReply(TypedDict):
@@ -203,6 +218,10 @@ class ErrorReply(TypedDict):
     ok: Literal[False]
     task: str
     error: ErrorDetail
+    answer: NotRequired[str]
+    """An answer the run had paid for before it was stopped, when it had one."""
+    unjudged: NotRequired[bool]
+    """True with `answer`: the judge never read it."""
 
 
 class LibraryRow(TypedDict):

@@ -100,16 +100,18 @@ class Tail:
 
 
 class Verbatim(Markdown):
-    """Markdown that shows every character the model wrote.
+    """Markdown that shows every character the model wrote, and where every link leads.
 
     rich's own parser reads `<file>` or `Vec<u8>` as inline HTML and then drops it, joins the
     lines of a paragraph with spaces, and strips their indentation. Here HTML is plain text, a
     line break stays a line break, and a paragraph whose later lines are indented (code the
-    model forgot to fence) is shown as a code block, indentation intact.
+    model forgot to fence) is shown as a code block, indentation intact. No link is made live
+    (no OSC 8 hyperlink, whose target the screen never shows): `[text](url)` reads "text (url)",
+    and a link whose text is its own target is just that URL.
     """
 
     def __init__(self, markup: str) -> None:
-        super().__init__("")
+        super().__init__("", hyperlinks=False)
         self.markup = markup
         parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
         self.parsed = verbatim_tokens(parser.parse(markup))
@@ -133,7 +135,29 @@ def verbatim_tokens(tokens: list[Token]) -> list[Token]:
         for child in token.children or []:
             if child.type == "softbreak":
                 child.type = "hardbreak"
+        if token.children:
+            token.children = _plain_self_links(token.children)
         kept.append(token)
+        index += 1
+    return kept
+
+
+def _plain_self_links(children: list[Token]) -> list[Token]:
+    """Inline tokens with each link whose whole text is its own target (`<https://x>`) shown as
+    that text alone: "https://x (https://x)" would say it twice."""
+    kept: list[Token] = []
+    index = 0
+    while index < len(children):
+        link = children[index : index + 3]
+        if (
+            len(link) == 3
+            and [token.type for token in link] == ["link_open", "text", "link_close"]
+            and link[1].content == str(link[0].attrs.get("href", ""))
+        ):
+            kept.append(link[1])
+            index += 3
+            continue
+        kept.append(children[index])
         index += 1
     return kept
 
@@ -154,7 +178,7 @@ def library_table(entries: list[LibraryRow]) -> Table:
             status.append(" · evolved", style="cyan")
         table.add_row(
             Text(e["name"], style="bold"),
-            one_line(e.get("role", ""), 60),
+            Text(one_line(e.get("role", ""), 60)),  # a Text: a role's "[link=…]" is no markup
             str(e["generation"]),
             str(e["wins"]),
             str(e["losses"]),

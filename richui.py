@@ -23,7 +23,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -42,13 +42,12 @@ from agentgod.replies import (
     BatchProgress,
     BatchSummaryLine,
     CostSummary,
-    FailureReply,
     HistoryRow,
     KeepChoice,
     LibraryRow,
     PlannedAgent,
     StatsReply,
-    TranscriptAgent,
+    Transcript,
 )
 from agentgod.richtext import (
     Clamp,
@@ -112,12 +111,18 @@ class _Agent:
 class _Answer:
     """The answer as it is being written: what the live panel shows."""
 
-    text: str = ""
+    pieces: list[str] = field(default_factory=list)
+    """Its text as it arrived, joined only when shown: appending to one string would copy the
+    whole answer at every piece."""
     streaming: bool = False
     again: bool = False
     """Written again from the start (an attempt failed part-way, or there was no room)."""
     replaced: str | None = None
     """Why it will not stand, once answer_replaced said so."""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
 
 
 def can_drive(stream: TextIO) -> bool:
@@ -312,16 +317,8 @@ class RichUI(PlainUI):
         line.stylize("bold not dim", 0, 4)
         self._show(line)
 
-    def transcript(
-        self,
-        agents: list[TranscriptAgent],
-        failures: list[FailureReply],
-        revisions: int,
-        council_improved: bool,
-        run_file: str | None,
-        sandbox: list[str],
-        run_id: str | None = None,
-    ) -> None:
+    def transcript(self, run: Transcript) -> None:
+        agents, run_file = run["agents"], run["run_file"]
         narrow = self.console.width < _WIDE
         table = Table(title="run transcript", title_justify="left", box=box.SIMPLE_HEAD)
         for heading in ("agent", "role", "origin", "result", "tries", "time", "cost"):
@@ -346,12 +343,13 @@ class RichUI(PlainUI):
                 dollars(agent["usd"]),
             )
         notes = Text()
-        for failure in failures:
+        for failure in run["failures"]:
             notes.append(f"✗ {failure['name']}: {one_line(failure['reason'])}\n", style="red")
+        revisions, run_id = run["revisions"], run["run_id"]
         facts = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
-        if council_improved:
+        if run["council_improved"]:
             facts.append("council improved the answer")
-        facts.append(f"sandbox: {', '.join(sandbox) or 'none reported'}")
+        facts.append(f"sandbox: {', '.join(run['sandbox']) or 'none reported'}")
         if run_id:
             facts.append(f"run {run_id} (agentgod show {run_id})")
         pieces = [f"{fact} · " for fact in facts[:-1]] + facts[-1:]
@@ -479,7 +477,7 @@ class RichUI(PlainUI):
             parts.append(rail)
             if self._agents:
                 parts.append(board)
-            answer = _Answer(**vars(self._answer))
+            answer = replace(self._answer, pieces=list(self._answer.pieces))
             merging = self._phases[Phase.MERGE].state
             settled = self._settled
             notes = list(self._notes)
@@ -655,7 +653,7 @@ class RichUI(PlainUI):
     def answer_delta(self, text: str) -> None:
         with self._state:
             if self._answer.streaming:
-                self._answer.text += text
+                self._answer.pieces.append(text)
 
     def answer_replaced(self, reason: str) -> None:
         with self._state:

@@ -63,10 +63,9 @@ def _private_write(path: Path, data: bytes) -> None:
 def take_in(exported: dict[str, Any]) -> list[artifacts.Artifact]:
     """Write an exported run into this home; its artifacts, as now kept here. A run this home
     already has is left as it is."""
-    settings = config.settings()
     run = dict(exported["run"])
     run_id = str(run["run_id"])
-    runs_dir = settings.runs_dir
+    runs_dir = config.runs_dir()
     folder = runs_dir / run_id
     if history.known(run_id):
         return []
@@ -85,7 +84,7 @@ def take_in(exported: dict[str, Any]) -> list[artifacts.Artifact]:
     made = folder / "artifacts"
     kept = sorted(made.iterdir()) if made.is_dir() else []
     run["artifacts"] = _local_artifacts(run.get("artifacts"), made)
-    _insert(settings.runs_dir / historydb.DB_NAME, run, exported.get("tables", {}))
+    _insert(runs_dir / historydb.DB_NAME, run, exported.get("tables", {}))
     return [
         artifacts.Artifact(name=path.name, path=path, bytes=path.stat().st_size, agent="")
         for path in kept

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agentgod.kinds import RunStatus
 from agentgod.replies import CostSummary
-from agentgod.runrecord import AgentRecord, RunRecord, new_run_id, utc
+from agentgod.runrecord import AgentRecord, Failure, RunRecord, new_run_id, utc
 from agentgod.text import human_size
 
 SLUG_LENGTH = 40
@@ -26,6 +26,8 @@ _OUTCOMES = {
     RunStatus.FAILED: "Failed",
     RunStatus.INTERRUPTED: "Interrupted",
     RunStatus.BUDGET: "Out of budget",
+    RunStatus.RUNNING: "Running",
+    RunStatus.CRASHED: "Crashed",
 }
 """The summary line's first words, by status (read_run_file reads them back)."""
 _UNSTATED = {
@@ -33,6 +35,8 @@ _UNSTATED = {
     RunStatus.FAILED: "The run failed without a stated reason.",
     RunStatus.INTERRUPTED: "The run was stopped before it could answer.",
     RunStatus.BUDGET: "The budget (BUDGET_USD) ran out before the run could answer.",
+    RunStatus.RUNNING: "The run had not finished when this was written.",
+    RunStatus.CRASHED: "The process running it ended before the run finished.",
 }
 SMALL_OUTPUT_CHARS = 600
 SMALL_OUTPUT_LINES = 12
@@ -75,13 +79,23 @@ def render(record: RunRecord, runs_dir: Path) -> str:
             parts += [f"### {name}", _fenced(text)]
     parts += [
         "## Answer",
-        record.answer.strip() if record.ok and record.answer.strip() else "_No answer._",
+        _answer(record),
         "## Cost",
         _cost_table(cost) + _phase_table(record.phases),
         "## Run",
         _run_facts(record),
     ]
     return "\n\n".join(parts) + "\n"
+
+
+def _answer(record: RunRecord) -> str:
+    """The answer; one a stopped run had paid for is shown too, said to be unjudged."""
+    answer = record.answer.strip()
+    if not answer:
+        return "_No answer._"
+    if record.ok:
+        return answer
+    return f"_Not judged: the run ended before the judge read it._\n\n{answer}"
 
 
 def slugify(task: str) -> str:
@@ -207,10 +221,10 @@ def _phase_table(phases: dict[str, CostSummary]) -> str:
     return "\n".join(lines)
 
 
-def _failures(failures: list[tuple[str, str]]) -> str:
+def _failures(failures: list[Failure]) -> str:
     if not failures:
         return "None."
-    return "\n\n".join(f"### `{name}`\n\n{_fenced(reason)}" for name, reason in failures)
+    return "\n\n".join(f"### `{each.name}`\n\n{_fenced(each.reason)}" for each in failures)
 
 
 def _files(record: RunRecord, runs_dir: Path) -> str:

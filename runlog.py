@@ -26,7 +26,7 @@ from agentgod import config, historydb, runfile
 from agentgod import history as store
 from agentgod.historydb import PRIVATE_FILE
 from agentgod.redact import redact
-from agentgod.runrecord import RunRecord
+from agentgod.runrecord import AgentRecord, RunRecord
 from agentgod.signals import shield_from_signals
 from agentgod.text import clean
 
@@ -65,16 +65,16 @@ class Redactions:
                 return
             for text in texts:
                 if text and text not in self._ahead:
-                    self._ahead[text] = self._worker.submit(_written, text)
+                    self._ahead[text] = self._worker.submit(scrubbed_text, text)
 
     def writer(self) -> Callable[[str], str]:
-        """`_written`, taking what was done ahead when the secrets are still the same."""
+        """`scrubbed_text`, taking what was done ahead when the secrets are still the same."""
         with self._lock:
             ahead = dict(self._ahead) if _secrets() == self._secrets else {}
 
         def written(text: str) -> str:
             done = ahead.get(text)
-            return done.result() if done is not None else _written(text)
+            return done.result() if done is not None else scrubbed_text(text)
 
         return written
 
@@ -100,6 +100,11 @@ def archive(
     warn: Callable[[str], None] | None = None,
     settings: config.Settings | None = None,
     redactions: Redactions | None = None,
+    *,
+    into: Path | None = None,
+    again: bool = False,
+    wait_seconds: float | None = None,
+    wrote: Callable[[Path], None] | None = None,
 ) -> Path | None:
     """Write the run's Markdown file and its history row; returns the file, or None.
 
@@ -107,11 +112,15 @@ def archive(
     returned), and a file that cannot be written still leaves a history row with no run_file. This
     never raises; what could not be written is told to `warn`, so the loss is never silent.
     `settings` is the run's snapshot (read now when not given): where runs/ is; `redactions`
-    holds what was redacted ahead.
+    holds what was redacted ahead. `again` says this run was archived before (stopped while it
+    was): its history row is replaced, and `into`, the run file that archive wrote, rewritten, so
+    one run has one file and one row. `wait_seconds` bounds the wait for another process's lock
+    on the history. `wrote` hears of the run file the moment it exists, before the history is
+    written (a stop may come while that waits).
     """
     say = warn or (lambda text: None)
     try:
-        scrubbed = _redacted(record, redactions.writer() if redactions else _written)
+        scrubbed = redacted(record, redactions.writer() if redactions else scrubbed_text)
         folder = (settings or config.settings()).runs_dir
     except Exception as error:  # never fail a run that is already answered and paid for
         say(f"the run was not archived: {_reason(error)}")
@@ -119,9 +128,13 @@ def archive(
     run_file: Path | None = None
     try:
         _private_folder(folder)
-        run_file = _write_new_file(
-            folder, runfile.file_stem(scrubbed), runfile.render(scrubbed, folder)
-        )
+        text = runfile.render(scrubbed, folder)
+        if into is not None and into.parent == folder and into.is_file():
+            run_file = _rewrite(into, text)
+        else:
+            run_file = _write_new_file(folder, runfile.file_stem(scrubbed), text)
+        if wrote is not None:
+            wrote(run_file)
     except Exception as error:
         say(
             f"the run file could not be written in {folder} ({_reason(error)}); "
@@ -129,7 +142,8 @@ def archive(
         )
         run_file = None
     try:
-        store.insert(scrubbed, run_file, folder / historydb.DB_NAME)
+        waits = {} if wait_seconds is None else {"wait_seconds": wait_seconds}
+        store.insert(scrubbed, run_file, folder / historydb.DB_NAME, again=again, **waits)
     except Exception as error:
         say(
             f"the run was not added to the history in {folder / historydb.DB_NAME} "
@@ -153,7 +167,7 @@ def _private_folder(folder: Path) -> None:
         folder.chmod(PRIVATE_FOLDER)
 
 
-def _written(text: str) -> str:
+def scrubbed_text(text: str) -> str:
     """Text as it may be stored: redacted, and without control characters (text.clean), since an
     ESC or BEL in a task must not reach a file that someone later `cat`s to a terminal."""
     return clean(redact(text))
@@ -169,10 +183,10 @@ def _scrub(value: object, written: Callable[[str], str]) -> object:
     return value
 
 
-def _redacted(record: RunRecord, written: Callable[[str], str] = _written) -> RunRecord:
+def redacted(record: RunRecord, written: Callable[[str], str] = scrubbed_text) -> RunRecord:
     """A copy of the record with every piece of text passed through redact (and text.clean).
 
-    `written` does it: `_written`, or a run's `Redactions` that did part of it ahead.
+    `written` does it: `scrubbed_text`, or a run's `Redactions` that did part of it ahead.
     """
 
     def optional(text: str | None) -> str | None:
@@ -203,24 +217,45 @@ def _redacted(record: RunRecord, written: Callable[[str], str] = _written) -> Ru
         error=written(record.error),
         complexity=written(record.complexity) if record.complexity else record.complexity,
         waves=[[written(name) for name in wave] for wave in record.waves],
-        agents=[
-            replace(
-                agent,
-                name=written(agent.name),
-                role=written(agent.role),
-                kind=written(agent.kind),
-                error=written(agent.error),
-                source=written(agent.source),
-                inputs=[written(name) for name in agent.inputs],
-                output=written(agent.output),
-            )
-            for agent in record.agents
+        agents=[redacted_agent(agent, written) for agent in record.agents],
+        failures=[
+            replace(failure, name=written(failure.name), reason=written(failure.reason))
+            for failure in record.failures
         ],
-        failures=[(written(name), written(reason)) for name, reason in record.failures],
         sandbox=[written(layer) for layer in record.sandbox],
         warnings=[written(warning) for warning in record.warnings],
         outputs={written(name): written(text) for name, text in record.outputs.items()},
     )
+
+
+def redacted_agent(
+    agent: AgentRecord, written: Callable[[str], str] = scrubbed_text
+) -> AgentRecord:
+    """A copy of one agent's record with every text in it `written`."""
+    return replace(
+        agent,
+        name=written(agent.name),
+        role=written(agent.role),
+        kind=written(agent.kind),
+        error=written(agent.error),
+        source=written(agent.source),
+        inputs=[written(name) for name in agent.inputs],
+        output=written(agent.output),
+    )
+
+
+def _rewrite(path: Path, text: str) -> Path:
+    """Replace a run file whole (a new file renamed over it): a reader sees one or the other."""
+    fresh = path.with_name(f".{path.name}.{os.getpid()}.new")
+    descriptor = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        fresh.replace(path)
+    except BaseException:
+        fresh.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def _write_new_file(folder: Path, stem: str, text: str) -> Path:

@@ -1,8 +1,12 @@
-"""runrecord.py — what one run leaves behind, as the orchestrator hands it over. No I/O.
+"""runrecord.py — a run's facts, in the one shape every view of the run is derived from. No I/O.
 
-`RunRecord` (with an `AgentRecord` per agent) is the one shape the archive writes (runlog), the
-run file renders and reads back (runfile) and the history stores (history): it sits below all
-three, so none of them has to import another for it.
+`RunRecord` (with an `AgentRecord` per agent and a `Failure` per excluded agent) is what the
+crew and the flow fill in as the run goes, what `handle_task` returns (`results.TaskResult` is a
+record with the living run's handles), what the archive writes (runlog), the run file renders
+and reads back (runfile), the history stores and loads back (history), `--json` prints
+(`reply`), the transcript draws (`transcript`) and `agentgod show` shows (`to_json`). A fact of a
+run is a field here, once; each view is a method or a reader of it. It sits below the records
+and above the vocabulary, so none of its readers has to import another for it.
 """
 
 from __future__ import annotations
@@ -10,11 +14,23 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from agentgod.kinds import RunStatus
+from agentgod.kinds import AgentKind, RunStatus
 from agentgod.ledger import Call
-from agentgod.replies import ArtifactReply, AttachmentReply, CostSummary, TokenUsage
+from agentgod.replies import (
+    AgentReply,
+    ArtifactReply,
+    AttachmentReply,
+    CostSummary,
+    FailureReply,
+    RunReply,
+    TokenUsage,
+    Transcript,
+    TranscriptAgent,
+    cost_reply,
+)
 
 
 def new_run_id() -> str:
@@ -46,22 +62,22 @@ def no_usage() -> TokenUsage:
 
 @dataclass
 class AgentRecord:
-    """How one agent of the run fared."""
+    """How one agent of the run fared; the crew fills it in as the agent is built and run."""
 
     name: str
     """The agent's safe name."""
     role: str
     """Its one-line role."""
-    reused: bool
+    reused: bool = False
     """True when it came from the library instead of the generator."""
-    ok: bool
+    ok: bool = False
     """Whether its final attempt succeeded."""
-    attempts: int
+    attempts: int = 0
     """Executions including repairs."""
-    seconds: float
+    seconds: float = 0.0
     """Wall-clock time of its executions."""
-    kind: str
-    """executor.AgentResult.kind of the final attempt: ok, crash, timeout, ..."""
+    kind: str = AgentKind.PENDING
+    """ok, or how its final attempt failed (kinds.AgentKind: crash, timeout, rejected, ...)."""
     error: str = ""
     """The last failure's reason, if any (redacted again before it is written)."""
     usd: float = 0.0
@@ -74,11 +90,66 @@ class AgentRecord:
     """What its final attempt returned; "" when it failed."""
     usage: TokenUsage = field(default_factory=no_usage)
     """Its own model calls and what they used, every attempt together, as the broker billed them."""
+    refusals: dict[str, int] = field(default_factory=dict)
+    """Requests of its the broker would not make, by error type (budget, forbidden, ...)."""
+    failed_calls: dict[str, int] = field(default_factory=dict)
+    """Its calls that reached the model and failed, by error type (rate_limit, overloaded, ...)."""
+
+    def reply(self) -> AgentReply:
+        """As `--json` lists it."""
+        return AgentReply(
+            name=self.name,
+            role=self.role,
+            reused=self.reused,
+            ok=self.ok,
+            attempts=self.attempts,
+            seconds=round(self.seconds, 3),
+            usage=TokenUsage(**self.usage),
+            usd=round(self.usd, 6),
+        )
+
+    def transcript_row(self) -> TranscriptAgent:
+        """As the transcript after the answer draws it."""
+        return TranscriptAgent(**self.reply(), kind=str(self.kind))
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything kept of it, for `agentgod show --json`."""
+        return {
+            "name": self.name,
+            "role": self.role,
+            "reused": self.reused,
+            "ok": self.ok,
+            "kind": str(self.kind),
+            "attempts": self.attempts,
+            "seconds": self.seconds,
+            "error": self.error,
+            "usd": self.usd,
+            "usage": dict(self.usage),
+            "refusals": dict(self.refusals),
+            "failed_calls": dict(self.failed_calls),
+            "inputs": list(self.inputs),
+            "output": self.output,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An agent excluded from the answer, and why."""
+
+    name: str
+    reason: str
+    """One line: the last line of its stderr, or the executor's reason."""
+    kind: str = AgentKind.CRASH
+    """How it failed (kinds.AgentKind)."""
+
+    def reply(self) -> FailureReply:
+        return FailureReply(name=self.name, reason=self.reason)
 
 
 @dataclass
 class RunRecord:
-    """Everything worth keeping about one task; the orchestrator builds one per task."""
+    """Everything worth keeping about one task; the flow fills in one per task."""
 
     task: str
     """The user's task as typed."""
@@ -94,8 +165,8 @@ class RunRecord:
     """Agent names per execution wave, in order."""
     agents: list[AgentRecord]
     """One record per agent that took part."""
-    failures: list[tuple[str, str]]
-    """(name, reason) for each agent that was excluded after its repairs."""
+    failures: list[Failure]
+    """Each agent that was excluded after its repairs, and why."""
     revisions: int
     """Extra rounds the judge asked for."""
     council_improved: bool
@@ -130,6 +201,8 @@ class RunRecord:
     """The conversation the task belongs to (follow-ups share one); None outside any."""
     retry_of: str | None = None
     """The run id of the run this one retried, reusing what it had done."""
+    carried: list[str] = field(default_factory=list)
+    """Agents whose outputs came from the retried run: neither written nor run again."""
     model: str = ""
     """The main model: the one that planned, wrote the agents and merged."""
     effort: str | None = None
@@ -142,8 +215,95 @@ class RunRecord:
     calls: list[Call] = field(default_factory=list)
     """Every model call counted against the run, in order (ledger.Usage.call_log()), the ones
     made before the plan included."""
+    budget_usd: float | None = None
+    """The cap the run spent under (BUDGET_USD, --budget); None without one."""
+    run_file: Path | None = None
+    """The run file the archive wrote (runs/<stamp>_<slug>.md); None until it is written, or
+    when it could not be."""
 
     def __post_init__(self) -> None:
         """A caller that predates `status` says how the run ended with ok and budget_exhausted."""
         if not self.ok and self.status is RunStatus.OK:
             self.status = RunStatus.BUDGET if self.budget_exhausted else RunStatus.FAILED
+
+    def agent(self, name: str) -> AgentRecord | None:
+        """The last record of agent `name` (a later round's, when it ran again), or None."""
+        return next((agent for agent in reversed(self.agents) if agent.name == name), None)
+
+    def reply(self, kept: list[str]) -> RunReply:
+        """The `--json` reply of a run that answered (`kept`: its new agents that joined the
+        library)."""
+        return RunReply(
+            ok=True,
+            run_id=self.run_id,
+            conversation=self.conversation_id,
+            task=self.task,
+            answer=self.answer,
+            complexity=self.complexity or "",
+            agents=[agent.reply() for agent in self.agents],
+            failures=[failure.reply() for failure in self.failures],
+            revisions=self.revisions,
+            council_improved=self.council_improved,
+            kept=kept,
+            retry_of=self.retry_of,
+            carried=list(self.carried),
+            cost=cost_reply(self.cost),
+            phases={name: cost_reply(spent) for name, spent in self.phases.items()},
+            duration_seconds=round(self.duration_seconds, 3),
+            run_file=str(self.run_file) if self.run_file else None,
+            sandbox=list(self.sandbox),
+            budget_usd=self.budget_usd,
+            budget_exhausted=self.budget_exhausted,
+            warnings=list(self.warnings),
+            attachments=list(self.attachments),
+            artifacts=list(self.artifacts),
+        )
+
+    def transcript(self) -> Transcript:
+        """What the transcript after the answer draws."""
+        return Transcript(
+            agents=[agent.transcript_row() for agent in self.agents],
+            failures=[failure.reply() for failure in self.failures],
+            revisions=self.revisions,
+            council_improved=self.council_improved,
+            run_file=str(self.run_file) if self.run_file else None,
+            sandbox=list(self.sandbox),
+            run_id=self.run_id,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The run whole as plain JSON values, for `agentgod show --json` and the display."""
+        return {
+            "run_id": self.run_id,
+            "task": self.task,
+            "status": self.status.value,
+            "ok": self.ok,
+            "answer": self.answer,
+            "error": self.error,
+            "complexity": self.complexity,
+            "model": self.model,
+            "effort": self.effort,
+            "conversation_id": self.conversation_id,
+            "retry_of": self.retry_of,
+            "carried": list(self.carried),
+            "started_at": utc(self.started_at).isoformat(),
+            "duration_seconds": self.duration_seconds,
+            "reasoning": self.reasoning,
+            "plan": [dict(spec) for spec in self.plan],
+            "waves": [list(wave) for wave in self.waves],
+            "agents": [agent.to_json() for agent in self.agents],
+            "failures": [dict(failure.reply()) for failure in self.failures],
+            "revisions": self.revisions,
+            "council_improved": self.council_improved,
+            "budget_usd": self.budget_usd,
+            "budget_exhausted": self.budget_exhausted,
+            "cost": dict(self.cost),
+            "phases": {name: dict(spent) for name, spent in self.phases.items()},
+            "calls": [call.to_json() for call in self.calls],
+            "warnings": list(self.warnings),
+            "sandbox": list(self.sandbox),
+            "outputs": dict(self.outputs),
+            "attachments": [dict(item) for item in self.attachments],
+            "artifacts": [dict(item) for item in self.artifacts],
+            "run_file": str(self.run_file) if self.run_file else None,
+        }

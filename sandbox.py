@@ -45,16 +45,18 @@ import itertools
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from agentgod import sandbox_boot, sandbox_seccomp
+from agentgod.attachments import file_identity
 from agentgod.kinds import SandboxMode
 
 MODES: tuple[str, ...] = tuple(SandboxMode)
@@ -412,6 +414,7 @@ def prepare(
     broker_fd: int | None = None,
     mode: str = "auto",
     read_only: Sequence[Path] = (),
+    identities: Mapping[Path, tuple[int, int, int]] = {},
     layers: Collection[str] | None = None,
     preload: Sequence[str] = (),
 ) -> Launch:
@@ -431,6 +434,11 @@ def prepare(
     when DROP_UID could not read one of them (`skipped` says which). `layers` narrows the choice
     to some of LAYERS (for tests and benchmarks); strict mode still insists that Landlock and
     seccomp exist on the machine. Raises SandboxUnavailable in strict mode when they do not.
+
+    `identities` are the read-only files as they were vetted (attachments.file_identity): each
+    must still be that very file, reached without a link, or the agent is not started
+    (AttachmentReplaced); the bootstrap checks again, on the file it then mounts or grants,
+    so a swap in between is refused too, never followed.
     """
     if mode not in MODES:
         raise ValueError(f"sandbox mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -452,6 +460,7 @@ def prepare(
         plain = [*boot, *waiting.to_argv(), str(agent)]
     else:
         plain = [*interpreter, str(agent)]
+    _check_identities(identities)
     if mode == "off":
         off = ("sandbox is off: only the executor's limits apply",)
         return Launch(plain, None, None, None, (), off, keep_fds)
@@ -500,7 +509,12 @@ def prepare(
     read_paths = [*_SYSTEM_READ_ONLY, *(str(p) for p in readable)]
     read_paths = list(dict.fromkeys(p for p in read_paths if os.path.exists(p)))
     argv = plain
-    if {"landlock", "seccomp", "caps"} & set(active) or task_limit:
+    exact = tuple(
+        f"{device}:{inode}:{changed}:{path}"
+        for path, (device, inode, changed) in identities.items()
+        if Path(path).absolute() in given
+    )
+    if {"landlock", "seccomp", "caps"} & set(active) or task_limit or exact:
         walls = sandbox_boot.Walls(
             tuple(active),
             landlock_abi=caps.landlock_abi if "landlock" in active else 0,
@@ -508,6 +522,7 @@ def prepare(
             task_limit=task_limit,
             read_only=(*read_paths, *map(str, given), "/dev/urandom"),
             read_write=(str(scratch), "/dev/null"),
+            exact=exact,
             tcp_ports=tcp_ports,
             keep_fds=keep_fds,
             preload=tuple(preload),
@@ -528,6 +543,51 @@ def prepare(
     # no_new_privs in the parent's hook as well: it must hold before bwrap, or for the uid alone.
     preexec = _hook(cgroup) if active else None
     return Launch(argv, preexec, uid, gid, tuple(active), tuple(skipped), keep_fds)
+
+
+def unconfined_warning(mode: str) -> str | None:
+    """The plain warning for a run whose agents will have no OS wall between them and the
+    user's files or the network (SANDBOX=off, or a machine without the layers); None when the
+    walls are up. Said at the start of every such run."""
+    if mode == "off":
+        why, files, network = "SANDBOX=off", True, True
+    else:
+        caps = probe()
+        files = not caps.landlock_abi and caps.bwrap is None
+        network = not caps.seccomp and caps.bwrap is None
+        missing = [name for name, gone in (("Landlock", files), ("seccomp", network)) if gone]
+        why = f"no OS walls on this machine ({' and '.join(missing)}, and no bubblewrap)"
+    if not (files or network):
+        return None
+    can = []
+    if files:
+        can.append("read any file you can read, the key in your AgentGOD home's .env included")
+    if network:
+        can.append("open connections of their own")
+    return (
+        f"{why}: agents run with your own permissions, so code an agent runs could "
+        f"{' and '.join(can)}; only the code guard and the limits stand in its way "
+        "(SANDBOX=strict refuses to run agents without the walls)"
+    )
+
+
+class AttachmentReplaced(OSError):
+    """An attached file is not the file that was vetted any more: the agent is not started."""
+
+
+def _check_identities(identities: Mapping[Path, tuple[int, int, int]]) -> None:
+    """Each path still leads, without a link, to the very file vetted, unchanged."""
+    for path, vetted in identities.items():
+        try:
+            status = os.lstat(path)
+        except OSError as error:
+            raise AttachmentReplaced(error.errno, f"attachment {path}: {error.strerror}") from None
+        if not stat.S_ISREG(status.st_mode) or file_identity(status) != tuple(vetted):
+            raise AttachmentReplaced(
+                errno.EPERM,
+                f"attachment {path} was replaced since it was attached (it is not the file that "
+                "was checked), so no agent is given it",
+            )
 
 
 def require_strict() -> None:

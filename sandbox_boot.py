@@ -70,6 +70,7 @@ class Walls:
         "--tcp-port",
         "--keep-fd",
         "--preload",
+        "--exact",
     )
     NETWORKS = ("tcp", "none")
 
@@ -85,6 +86,7 @@ class Walls:
         tcp_ports: tuple[int, ...] = (),
         keep_fds: tuple[int, ...] = (),
         preload: tuple[str, ...] = (),
+        exact: tuple[str, ...] = (),
     ) -> None:
         if network not in self.NETWORKS:
             raise ValueError(f"network must be one of {self.NETWORKS}, not {network!r}")
@@ -98,6 +100,9 @@ class Walls:
         self.keep_fds = keep_fds
         self.preload = preload
         """Not a wall: modules to import, confined, while the agent's code is being written."""
+        self.exact = exact
+        """"DEVICE:INODE:CTIME:PATH" of each attached file as it was vetted: the path must still
+        lead, without a link, to that very file, unchanged, or the agent does not run."""
 
     def to_argv(self) -> list[str]:
         """Flag-value pairs ended by `--`: any path survives, as a value is never read as a flag."""
@@ -109,6 +114,7 @@ class Walls:
             ("--tcp-port", self.tcp_ports),
             ("--keep-fd", self.keep_fds),
             ("--preload", self.preload),
+            ("--exact", self.exact),
         ):
             for value in values:
                 argv += [flag, str(value)]
@@ -139,6 +145,7 @@ class Walls:
             tcp_ports=tuple(map(int, values["--tcp-port"])),
             keep_fds=tuple(map(int, values["--keep-fd"])),
             preload=tuple(values["--preload"]),
+            exact=tuple(values["--exact"]),
         )
         return walls, argv[index + 1 :]
 
@@ -244,8 +251,38 @@ def _handled_fs(abi: int) -> int:
     return (1 << 14) - 1 if abi == 2 else (1 << 13) - 1
 
 
+def _vetted(exact: tuple[str, ...]) -> dict[str, tuple[int, int, int]]:
+    """{path: (device, inode, change time)} from Walls.exact's "DEVICE:INODE:CTIME:PATH"."""
+    found = {}
+    for entry in exact:
+        device, inode, changed, path = entry.split(":", 3)
+        found[path] = (int(device), int(inode), int(changed))
+    return found
+
+
+def _open_vetted(path: str, vetted: tuple[int, int, int]) -> int:
+    """An O_PATH fd of `path`, which must be, without a link, the very file vetted."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _failure(f"attachment {path} cannot be opened: {exc.strerror}") from None
+    status = os.fstat(fd)
+    found = (status.st_dev, status.st_ino, status.st_ctime_ns)
+    if found != vetted or not stat.S_ISREG(status.st_mode):
+        os.close(fd)
+        raise _failure(
+            f"attachment {path} was replaced since it was attached (it is not the file that "
+            "was checked); refused"
+        )
+    return fd
+
+
 def _restrict_landlock(
-    abi: int, read_only: tuple[str, ...], read_write: tuple[str, ...], tcp_ports: tuple[int, ...]
+    abi: int,
+    read_only: tuple[str, ...],
+    read_write: tuple[str, ...],
+    tcp_ports: tuple[int, ...],
+    vetted: dict[str, tuple[int, int, int]],
 ) -> None:
     """Confine this thread and all it starts, for good (the bootstrap has no other threads)."""
     handled_fs = _handled_fs(abi)
@@ -256,7 +293,7 @@ def _restrict_landlock(
     ruleset = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), None)
     try:
         for path in read_only:
-            _allow_path(ruleset, path, _READ & handled_fs, required=False)
+            _allow_path(ruleset, path, _READ & handled_fs, required=False, vetted=vetted.get(path))
         for path in read_write:
             _allow_path(ruleset, path, _READ_WRITE & handled_fs, required=True)
         for port in tcp_ports if handled_net else ():
@@ -266,13 +303,24 @@ def _restrict_landlock(
         os.close(ruleset)
 
 
-def _allow_path(ruleset: int, path: str, access: int, *, required: bool) -> None:
-    try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except OSError:
-        if required:
-            raise
-        return  # not on this system, or unreachable for this uid anyway
+def _allow_path(
+    ruleset: int,
+    path: str,
+    access: int,
+    *,
+    required: bool,
+    vetted: tuple[int, int, int] | None = None,
+) -> None:
+    """A rule for `path`; for a `vetted` attachment, on the very file vetted (or none at all)."""
+    if vetted is not None:
+        fd = _open_vetted(path, vetted)  # the rule goes on this inode: a later swap leads nowhere
+    else:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            if required:
+                raise
+            return  # not on this system, or unreachable for this uid anyway
     try:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             access &= _FS_FILE_ONLY  # directory rights on a file are EINVAL
@@ -501,10 +549,13 @@ def main(argv: list[str]) -> None:
             layer = "caps"
             _drop_capabilities()
         no_new_privs()
+        vetted = _vetted(walls.exact)
+        for path, identity in vetted.items():  # under bwrap: the files it mounted
+            os.close(_open_vetted(path, identity))
         if "landlock" in walls.layers:
             layer = "landlock"
             _restrict_landlock(
-                walls.landlock_abi, walls.read_only, walls.read_write, walls.tcp_ports
+                walls.landlock_abi, walls.read_only, walls.read_write, walls.tcp_ports, vetted
             )
         if seccomp:
             layer = "seccomp"

@@ -11,6 +11,7 @@ keep (keeping is library.remember's job, not this module's), the space goes. Cle
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 import shutil
 import tempfile
@@ -18,9 +19,12 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from agentgod import config, history
+from agentgod import config, history, journal
 from agentgod.runrecord import new_run_id
 
+OWNER_FILE = ".owner"
+"""In a run's agent folder: the process running it (journal.Owner) and where its scratch
+directories are, so a later command can sweep what a killed run left behind."""
 RUN_ID_DRAWS = 64
 """How many ids RunSpace draws before it gives up: a clash is a one-in-four-billion event, so
 running out means the random source is broken, not that the home is full."""
@@ -36,7 +40,7 @@ class RunSpace:
     def __init__(self, run_id: str | None = None) -> None:
         """A new run's space; `run_id` is drawn (new_run_id) unless given, and a given one
         whose folder exists already raises FileExistsError."""
-        root = config.settings().agents_dir
+        root = config.agents_dir()
         root.mkdir(parents=True, exist_ok=True)
         if not run_id:
             run_id, folder = _claim(root.resolve())
@@ -45,6 +49,7 @@ class RunSpace:
             folder.mkdir()
         self.id = run_id
         self.folder = folder
+        _own(folder)
         """generated_agents/<run id>/: this run's agent files, and where its standby agents wait."""
         self._lock = threading.Lock()
         self._scratch: set[Path] = set()
@@ -115,7 +120,7 @@ def _claim(root: Path) -> tuple[str, Path]:
     The folder is created exclusively, so two runs that drew the same id at once cannot both
     have it: the second draws again.
     """
-    runs = config.settings().runs_dir
+    runs = config.runs_dir()
     for _ in range(RUN_ID_DRAWS):
         run_id = new_run_id()
         if (runs / run_id).exists() or history.known(run_id):
@@ -129,6 +134,50 @@ def _claim(root: Path) -> tuple[str, Path]:
     raise FileExistsError(f"no free run id after {RUN_ID_DRAWS} draws in {root}")
 
 
+def _own(folder: Path) -> None:
+    """Name this process as the folder's owner (best effort: without it, a killed run's folder
+    is simply never swept)."""
+    owner = json.loads(journal.Owner.this_process().to_json())
+    with contextlib.suppress(OSError):
+        (folder / OWNER_FILE).write_text(
+            json.dumps({**owner, "scratch": tempfile.gettempdir()}), encoding="utf-8"
+        )
+
+
+def sweep() -> list[str]:
+    """What runs whose process is gone left behind: their history rows are finished as crashed
+    (journal.finish_dead_runs), their agent folders and scratch directories removed. A live run's
+    are never touched, nor a folder whose owner is unknown. Returns the runs finished; never
+    raises (it runs at the start of every command)."""
+    finished = journal.finish_dead_runs()
+    root = config.agents_dir()
+    with contextlib.suppress(OSError):
+        for folder in list(root.iterdir()) if root.is_dir() else []:
+            if _left_behind(folder):
+                _remove_run_folder(folder)
+    return finished
+
+
+def _left_behind(folder: Path) -> bool:
+    try:
+        text = (folder / OWNER_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    owner = journal.Owner.parse(text)
+    return owner is not None and not owner.alive()
+
+
+def _remove_run_folder(folder: Path) -> None:
+    """A dead run's agent folder and its scratch directories (agentgod-<id>-*)."""
+    with contextlib.suppress(OSError, ValueError):
+        scratch_root = Path(json.loads((folder / OWNER_FILE).read_text())["scratch"])
+        for made in scratch_root.glob(f"agentgod-{folder.name}-*"):
+            shutil.rmtree(made, ignore_errors=True)
+    delete_agents(folder.iterdir())
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+
+
 def delete_agents(paths: Iterable[Path]) -> int:
     """Unlink each scratch copy and return how many were removed.
 
@@ -137,7 +186,7 @@ def delete_agents(paths: Iterable[Path]) -> int:
     folder is removed itself; its target is never touched. Files already gone, directories, and
     files the filesystem will not let go are skipped too.
     """
-    folder = config.settings().agents_dir.resolve()
+    folder = config.agents_dir().resolve()
     removed = 0
     for path in paths:
         target = _inside(Path(path), folder)

@@ -4,25 +4,27 @@ One Session per invocation: the verbs (no key needed), one-shot and pipe runs, a
 checks the key, asks the clarifying question when someone can answer it, hands each run's events
 to the UI, asks keep-or-discard for new agents, and cleans up scratch files — in a `finally`, so
 a failed or interrupted run still does. One failed task never ends a REPL session. The heavy
-modules (the SDK, pydantic, the pipeline) are imported only when a run needs them.
+modules (pydantic, the road to the model, the pipeline) are imported only when a run needs them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentgod import cli, config, ledger, llm, problems, redact, replinput, signals
+from agentgod import cli, config, ledger, problems, redact, replinput, signals
 from agentgod.conversation import Conversation, Turn
 from agentgod.kinds import RunStatus, Spend
 from agentgod.replies import (
     ArtifactReply,
     ErrorDetail,
-    FailureReply,
+    ErrorReply,
     KeepChoice,
     chat_reply,
 )
@@ -32,7 +34,10 @@ from agentgod.ui import PlainUI
 if TYPE_CHECKING:
     from agentgod.artifacts import Artifact
     from agentgod.attachments import Attached
+    from agentgod.intake import Screening
+    from agentgod.llm import Ahead
     from agentgod.orchestrator import Retry
+    from agentgod.planner import Planning
     from agentgod.results import PendingAgent
 
 KEY_ASKS = 3
@@ -41,6 +46,9 @@ WAITING = "reading the task"
 """What the spinner says between Enter and the run's own display."""
 CHAT_MAX_WORDS = 12
 """Only input this short is worth a small-talk check; anything longer is a task."""
+SENT_WAIT_SECONDS = 5.0
+"""How long the intake waits for the plan's request to leave first; only a plan request that
+cannot even be built or sent (and then fails) could take longer."""
 
 
 class Session:
@@ -50,10 +58,17 @@ class Session:
         self.ui = ui
         self.invocation = invocation
         self.interactive = interactive
+        self.overrides: dict[str, str] = cli.overrides(invocation)
+        """What this session was told, over the environment and .env: its flags, a key typed at
+        the prompt, a bad setting set aside for a read-only verb. Never written to os.environ."""
         self.usage = ledger.Usage()
         self.conversation = Conversation()
         """This session's tasks and answers so far: a follow-up is planned with them."""
         self.task = ""
+        self.unjudged: str | None = None
+        """The answer a stopped run had paid for, never judged: shown, and in `--json`."""
+        self._shown = False
+        """Whether the current run's display has begun (ui.task_started)."""
         self.warnings: list[str] = []
         """The current run's warnings from before it started (the pipeline keeps its own)."""
 
@@ -67,31 +82,50 @@ class Session:
     def fail(self, error: BaseException, code: int) -> int:
         problem = problems.explain(error)
         if self.invocation.json:
-            task = redact.redact(self.task)
-            cli.print_json({"ok": False, "task": task, "error": error_json(problem)})
+            reply = ErrorReply(ok=False, task=redact.redact(self.task), error=error_json(problem))
+            if self.unjudged is not None:
+                reply["answer"], reply["unjudged"] = self.unjudged, True
+            cli.print_json(reply)
         self.ui.problem(problem.headline, problem.advice, problem.technical)
         return code
+
+    def sweep(self) -> None:
+        """What runs killed outright left behind is finished and cleared (scratch.sweep); the
+        person hears of each such run once."""
+        if not config.home().is_dir():
+            return  # nothing was ever run here, and nothing is created by looking
+        from agentgod import scratch
+
+        for run_id in scratch.sweep():
+            self.ui.info(
+                f"Run {run_id} ended without finishing (its process was killed); "
+                f"what it had done and spent is in `agentgod show {run_id}`."
+            )
+
+    def settings(self) -> config.Settings:
+        """The settings as this session was told them, read now (config.settings's snapshot)."""
+        return config.settings(self.overrides)
 
     def settle_settings(self) -> None:
         """A read-only verb works despite a bad setting: warn, and use its default instead.
 
-        An empty value in the real environment hides the `.env` one and means "the default",
-        so the bad setting is set aside for this process only.
+        An empty override hides the environment's and the `.env` value and means "the
+        default", so the bad setting is set aside for this session only.
         """
         for _ in config.SETTING_NAMES:
             try:
-                config.settings()
+                self.settings()
                 return
             except config.ConfigError as error:
                 self.warn(f"{error}; its default is used for this command")
-                os.environ[error.setting] = ""
+                self.overrides[error.setting] = ""
 
     # ---- the key -------------------------------------------------------------------------------
 
     def ensure_key(self) -> None:
         """The key from the environment or .env; at a terminal, ask, test and offer to save it."""
         try:
-            config.api_key()
+            config.api_key(self.overrides)
             return
         except config.MissingApiKeyError:
             if not self.interactive:
@@ -115,28 +149,28 @@ class Session:
             self.ui.info(f"Saved to {env_file}.")
 
     def _test_key(self, key: str) -> None:
-        """One tiny call with `key`; it stays in this process's environment only if it works."""
+        """One tiny call with `key`; the session goes on with it only if it works."""
+        from agentgod import llm
+
         redact.register(key)
-        previous = os.environ.get("ANTHROPIC_API_KEY")
-        os.environ["ANTHROPIC_API_KEY"] = key
-        try:
-            with self.ui.waiting("testing the key"):
-                llm.complete(
-                    "Reply with OK.", model=config.settings().fast_model, effort=None, max_tokens=16
-                )
-        except Exception:
-            if previous is None:
-                del os.environ["ANTHROPIC_API_KEY"]
-            else:
-                os.environ["ANTHROPIC_API_KEY"] = previous
-            raise
+        told = {**self.overrides, "ANTHROPIC_API_KEY": key}
+        with self.ui.waiting("testing the key"):
+            settings = config.settings(told)
+            llm.complete(
+                "Reply with OK.",
+                model=settings.fast_model,
+                effort=None,
+                max_tokens=16,
+                settings=settings,
+            )
+        self.overrides = told
         self.ui.info("The key works.")
 
     def key(self, action: str) -> int:
         """`agentgod key set`: read a key (hidden at a terminal, else one line of stdin), test it,
         save it to AGENTGOD_HOME/.env (0600). `key check`: test the configured one."""
         if action == "check":
-            self._test_key(config.api_key())
+            self._test_key(config.api_key(self.overrides))
         else:
             if stdin_is_tty():
                 key = self.ui.ask_secret("Anthropic API key (input hidden):") or ""
@@ -159,81 +193,90 @@ class Session:
         attached: Attached | None = None,
         spent: ledger.Usage | None = None,
         retry: Retry | None = None,
+        *,
+        planning: Planning | None = None,
+        gate: Callable[[], Planning | None] | None = None,
+        settings: config.Settings | None = None,
     ) -> int:
-        """Clarify, run, report, keep, clean up. Returns the exit code for this task.
+        """Run, report, keep, clean up. Returns the exit code for this task.
 
-        `spent` is the run's ledger if calls were already made for it (the small-talk check);
-        `retry` is the earlier run this one retries (no clarifying question then either).
+        `task` is as the person wrote it. `spent` is the run's ledger if calls were already made
+        for it (the intake, the plan asked for ahead); `planning` that plan; `gate` what decides,
+        once the run has begun, whether it goes on (orchestrator.Gate: small talk withdraws it,
+        an answered question plans it again); `retry` the earlier run this one retries;
+        `settings` the snapshot those calls were made with (read now when none is given).
         """
         self.task = task
+        self._shown = False
         spent = spent or ledger.Usage()
-        question: str | None = None
-        with self.ui.waiting(WAITING):  # the pipeline's first import, then maybe a call
-            from agentgod import intake, orchestrator, scratch
-
-            if self.interactive and not self.conversation.turns and retry is None:
-                question = intake.clarifying_question(task, usage=spent.phase(Spend.INTAKE))
-        if question:
-            reply = self.ui.ask(question)
-            if reply:
-                task = f"{task}\n\nClarification asked before the run: {question}\nAnswer: {reply}"
-        if config.settings().sandbox == "off":
-            self.warn("SANDBOX=off: agents run without OS confinement, only with limits")
+        with self.ui.waiting(WAITING):  # the pipeline's first import, unless already done
+            from agentgod import orchestrator, scratch
+        settings = settings or self.settings()  # the run's snapshot, from here on
+        if gate is None:
+            self._start_showing(task, settings)
         written: list[Path] = []
+        unjudged: list[str] = []
         keep_files = False
         space = scratch.RunSpace(self.invocation.run_id)  # a batch names its runs
         try:
-            self.ui.task_started(task)
             result = orchestrator.handle_task(
                 task,
+                settings=settings,
                 events=self.ui,
                 usage=spent,
                 written=written,
+                unjudged=unjudged,
                 space=space,
                 attached=attached,
                 conversation=self.conversation,
                 retry=retry,
+                planning=planning,
+                gate=gate,
             )
+        except orchestrator.Withdrawn as chat:
+            self.usage.merge(spent)
+            space.close()
+            self._chat(task, str(chat), spent)
+            return cli.EXIT_OK
         except KeyboardInterrupt:
-            with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
-                self.ui.task_finished()
+            self.unjudged = unjudged[-1] if unjudged else None
+            if self._shown:
+                with contextlib.suppress(OSError, ValueError):  # after SIGHUP, no terminal is left
+                    self.ui.task_finished()
+                    if self.unjudged is not None and not self.invocation.json:
+                        self.ui.answer(self.unjudged)  # paid for: shown, though never judged
+                        self.ui.warn("the answer above was not judged: the run was stopped first")
+            self.usage.merge(spent)
+            space.close()
             raise  # a stop is no time for questions: the run's files go with it
         except BaseException:
-            self.ui.task_finished()
+            if self._shown:
+                self.ui.task_finished()
             keep_files = not self._may_remove(written)
-            raise
-        finally:
             self.usage.merge(spent)
             space.close(keep_files=keep_files)
+            raise
+        self.usage.merge(spent)
+        space.close()
         self.ui.task_finished()
         self.conversation.add(self.task, result.answer, run_id=result.run_id)
         self._history_notices()
-        made = self.deliver(result.artifacts)
+        made = self.deliver(result.artifact_files)
         if self.invocation.json:
             answer = result.reply(self._keep(result.pending))
             answer["task"] = self.task  # as the person wrote it, before clarification
             answer["warnings"] = [*self.warnings, *result.warnings]
-            estimated = estimate_note(result.cost_summary())
+            estimated = estimate_note(result.cost)
             if estimated:  # the reply's usd carries no "~": say why it is a guess
                 answer["warnings"].append(f"the cost is {estimated}")
-            files = attached.files if attached else ()
-            answer["attachments"] = [item.reply() for item in files]
             answer["artifacts"] = made
             cli.print_json(answer)
         else:
             self.ui.answer(result.answer)
             if made:
                 self.ui.artifacts(made)
-            self.ui.cost(result.cost_summary(), result.duration_seconds)
-            self.ui.transcript(
-                [agent.transcript_row() for agent in result.agents],
-                [FailureReply(name=f.name, reason=f.reason) for f in result.failures],
-                result.revisions,
-                result.council_improved,
-                str(result.run_file) if result.run_file else None,
-                result.sandbox,
-                result.run_id,
-            )
+            self.ui.cost(result.cost, result.duration_seconds)
+            self.ui.transcript(result.transcript())
             self._keep(result.pending)
         return cli.EXIT_OK
 
@@ -310,9 +353,9 @@ class Session:
     # ---- the REPL ------------------------------------------------------------------------------
 
     def repl(self) -> int:
-        self.ui.banner(cli.__version__, config.settings().model, str(config.home()))
+        self.ui.banner(cli.__version__, self.settings().model, str(config.home()))
         self.ensure_key()
-        _warm_up()
+        _warm_up(self.settings())
         prompt = replinput.Prompt(config.home() / ".history")
         while True:
             try:
@@ -349,22 +392,138 @@ class Session:
         """Small talk gets one cheap reply; anything else is a task for a team.
 
         Attachments are found and vetted first: a file that may not be attached is refused
-        before anything is spent, and a task with files is never small talk.
+        before anything is spent, and a task with files is never small talk. Then the plan is
+        asked for at once, and the small-talk check and the clarifying question (one call) go
+        out beside it, so neither stands before the plan; the run begins meanwhile (its first
+        agent processes start), and at its gate — before anything is shown or built — small
+        talk withdraws it (the plan's stream closed, what it had cost counted) and an answer to
+        the question has the plan made again with it.
         """
         self.warnings = []
         with self.ui.waiting(WAITING):  # on screen at once: the first model reply takes seconds
             attached = self.attach(text)
-            # The run's ledger from its first call: the small-talk check is counted against it.
-            spent = ledger.Usage(budget_usd=config.settings().budget_usd)
-            if not attached.files and self._small_talk(text, spent):
-                return cli.EXIT_OK
-        return self.run_task(attached.task, attached, spent)
+            settings = self.settings()  # the run's snapshot, from its first call on
+            # The run's ledger from its first call: the plan's and the intake's are counted in it.
+            spent = ledger.Usage(budget_usd=settings.budget_usd)
+            planning = self._plan_ahead(attached.task, attached, settings, spent)
+            try:
+                screening = self._screen(text, attached, settings, spent, planning)
+            except BaseException:
+                planning.cancel(wait=False)
+                self.usage.merge(spent)
+                raise
+        gate = None
+        if screening is not None:
+            gate = functools.partial(self._gate, screening, attached, settings, spent, planning)
+        return self.run_task(
+            attached.task, attached, spent, planning=planning, gate=gate, settings=settings
+        )
+
+    def _plan_ahead(
+        self, task: str, attached: Attached, settings: config.Settings, spent: ledger.Usage
+    ) -> Planning:
+        """The run's plan, asked for now on a thread of its own (the run takes it later)."""
+        from agentgod import library, planner
+
+        return planner.Planning(
+            task,
+            settings=settings,
+            usage=spent.phase(Spend.PLAN),
+            library_hint=library.describe_for_planner(settings=settings),
+            attachments=attached.describe(),
+            conversation=self.conversation.context(),
+        )
+
+    def _screen(
+        self,
+        text: str,
+        attached: Attached,
+        settings: config.Settings,
+        spent: ledger.Usage,
+        planning: Planning,
+    ) -> Ahead[Screening] | None:
+        """The intake call (small talk, the clarifying question), sent once the plan's request
+        is out; None when neither can be: only short input without files can be small talk, and
+        only a person at a terminal, at the start of a conversation, is asked a question."""
+        from agentgod import intake, llm
+
+        chat = not attached.files and len(text.split()) <= CHAT_MAX_WORDS and "\n" not in text
+        ask = self.interactive and not self.conversation.turns
+        if not (chat or ask):
+            _load_pipeline(settings)
+            return None
+        planning.sent.wait(SENT_WAIT_SECONDS)  # the plan's request goes out first
+        call = llm.Ahead(
+            functools.partial(
+                intake.screen,
+                text,
+                chat=chat,
+                ask=ask,
+                usage=spent.phase(Spend.INTAKE),
+                settings=settings,
+            ),
+            name="agentgod-intake",
+        )
+        _load_pipeline(settings)
+        return call
+
+    def _gate(
+        self,
+        screening: Ahead[Screening],
+        attached: Attached,
+        settings: config.Settings,
+        spent: ledger.Usage,
+        planning: Planning,
+    ) -> Planning | None:
+        """The run's gate (orchestrator.Gate): the intake's verdict, once the run has begun.
+
+        The check is a courtesy: if its call failed, the task goes on to its team.
+        """
+        from agentgod import intake, orchestrator
+
+        with self.ui.waiting(WAITING):
+            try:
+                found = screening.result()
+            except Exception:
+                found = intake.Screening()
+        if found.reply is not None:
+            raise orchestrator.Withdrawn(found.reply)
+        replanned: Planning | None = None
+        if found.question:
+            reply = self.ui.ask(found.question)
+            if reply:
+                clarified = (
+                    f"{attached.task}\n\nClarification asked before the run: "
+                    f"{found.question}\nAnswer: {reply}"
+                )
+                if planning.cancel():
+                    self.ui.info("Planning again with your answer (the first plan is in the cost).")
+                replanned = self._plan_ahead(clarified, attached, settings, spent)
+        self._start_showing(replanned.task if replanned else attached.task, settings)
+        return replanned
+
+    def _start_showing(self, task: str, settings: config.Settings) -> None:
+        """The run's own display begins (and the warning it always carries, if any)."""
+        from agentgod.sandbox import unconfined_warning
+
+        if unconfined := unconfined_warning(settings.sandbox):
+            self.warn(unconfined)
+        self.ui.task_started(task)
+        self._shown = True
+
+    def _chat(self, text: str, reply: str, spent: ledger.Usage) -> None:
+        """Small talk's direct answer; the plan asked for meanwhile was cancelled, and its cost
+        (what the API had billed when its stream was closed) is in the reply's."""
+        if self.invocation.json:
+            cli.print_json(chat_reply(text, reply, spent.cost_summary()))
+        else:
+            self.ui.answer(reply)
 
     def attach(self, text: str) -> Attached:
         """The task's `@path`s and the --file paths, vetted, listed for the person to see."""
         from agentgod import attachments
 
-        settings = config.settings()
+        settings = self.settings()
         attached = attachments.gather(
             text,
             self.invocation.files,
@@ -376,30 +535,6 @@ class Session:
         if attached.files:
             self.ui.attachments([item.reply() for item in attached.files])
         return attached
-
-    def _small_talk(self, text: str, spent: ledger.Usage) -> bool:
-        """Answer "hi" or "what can you do?" directly, without building a team.
-
-        The same in every mode: a one-shot `agentgod "hi"` or a piped "hi" must not pay for a
-        plan, agents and a merge to say hello back. The check's call goes into `spent`, which
-        becomes the run's ledger when the input is a task after all.
-        """
-        from agentgod import intake
-
-        if len(text.split()) > CHAT_MAX_WORDS or "\n" in text:
-            return False
-        try:
-            reply = intake.triage(text, usage=spent.phase(Spend.INTAKE))
-        except Exception:  # the check is a courtesy: if it fails, the task still gets its team
-            reply = None
-        if reply is None:
-            return False
-        self.usage.merge(spent)
-        if self.invocation.json:
-            cli.print_json(chat_reply(text, reply, spent.cost_summary()))
-        else:
-            self.ui.answer(reply)
-        return True
 
     def slash(self, text: str) -> None:
         command, _, argument = text.partition(" ")
@@ -437,8 +572,21 @@ class Session:
     def verb(self, verb: str, argument: str | None) -> int:
         from agentgod import verbs
 
-        reader = verbs.Reader(self.ui, json_mode=self.invocation.json, warn=self.warn)
-        return reader.run(verb, argument, code=self.invocation.code, replay=self.invocation.replay)
+        asked = self.invocation
+        try:
+            settings: config.Settings | None = self.settings()
+        except config.ConfigError:
+            settings = None  # a verb needs none it cannot read again (settle_settings warned)
+        reader = verbs.Reader(self.ui, json_mode=asked.json, warn=self.warn, settings=settings)
+        return reader.run(
+            verb,
+            argument,
+            code=asked.code,
+            replay=asked.replay,
+            html=asked.html,
+            trace=asked.trace,
+            port=asked.port,
+        )
 
     # ---- earlier runs: continued, retried --------------------------------------------------
 
@@ -494,7 +642,7 @@ class Session:
         self.warnings = []
         if found.conversation_id:
             self.resume(found.run_id)
-        settings = config.settings()
+        settings = self.settings()
         attached = attachments.gather(
             found.task,
             [item["path"] for item in found.attachments],
@@ -505,23 +653,32 @@ class Session:
         return self.run_task(found.task, attached, retry=seed)
 
 
-def _warm_up() -> threading.Thread:
+def _load_pipeline(settings: config.Settings) -> None:
+    """What the run's first agents need before they can start, done while the model is busy:
+    the pipeline's modules, the agents' interpreter (its venv made on first use) and the probe
+    of the machine's sandbox layers (each once per process)."""
+    from agentgod import agentvenv, orchestrator, sandbox, scratch  # noqa: F401
+
+    with contextlib.suppress(Exception):  # the run itself says what is wrong with either
+        agentvenv.agent_python(settings)
+        if settings.sandbox != "off":
+            sandbox.probe()
+
+
+def _warm_up(settings: config.Settings) -> threading.Thread:
     """While the person types, load what the first run needs, so its first request leaves at once.
 
-    The SDK client (and its HTTP stack) and the pipeline's modules together take well over a
-    second to import; a person typing a task gives them that time for free.
+    The pipeline's modules (pydantic's models among them) and the connection to the API
+    (TCP, and TLS to the real one) are ready by the time a person has typed a task.
     """
 
     def load() -> None:
         signals.shield_from_signals()
         with contextlib.suppress(Exception):
-            from agentgod import (
-                intake,  # noqa: F401
-                orchestrator,  # noqa: F401
-                scratch,  # noqa: F401
-            )
+            from agentgod import intake, library, llm, planner  # noqa: F401
 
-            llm.get_client()
+            llm.connect_ahead(settings)
+            _load_pipeline(settings)
 
     thread = threading.Thread(target=load, name="agentgod-warm-up", daemon=True)
     thread.start()

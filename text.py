@@ -19,11 +19,43 @@ _MAX_PLACES = 8
 # C0 and C1 control characters except tab and newline: model output reaches a terminal through
 # here, and an escape sequence in an answer must not be able to repaint or retitle it.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""The bidi embedding, override and isolate controls: invisible, they reorder what a terminal
+or an editor shows around them, so text (or code) reads differently from what it is."""
+_BIDI = re.compile("[" + "".join(sorted(BIDI_CONTROLS)) + "]")
+
+
+def bidi_marker(char: str) -> str:
+    """The visible stand-in for one bidi control: <U+202E>."""
+    return f"<U+{ord(char):04X}>"
 
 
 def clean(text: str) -> str:
-    """Text safe to put on a terminal: control characters (ESC included) removed."""
-    return _CONTROL.sub("", text.replace("\r\n", "\n"))
+    """Text safe to put on a terminal: control characters (ESC included) removed, and bidi
+    controls shown as visible markers (<U+202E>) instead of reordering what follows them."""
+    text = _CONTROL.sub("", text.replace("\r\n", "\n"))
+    return _BIDI.sub(lambda found: bidi_marker(found.group()), text)
+
+
+def visible_code(source: str) -> tuple[str, list[int]]:
+    """Code as a terminal can show it without being fooled, and the lines that needed it.
+
+    Unlike `clean`, nothing is removed: a control character (but tab and newline) is written as
+    its escape (`\\x1b`, `\\r`), as a string literal in the code would spell it, and a bidi
+    control as its marker (<U+202E>), so what a person reads is what runs. The line numbers
+    (1-based) are those that held either, for a warning (Trojan Source).
+    """
+    flagged: list[int] = []
+    lines = []
+    for number, line in enumerate(source.split("\n"), start=1):
+        shown = _CONTROL.sub(
+            lambda found: f"\\x{ord(found.group()):02x}", line.replace("\r", "\\r")
+        )
+        shown = _BIDI.sub(lambda found: bidi_marker(found.group()), shown)
+        if shown != line:
+            flagged.append(number)
+        lines.append(shown)
+    return "\n".join(lines), flagged
 
 
 def one_line(text: str, limit: int = 160) -> str:
@@ -101,6 +133,14 @@ def cost_text(summary: CostSummary, duration_seconds: float | None = None) -> st
 
 def estimate_note(summary: CostSummary) -> str | None:
     """Why the dollars are a guess ("estimated: MODEL has no known price"); None when exact."""
-    names = summary.get("unpriced") or ["a model used"]
-    verb = "have" if len(names) > 1 else "has"
-    return f"estimated: {', '.join(names)} {verb} no known price" if summary["estimate"] else None
+    if not summary["estimate"]:
+        return None
+    notes = []
+    names = summary.get("unpriced") or []
+    if names:
+        notes.append(f"{', '.join(names)} {'have' if len(names) > 1 else 'has'} no known price")
+    unfinished = summary.get("unfinished", 0)
+    if unfinished:
+        calls = "call" if unfinished == 1 else "calls"
+        notes.append(f"{unfinished} unanswered {calls} counted at the most they may cost")
+    return "estimated: " + "; ".join(notes or ["a model used has no known price"])

@@ -35,12 +35,12 @@ from agentgod.replies import (
     BatchProgress,
     BatchSummaryLine,
     CostSummary,
-    FailureReply,
     HistoryRow,
     KeepChoice,
     LibraryRow,
     PlannedAgent,
     StatsReply,
+    Transcript,
     TranscriptAgent,
 )
 from agentgod.text import clean, cost_text, dollars, duration, human_size, one_line, tokens_text
@@ -96,7 +96,8 @@ class PlainUI(asking.Questions):
         self._name_width = _MIN_NAME_WIDTH
         self._plan_order: dict[str, int] = {}
         """Each planned agent's place, every round's plan in turn: how agents are listed."""
-        self._streamed = ""
+        self._streamed: list[str] = []
+        """The pieces of the answer shown as it was written (joined only when taken)."""
         """The answer as streamed since the last answer_started (the pieces as they came)."""
         self._streaming = False
         """answer_started came during this task: the answer's pieces are being shown."""
@@ -199,8 +200,8 @@ class PlainUI(asking.Questions):
     def _take_stream(self) -> tuple[str, str | None]:
         """What was streamed and why it will not stand (None: it stands); forgotten here."""
         with self._lock:
-            taken = (self._streamed, self._replaced)
-            self._streamed, self._streaming, self._replaced = "", False, None
+            taken = ("".join(self._streamed), self._replaced)
+            self._streamed, self._streaming, self._replaced = [], False, None
             return taken
 
     def _shows_pieces(self) -> bool:
@@ -211,16 +212,9 @@ class PlainUI(asking.Questions):
     def cost(self, summary: CostSummary, duration_seconds: float) -> None:
         self._line("cost", cost_text(summary, duration_seconds))
 
-    def transcript(
-        self,
-        agents: list[TranscriptAgent],
-        failures: list[FailureReply],
-        revisions: int,
-        council_improved: bool,
-        run_file: str | None,
-        sandbox: list[str],
-        run_id: str | None = None,
-    ) -> None:
+    def transcript(self, run: Transcript) -> None:
+        """After the answer: each agent's result, the failures, and the run's facts."""
+        agents, run_file = run["agents"], run["run_file"]
         width = max([self._name_width, *(len(a["name"]) for a in agents)])
         for agent in self._in_plan_order(agents):
             attempts = int(agent.get("attempts", 0))
@@ -234,10 +228,11 @@ class PlainUI(asking.Questions):
                 f"{dollars(agent['usd']):>9}  "
                 f"{'reused' if agent.get('reused') else 'new':<6}  {kind}".rstrip(),
             )
-        for failure in failures:
+        for failure in run["failures"]:
             self._line("failed", f"{failure['name']:<{width}}  {one_line(failure['reason'])}")
+        revisions, sandbox, run_id = run["revisions"], run["sandbox"], run["run_id"]
         notes = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
-        if council_improved:
+        if run["council_improved"]:
             notes.append("council improved the answer")
         notes.append(f"sandbox: {', '.join(sandbox) if sandbox else 'none reported'}")
         notes.append(f"saved to {run_file}" if run_file else "not archived")
@@ -466,19 +461,19 @@ class PlainUI(asking.Questions):
             return
         with self._lock:
             again = self._streaming
-            self._streamed, self._streaming, self._replaced = "", True, None
+            self._streamed, self._streaming, self._replaced = [], True, None
         self._line("answer", "written again from the start:" if again else "being written:")
 
     def answer_delta(self, text: str) -> None:
         with self._lock:
             if not self._streaming:
                 return
-            self._streamed += text
+            self._streamed.append(text)
             self._write(self.out, text, piece=True)
 
     def answer_replaced(self, reason: str) -> None:
         with self._lock:
-            if not self._streamed.strip():
+            if not "".join(self._streamed).strip():
                 return
             self._replaced = reason
         self._line("answer", f"{one_line(reason)}: the final answer follows at the end")

@@ -9,30 +9,56 @@ it) without growing it.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from agentgod import cli, config, eventlog, history, historydb, library
+from agentgod.agent_runtime import artifact_name_problem
 from agentgod.replies import HistoryRow, LibraryRow, StatsReply, TokenTotals
-from agentgod.ui import PlainUI
+from agentgod.runrecord import RunRecord
+from agentgod.text import visible_code
+from agentgod.ui import PlainUI, isatty
 
 
 class Reader:
     """One read-only command, drawn by `ui` or printed as JSON."""
 
-    def __init__(self, ui: PlainUI, *, json_mode: bool, warn: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        ui: PlainUI,
+        *,
+        json_mode: bool,
+        warn: Callable[[str], None],
+        settings: config.Settings | None = None,
+    ) -> None:
         self.ui = ui
         self.json_mode = json_mode
         self.warn = warn
         """Where a notice about a repaired history goes (the session lists it in --json too)."""
+        self.settings = settings
+        """The session's settings (a trace's service name and contents); read when not given."""
 
     def run(
-        self, verb: str, argument: str | None, *, code: str | None = None, replay: bool = False
+        self,
+        verb: str,
+        argument: str | None,
+        *,
+        code: str | None = None,
+        replay: bool = False,
+        html: str | None = None,
+        trace: str | None = None,
+        port: int | None = None,
     ) -> int:
         """Carry out `verb`; the exit code of the CLI contract."""
         if verb == "show":
-            return self.show_run(argument, code=code, replay=replay)
+            return self.show_run(argument, code=code, replay=replay, html=html, trace=trace)
+        if verb == "ui":
+            return self.serve(port)
         if verb == "library":
             return self.show(library_rows(), self.ui.library, "The library is empty.")
         if verb == "history":
@@ -54,8 +80,17 @@ class Reader:
         for notice in historydb.notices():
             self.warn(notice)
 
-    def show_run(self, ref: str | None, *, code: str | None, replay: bool) -> int:
-        """One recorded run: drawn, as one JSON object, one agent's code, or replayed."""
+    def show_run(
+        self,
+        ref: str | None,
+        *,
+        code: str | None,
+        replay: bool,
+        html: str | None = None,
+        trace: str | None = None,
+    ) -> int:
+        """One recorded run: drawn, as one JSON object, one agent's code, replayed, as a web
+        page or as a trace."""
         found = find_run(ref)
         self.notices()
         if found is None:
@@ -67,13 +102,17 @@ class Reader:
             return self.code(found, code)
         if replay:
             return self.replay(found)
+        if html is not None:
+            return self.page(found, html)
+        if trace is not None:
+            return self.trace(found, trace)
         if self.json_mode:
             cli.print_json(found.to_json())
         else:
             self.ui.stored_run(found.to_json())
         return cli.EXIT_OK
 
-    def code(self, found: history.StoredRun, name: str) -> int:
+    def code(self, found: RunRecord, name: str) -> int:
         agent = found.agent(name)
         if agent is None or not agent.source:
             names = ", ".join(a.name for a in found.agents if a.source) or "none"
@@ -83,14 +122,23 @@ class Reader:
             )
         if self.json_mode:
             cli.print_json({"run_id": found.run_id, "agent": name, "source": agent.source})
-        else:
-            sys.stdout.write(agent.source if agent.source.endswith("\n") else agent.source + "\n")
-            sys.stdout.flush()
+            return cli.EXIT_OK
+        shown, flagged = visible_code(agent.source)
+        if flagged:
+            lines = ", ".join(map(str, flagged[:10])) + (" and more" if len(flagged) > 10 else "")
+            self.warn(
+                f"the code of {name} holds invisible control or bidi characters (line "
+                f"{lines}): code that reads one way in an editor can run another (Trojan "
+                "Source); they are shown as escapes and <U+…> markers, and --json has the "
+                "code exactly"
+            )
+        sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
+        sys.stdout.flush()
         return cli.EXIT_OK
 
-    def replay(self, found: history.StoredRun) -> int:
+    def replay(self, found: RunRecord) -> int:
         """The run's live display again, from its event log, at its own pace."""
-        log = eventlog.run_log(config.settings().runs_dir, found.run_id)
+        log = eventlog.run_log(config.runs_dir(), found.run_id)
         if self.json_mode:
             raise cli.UsageError("--replay draws the display; it has no JSON form")
         self.ui.task_started(found.task)
@@ -104,6 +152,86 @@ class Reader:
             )
         self.ui.task_finished()
         return cli.EXIT_OK
+
+    def page(self, found: RunRecord, target: str) -> int:
+        """The run as one self-contained web page (runpage), written to `target`."""
+        from agentgod import runpage
+
+        runs = config.runs_dir()
+        folder = runs / found.run_id / "artifacts"
+
+        def link(name: str) -> str | None:
+            path = folder / name
+            if artifact_name_problem(name) is None and path.is_file():
+                return path.as_uri()
+            return None
+
+        events = _events(runs, found.run_id)
+        text = runpage.page(found, events, run_id=found.run_id, artifact_link=link)
+        return self.write_out(found, text, target, f"agentgod-run-{found.run_id}.html", "page")
+
+    def trace(self, found: RunRecord, target: str) -> int:
+        """The run's OpenTelemetry trace as OTLP JSON (otlp), written to `target`: the same
+        trace an export sends."""
+        import json
+
+        from agentgod import otlp
+
+        settings = self.settings or config.settings()
+        data = otlp.trace(
+            found,
+            _events(config.runs_dir(), found.run_id),
+            service_name=settings.service_name,
+            content=settings.trace_content,
+        )
+        text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
+        return self.write_out(found, text, target, "", "trace")
+
+    def write_out(self, found: RunRecord, text: str, target: str, default: str, what: str) -> int:
+        """`text` to stdout ("-", or no file given and stdout no terminal) or into a file
+        (private to its owner, written whole or not at all); the file's path is said."""
+        to_stdout = target == "-" or (not target and not isatty(sys.stdout))
+        if to_stdout and self.json_mode:
+            raise cli.UsageError(
+                f"with --json stdout holds one JSON object; give the {what} a FILE"
+            )
+        if to_stdout:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return cli.EXIT_OK
+        path = Path(target or default).expanduser()
+        try:
+            _write_private(path, text)
+        except OSError as error:
+            headline = f"Could not write the {what} of run {found.run_id} to {path}."
+            advice = "Give a FILE in a folder you can write to, or '-' for stdout."
+            if self.json_mode:
+                detail = error.strerror or type(error).__name__
+                problem = {"type": "io", "headline": headline, "advice": advice, "detail": detail}
+                cli.print_json({"ok": False, "error": problem})
+            self.ui.problem(headline, advice, error.strerror or "")
+            return cli.EXIT_FAILED
+        if self.json_mode:
+            cli.print_json({"run_id": found.run_id, what: str(path.resolve())})
+        else:
+            self.ui.info(f"Wrote the {what} of run {found.run_id} to {path}")
+        return cli.EXIT_OK
+
+    def serve(self, port: int | None) -> int:
+        """`agentgod ui`: the local, read-only viewer of every run, until Ctrl-C."""
+        from agentgod import viewer
+
+        if self.json_mode:
+            raise cli.UsageError("agentgod ui serves pages; it has no JSON form")
+
+        def show_url(url: str) -> None:  # the one line a person (or a script) must get
+            sys.stdout.write(url + "\n")
+            sys.stdout.flush()
+
+        started = viewer.serve(
+            port or 0, say=self.ui.info, problem=self.ui.problem, show_url=show_url
+        )
+        return cli.EXIT_OK if started else cli.EXIT_FAILED
 
     def replayed_note(self, note: eventlog.Event) -> None:
         if note.args.get("kind") == "answer":
@@ -165,7 +293,30 @@ def library_rows() -> list[LibraryRow]:
     ]
 
 
-def find_run(ref: str | None) -> history.StoredRun | None:
+def _events(runs: Path, run_id: str) -> list[eventlog.Event]:
+    """A run's event log; none for a run recorded before logs were kept (or whose log is gone)."""
+    try:
+        return eventlog.read(eventlog.run_log(runs, run_id))
+    except OSError:
+        return []
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` into `path` whole (a temporary file beside it, renamed over it), readable by
+    its owner only: a run's page holds the task and the answers."""
+    folder = path.parent if str(path.parent) else Path(".")
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def find_run(ref: str | None) -> RunRecord | None:
     """The run `ref` names (an id or a unique prefix; None: the last), or None if none does."""
     try:
         return history.load(ref)

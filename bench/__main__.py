@@ -17,10 +17,21 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from bench import batchrun, calls, cli_start, coldstart, first_request, harness, memory, overhead
+from bench import (
+    batchrun,
+    calls,
+    cli_start,
+    coldstart,
+    command,
+    first_request,
+    harness,
+    memory,
+    overhead,
+)
 
 BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "overhead": overhead.run,
+    "command": command.run,
     "coldstart": coldstart.run,
     "cli": cli_start.run,
     "first_request": first_request.run,
@@ -89,12 +100,16 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
     started = time.monotonic()
     reports: list[harness.Report] = []
     errors: dict[str, str] = {}
     if not as_json:
-        print(f"AgentGOD benchmarks — {machine['cpus']} CPUs, Python {machine['python']}")
+        print(
+            f"AgentGOD benchmarks — {machine['cpus']} CPUs, Python {machine['python']}, "
+            f"load average {machine['load_average']} (1, 5, 15 min) at the start"
+        )
         print(f"options: {asdict(options)}\n")
     for name in selected:
         print(f"bench: {name} ...", file=sys.stderr, flush=True)

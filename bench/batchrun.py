@@ -1,11 +1,11 @@
-"""Benchmark 7 — a batch: many one-agent tasks through `agentgod batch`, and its memory.
+"""Benchmark 8 — a batch: many one-agent tasks through `agentgod batch`, and its memory.
 
 Twelve one-agent tasks with `--parallel 4`, every model call L seconds at the fake API: each run
 is five calls on its critical path (plan, one generation, the agent's call, merge, judge), so a
 perfect scheduler finishes in ceil(12 / 4) x 5 x L. The figure held to its target is the time
 from the batch's first model request to its last reply against that ideal: what the batch adds
 to its runs (the gateway's hop, forking each run, waiting for a free slot). The command's wall
-time, start-up included (the SDK's import, which a one-shot run pays as well), is shown beside it.
+time, start-up included (its imports and the fork server's), is shown beside it.
 
 Then a batch of 100 tasks at a small latency, with the parent's resident memory read from /proc
 as its tasks finish: the parent must not grow with every finished task (the slope over the last
@@ -140,7 +140,7 @@ def run(options: harness.Options) -> harness.Report:
     first = samples[0][1] / 1000 if samples else None
     last = samples[-1][1] / 1000 if samples else None
     table = harness.Table(
-        f"7. A batch: {TASKS} one-agent tasks, {PARALLEL} at a time (median of {runs})",
+        f"8. A batch: {TASKS} one-agent tasks, {PARALLEL} at a time (median of {runs})",
         ["measure", "value", "target", ""],
         [
             ["ideal (ceil(12/4) x 5 calls x L)", f"{ideal:.3f} s", "", ""],

@@ -21,7 +21,7 @@ from typing import Any
 
 from scripted import Factory
 
-from agentgod import library, orchestrator
+from agentgod import config, library, orchestrator
 from bench import harness
 from bench.overhead import Shape, plan_for
 
@@ -40,13 +40,15 @@ def _task(factory: Factory, agents: int) -> dict[str, Any]:
     """One handle_task; calls by kind as the fake API saw them, and the run's own ledger."""
     before = {kind: len(factory.of(kind)) for kind in KINDS}
     seen = len(factory.api.messages())
-    result = orchestrator.handle_task(f"benchmark task with {agents} agents")
+    result = orchestrator.handle_task(
+        f"benchmark task with {agents} agents", settings=config.settings()
+    )
     if not all(agent.ok for agent in result.agents):
         raise harness.BenchError(f"N={agents}: {[f.reason for f in result.failures]}")
     return {
         "by_kind": {kind: len(factory.of(kind)) - before[kind] for kind in KINDS},
         "api_calls": len(factory.api.messages()) - seen,
-        "ledger": result.cost_summary(),
+        "ledger": result.cost,
         "pending": result.pending,
     }
 

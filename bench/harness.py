@@ -125,6 +125,8 @@ def show(value: float | None, unit: str) -> str:
         return f"{value:+.1f} %"
     if unit == "s":
         return f"{value:.3f} s"
+    if unit == "x":
+        return f"{value:.2f} x"
     if unit in ("ms", "MB"):
         return f"{value:.1f} {unit}"
     return f"{value:g}" + (f" {unit}" if unit else "")

@@ -34,10 +34,7 @@ steps = {"interpreter": resident()}
 from agentgod import orchestrator
 steps["+ product modules"] = resident()
 from agentgod import config
-from agentgod import llm
-llm.get_client()
-steps["+ SDK and client"] = resident()
-result = orchestrator.handle_task("benchmark task: peak memory")
+result = orchestrator.handle_task("benchmark task: peak memory", settings=config.settings())
 steps["after the run"] = resident()
 print(json.dumps({
     "steps": steps,

@@ -27,7 +27,7 @@ from typing import Any
 from fakeapi import Request
 from scripted import Factory, agent_spec, plan
 
-from agentgod import orchestrator
+from agentgod import config, orchestrator
 from bench import harness
 
 TARGET_SHAPE = "12 in 3 waves"
@@ -135,7 +135,7 @@ def measure(factory: Factory, shape: Shape) -> tuple[float, dict[str, float], li
     factory.api.requests.clear()
     os.environ["MAX_PARALLEL_AGENTS"] = str(max(shape.widths))
     started = time.monotonic()
-    result = orchestrator.handle_task(f"benchmark task: {shape.label}")
+    result = orchestrator.handle_task(f"benchmark task: {shape.label}", settings=config.settings())
     finished = time.monotonic()
     failed = [
         f"{a.name} ({a.kind}: {a.error.strip().splitlines()[-1:]})"
@@ -176,7 +176,7 @@ def run(options: harness.Options) -> harness.Report:
         for mode in modes:
             os.environ["SANDBOX"] = mode
             factory.plans = [plan_for(Shape("warm-up", (1,)))]
-            orchestrator.handle_task("warm-up")
+            orchestrator.handle_task("warm-up", settings=config.settings())
         factory.api.latency = latency
         for _ in range(runs):  # modes interleaved, so a busy moment hits both alike
             for shape in SHAPES:

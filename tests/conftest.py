@@ -87,7 +87,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point AGENTGOD_HOME at a fresh directory; no real key, setting or proxy gets through.
 
     Every setting is registered with monkeypatch even when unset, so whatever a test (or the
-    product, like cli.apply) writes into os.environ is gone again after it.
+    product) writes into os.environ is gone again after it.
     """
     for name in {*config.SETTING_NAMES, *(name for name in os.environ if _redirects(name))}:
         monkeypatch.delenv(name, raising=False)

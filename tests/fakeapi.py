@@ -224,6 +224,12 @@ class Request:
     """Bytes of the request body."""
     reply: Any = None
     """The JSON payload the fake answered (a message or an error body)."""
+    billed: dict[str, Any] = field(default_factory=dict)
+    """The usage the client was told of, as the API bills it: a reply's whole usage, or, for a
+    stream, its message_start's as updated by any message_delta that got out before it broke."""
+    connection: int = 0
+    """The order in which the server accepted the connection it came on (1 for the first):
+    read on the server's one accepting thread, so it is the order the clients connected in."""
 
     @property
     def system(self) -> str:
@@ -322,7 +328,7 @@ class FakeMessagesAPI:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer((HOST, 0), self._make_handler())
+        self._server = _Server((HOST, 0), self._make_handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -658,7 +664,9 @@ class FakeMessagesAPI:
                 if error is None and use.url not in context:
                     error = "url_not_in_prior_context"
                 cite = bool((tool.get("citations") or {}).get("enabled"))
-                content.append(self._fetch_result(tool_id, use, error, found, cite))
+                limit = tool.get("max_content_tokens")
+                limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+                content.append(self._fetch_result(tool_id, use, error, found, cite, limit))
         paused = bool(stops)
         if not paused:
             content += _answer_blocks(state.turn, found)
@@ -693,16 +701,20 @@ class FakeMessagesAPI:
         error: str | None,
         found: list[tuple[str, Page]],
         cite: bool,
+        limit: int | None = None,
     ) -> dict[str, Any]:
+        """A fetched page as the API gives it; cut to `limit` tokens (the tool's
+        max_content_tokens, four characters each here, as this fake counts tokens)."""
         result: dict[str, Any]
         if error is not None:
             result = {"type": "web_fetch_tool_result_error", "error_code": error}
         else:
             page = self.page(use.url)
             found.append(("fetch" if cite else "page", page))
+            text = page.text if limit is None else page.text[: limit * 4]
             document: dict[str, Any] = {
                 "type": "document",
-                "source": {"type": "text", "media_type": "text/plain", "data": page.text},
+                "source": {"type": "text", "media_type": "text/plain", "data": text},
                 "title": page.title,
             }
             if cite:
@@ -744,6 +756,7 @@ class FakeMessagesAPI:
                     body=body,
                     arrived=time.monotonic(),
                     size=len(raw),
+                    connection=api._server.accepted.get(self.client_address, 0),
                 )
                 with api._lock:
                     api.requests.append(request)
@@ -763,6 +776,8 @@ class FakeMessagesAPI:
                     # Recorded before the write, so a client never holds a reply the record lacks.
                     request.status = status
                     request.reply = payload
+                    if status == 200 and isinstance(payload, dict):
+                        request.billed = dict(payload.get("usage") or {})
                     request.replied = time.monotonic()
                     self._send(request, status, headers, payload, drip=reply.drip if reply else 0.0)
                 request.ended = time.monotonic()
@@ -855,6 +870,10 @@ class FakeMessagesAPI:
                         ):
                             return
                         self._write(_chunk(event, data), request)
+                        if event == "message_start":
+                            request.billed = dict(data["message"]["usage"])
+                        elif event == "message_delta":
+                            request.billed = {**request.billed, **data["usage"]}
                         texts += data.get("delta", {}).get("type") == "text_delta"
                     self._write(b"0\r\n\r\n", request)
                 except OSError:
@@ -900,6 +919,20 @@ class _Paused:
     tools: list[dict[str, Any]]
     ids: set[Any]
     web: _WebState | None
+
+
+class _Server(ThreadingHTTPServer):
+    """Numbers each connection as it is accepted (Request.connection)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.accepted: dict[Any, int] = {}
+        self._count = itertools.count(1)
+
+    def get_request(self) -> tuple[Any, Any]:
+        connection, address = super().get_request()
+        self.accepted[address] = next(self._count)
+        return connection, address
 
 
 def default_reply(request: Request) -> Reply:

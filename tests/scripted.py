@@ -2,7 +2,7 @@
 
 It tells the calls apart the way the real API would see them: the main agent's calls carry one of
 the product's stable system prompts; every other call is a generated agent's, which reaches the
-API through the broker (so it too comes through the SDK, but with the agent's own prompt). Each
+API through the broker (so it too comes through llm.forward, but with the agent's own prompt). Each
 kind of call has a default answer that a test can override, so a test states only what it is
 about.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,14 +70,17 @@ class Factory:
     clarifying_question: str = ""
     """The question asked before a run at a terminal; empty means none is worth asking."""
     agent_latency: float = 0.0
+    plan_hold: threading.Event | None = None
+    """When given, the first plan's (streamed) reply holds after its first piece until this is
+    set (or the client leaves)."""
     calls: dict[str, list[Request]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.api.handler = self.handle
 
     def of(self, kind: str) -> list[Request]:
-        """Recorded requests of one kind: plan, generate, agent, merge, judge, critic, refine,
-        clarify or triage."""
+        """Recorded requests of one kind: plan, generate, agent, merge, judge, critic, refine or
+        intake (the small-talk check and the clarifying question, one call)."""
         return self.calls.get(kind, [])
 
     def handle(self, request: Request) -> Reply | str:
@@ -84,7 +88,8 @@ class Factory:
         self.calls.setdefault(kind, []).append(request)
         count = len(self.calls[kind])
         if kind == "plan":
-            return Reply.json(self.plans[min(count, len(self.plans)) - 1])
+            held = {"hold": self.plan_hold} if self.plan_hold is not None and count == 1 else {}
+            return Reply.json(self.plans[min(count, len(self.plans)) - 1], **held)
         if kind == "generate":
             name = re.search(r"Agent name: (\w+)", request.prompt).group(1)  # type: ignore[union-attr]
             replies = self.bodies.get(name, [ECHO_BODY])
@@ -107,14 +112,19 @@ class Factory:
             return Reply.json(challenges[min(count, len(challenges)) - 1])
         if kind == "refine":
             return self.refinement
-        if kind == "clarify":
-            question = self.clarifying_question
-            return Reply.json({"reason": "scripted", "ask": bool(question), "question": question})
-        if kind == "triage":
+        if kind == "intake":
             said = re.search(r"<input>\n(.*)\n</input>", request.prompt, re.DOTALL)
             chat = self.chat_reply(said.group(1) if said else request.prompt)
+            question = self.clarifying_question if chat is None else ""
             return Reply.json(
-                {"reason": "scripted", "is_chat": chat is not None, "reply": chat or ""}
+                {
+                    "chat_reason": "scripted",
+                    "is_chat": chat is not None,
+                    "reply": chat or "",
+                    "ask_reason": "scripted",
+                    "ask": bool(question),
+                    "question": question,
+                }
             )
         raise AssertionError(f"unexpected request: {request.system[:80]!r}")
 
@@ -127,8 +137,7 @@ class Factory:
             "judge": judgment.JUDGE_PROMPT,
             "critic": council.CRITIC_PROMPT,
             "refine": council.REFINE_PROMPT,
-            "clarify": intake.CLARIFY_PROMPT,
-            "triage": intake.CHAT_PROMPT,
+            "intake": intake.INTAKE_PROMPT,
         }
         for kind, prompt in prompts.items():
             if system == prompt:

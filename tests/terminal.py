@@ -46,7 +46,8 @@ TAKE_THE_TERMINAL = (
 
 
 class Terminal:
-    """One program on its own pseudo-terminal; `text` is everything it showed, escapes removed."""
+    """One program on its own pseudo-terminal; `text` is everything it showed, escapes removed,
+    and `raw` every byte that reached the terminal, escapes and all."""
 
     def __init__(self, command: Sequence[str], env: Mapping[str, str]) -> None:
         self.fd, child_end = os.openpty()
@@ -63,6 +64,7 @@ class Terminal:
         finally:
             os.close(child_end)
         self.text = ""
+        self.raw = bytearray()
         self._matched = 0
         self._held = ""
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -93,6 +95,7 @@ class Terminal:
         except OSError:  # EIO: every holder of the terminal's other end has closed it
             data = b""
         self._ended = not data
+        self.raw += data
         text = self._held + self._decoder.decode(data, final=self._ended)
         unfinished = None if self._ended else UNFINISHED_ESCAPE.search(text)
         cut = unfinished.start() if unfinished else len(text)

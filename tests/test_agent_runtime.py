@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from agentgod.agent_runtime import (
     BrokerRefused,
     LLMError,
 )
+from agentgod.broker import MAX_REQUEST_BYTES
 
 Answer = Callable[[dict[str, Any]], dict[str, Any] | None]
 
@@ -272,11 +274,12 @@ def test_x_should_retry_true_retries_a_status_that_is_not_transient(
 
 
 def _kept_agent(folder: Path) -> Path:
-    """An agent file as generator.py will inline the runtime: its text between the markers."""
+    """An agent file as the library keeps one: the runtime and the standalone road."""
     folder.mkdir(parents=True)
     path = folder / "kept_agent.py"
     main = "\nprint(call_llm(sys.argv[1]))\n"
-    path.write_text(agent_runtime.runtime_source() + main, encoding="utf-8")
+    text = agent_runtime.runtime_source() + agent_runtime.standalone_source() + main
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -355,7 +358,38 @@ def test_the_inlined_runtime_imports_only_the_standard_modules_it_names() -> Non
         if isinstance(node, ast.Import) and node not in tree.body
         for alias in node.names
     }
-    assert nested == {"base64", "urllib.error", "urllib.request"}, "HTTP only standalone"
+    assert nested == {"base64"}, "no HTTP: the inlined runtime has no road but the broker"
+    standalone = ast.parse(agent_runtime.standalone_source())
+    assert {
+        alias.name
+        for node in ast.walk(standalone)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } == {"urllib.error", "urllib.request"}, "HTTP only on the standalone road, and only there"
+
+
+def test_the_inlined_runtime_holds_no_road_to_a_key() -> None:
+    """No .env lookup, no key variable, no HTTP: nothing an agent's code could call to get
+    around the broker, whatever walls the machine has (issue 23)."""
+    source = agent_runtime.runtime_source()
+    strings = [
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+    for clue in (r"\.env\b", "ANTHROPIC_API_KEY", "x-api-key", "api.anthropic", "/v1/messages"):
+        assert not any(re.search(clue, text) for text in strings), clue
+    tree = ast.parse(source)
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    names |= {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    assert not names & {"_setting", "_api_key", "_post", "_retry_wait", "_Standalone"}
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    assert not imported & {"urllib", "http", "socket", "ssl"}
 
 
 def test_the_inlined_runtime_defines_what_agents_use() -> None:
@@ -366,7 +400,6 @@ def test_the_inlined_runtime_defines_what_agents_use() -> None:
         "format_previous",
         "input_files",
         "save_artifact",
-        "api_key",
         "LLMError",
         "BrokerRefused",
     ):
@@ -374,6 +407,9 @@ def test_the_inlined_runtime_defines_what_agents_use() -> None:
     for name in ("json", "os", "sys", "time", "Path"):
         assert name in namespace, name
     assert "runtime_source" not in namespace, "the module's own helpers stay out of agents"
+    for name in ("_api_key", "_setting", "_post", "_Standalone"):
+        assert name not in namespace, f"{name} is the standalone road's, never an agent's"
+    assert namespace["_standalone"] is None
 
 
 def test_importing_reads_nothing_and_loads_no_http_stack() -> None:
@@ -735,6 +771,33 @@ def test_a_refused_artifact_raises_with_the_brokers_reason(
     with pytest.raises(BrokerRefused) as caught:
         agent_runtime.save_artifact("big.csv", b"x" * 1000)
     assert (caught.value.kind, caught.value.message) == ("too_large", message)
+
+
+def test_a_large_artifact_goes_in_pieces_each_a_frame_the_table_allows(
+    scripted: Callable[[Answer], ScriptedBroker],
+) -> None:
+    broker = scripted(lambda frame: {"ok": True, "name": frame["name"], "bytes": 0})
+    data = bytes(range(256)) * (9 * 4096)  # 9 MB: three pieces
+    assert agent_runtime.save_artifact("big.bin", data) == "big.bin"
+    assert [frame.get("more") for frame in broker.frames] == [True, True, None]
+    assert b"".join(base64.b64decode(frame["data"]) for frame in broker.frames) == data
+    allowed = {"op", *agent_runtime.BROKER_OPS["artifact"].fields}
+    for frame in broker.frames:
+        assert frame["op"] == "artifact" and set(frame) <= allowed
+        assert len(agent_runtime.encode_frame(frame)) < MAX_REQUEST_BYTES
+
+
+def test_a_piece_refused_stops_the_artifact_there(
+    scripted: Callable[[Answer], ScriptedBroker],
+) -> None:
+    refusal = {"type": "too_large", "message": "over the cap"}
+    broker = scripted(
+        lambda frame: {"ok": False, "error": refusal} if len(broker.frames) == 2 else
+        {"ok": True, "name": "x", "bytes": 0}
+    )  # fmt: skip
+    with pytest.raises(BrokerRefused, match="over the cap"):
+        agent_runtime.save_artifact("big.bin", bytes(13 * 1024 * 1024))
+    assert len(broker.frames) == 2, "nothing more is sent once a piece is refused"
 
 
 @pytest.mark.parametrize("name", ["../x.md", "sub/x.md", ".hidden", "", "a\nb", " x", "a\\b"])

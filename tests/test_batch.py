@@ -429,7 +429,8 @@ def test_in_a_pipe_only_the_lines(fake_api: FakeMessagesAPI, isolated_home: Path
 
 
 def test_a_history_from_before_batches_is_migrated_in_place(isolated_home: Path) -> None:
-    """A version-2 history (no batch tables) gains them on first use, every run row kept."""
+    """A version-4 history (no batch tables) gains them on first use (version 5), every run
+    row kept."""
     import sqlite3
 
     from agentgod import historydb
@@ -440,20 +441,54 @@ def test_a_history_from_before_batches_is_migrated_in_place(isolated_home: Path)
     with sqlite3.connect(path) as db:
         db.execute("DROP TABLE batch_tasks")
         db.execute("DROP TABLE batches")
-        db.execute(
-            "INSERT INTO runs (run_id, started_at, task, ok, answer, error, revisions,"
-            " council_improved, llm_calls, input_tokens, output_tokens, cache_write_tokens,"
-            " cache_read_tokens, usd, duration_seconds, budget_exhausted)"
-            " VALUES ('0123abcd', '2026-01-01T00:00:00+00:00', 'old', 1, 'a', '', 0, 0, 1, 1, 1,"
-            " 0, 0, 0.1, 1.0, 0)"
-        )
-        db.execute("PRAGMA user_version = 2")
+        db.execute(OLD_RUN)
+        db.execute("PRAGMA user_version = 4")
     rows = batch.read_lines(['{"task": "new"}'], base=isolated_home)
     made = batch.start(rows, "-", {"parallel": 1})
     assert batchrecord.load(made.batch_id) is not None
     assert history.load("0123abcd") is not None
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == historydb.SCHEMA_VERSION == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == historydb.SCHEMA_VERSION == 5
+
+
+OLD_RUN = (
+    "INSERT INTO runs (run_id, started_at, task, ok, answer, error, revisions,"
+    " council_improved, llm_calls, input_tokens, output_tokens, cache_write_tokens,"
+    " cache_read_tokens, usd, duration_seconds, budget_exhausted)"
+    " VALUES ('0123abcd', '2026-01-01T00:00:00+00:00', 'old', 1, 'a', '', 0, 0, 1, 1, 1,"
+    " 0, 0, 0.1, 1.0, 0)"
+)
+
+
+def test_a_history_this_branch_wrote_before_its_merge_gains_the_columns_it_missed(
+    isolated_home: Path,
+) -> None:
+    """Before it was merged, this feature numbered its batch tables version 3, the number the
+    history's own version 3 (the runs' owner) and 4 (the calls' columns) came to have: such a
+    history has the batch tables and lacks those columns, and is brought up to version 5 whole."""
+    import sqlite3
+
+    from agentgod import historydb
+
+    path = isolated_home / "runs" / historydb.DB_NAME
+    path.parent.mkdir()
+    historydb.open_for_writing(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("DROP INDEX runs_by_status")
+        db.execute("ALTER TABLE runs DROP COLUMN owner")
+        for column in ("agent", "seconds", "web_fetches"):
+            db.execute(f"ALTER TABLE run_calls DROP COLUMN {column}")
+        db.execute(OLD_RUN)
+        db.execute("PRAGMA user_version = 3")
+    assert history.load("0123abcd") is not None
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+        columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+        calls = {row[1] for row in db.execute("PRAGMA table_info(run_calls)")}
+        indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    assert "owner" in columns and {"agent", "seconds", "web_fetches"} <= calls
+    assert "runs_by_status" in indexes
+    assert history.running() == []
 
 
 def test_the_batch_command_lines() -> None:

@@ -14,6 +14,7 @@ from bench.__main__ import BENCHMARKS, parse
 def test_every_benchmark_is_registered_and_callable() -> None:
     assert list(BENCHMARKS) == [
         "overhead",
+        "command",
         "coldstart",
         "cli",
         "first_request",
@@ -110,3 +111,16 @@ def test_the_batch_ideal_and_the_memory_slope() -> None:
     growing = [(n, 90_000 + 50 * n) for n in range(1, 101)]
     assert abs(batchrun._slope(flat)) < 0.1
     assert batchrun._slope(growing) == pytest.approx(50.0)
+
+
+def test_the_peer_script_runs_the_same_waves_as_the_product() -> None:
+    """The LangGraph peer groups the benchmark's plan into exactly the product's waves."""
+    from bench import peer_langgraph
+
+    shape = overhead.Shape(overhead.TARGET_SHAPE, (4, 4, 4))
+    agents = overhead.plan_for(shape)["agents"]
+    assert peer_langgraph.waves_of(agents) == overhead.wave_names(shape)
+    first = next(a for a in agents if a["name"] == "w3_agent_1")
+    assert set(peer_langgraph.inputs_for(first, agents, {a["name"]: "x" for a in agents})) == {
+        name for wave in overhead.wave_names(shape)[:2] for name in wave
+    }

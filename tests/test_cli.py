@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgod import cli
+from agentgod import cli, config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -159,28 +159,39 @@ def test_usage_error_prints_one_line_and_a_hint() -> None:
     assert lines == ["agentgod: bad thing", "hint: try 'agentgod --help'"]
 
 
-def test_apply_turns_flags_into_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("MODEL", "LLM_EFFORT", "COUNCIL", "BUDGET_USD", "AGENTGOD_PLAIN"):
-        monkeypatch.delenv(name, raising=False)
-    cli.apply(
+def test_flags_reach_the_settings_without_touching_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A flag wins over the environment and .env, and the process's environment is left as it
+    was (a flag is this run's, not every later child's)."""
+    monkeypatch.setenv("MODEL", "from-the-shell")
+    before = dict(os.environ)
+    told = cli.overrides(
         cli.parse(
             [
                 *("--model", "claude-opus-5-5", "--effort", "low", "--council", "always"),
-                *("--budget", "1.5", "--plain", "t"),
+                *("--budget", "1.5", "--no-web", "--plain", "t"),
             ]
         )
     )
-    assert os.environ["MODEL"] == "claude-opus-5-5"
-    assert os.environ["LLM_EFFORT"] == "low"
-    assert os.environ["COUNCIL"] == "always"
-    assert float(os.environ["BUDGET_USD"]) == 1.5
-    assert os.environ["AGENTGOD_PLAIN"] == "1"
+    settings = config.settings(told)
+    assert settings.model == "claude-opus-5-5"
+    assert settings.effort == "low"
+    assert settings.council == "always"
+    assert settings.budget_usd == 1.5
+    assert settings.web is False
+    assert dict(os.environ) == before
 
 
-def test_apply_leaves_unset_flags_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MODEL", "from-dotenv-or-shell")
-    cli.apply(cli.parse(["t"]))
-    assert os.environ["MODEL"] == "from-dotenv-or-shell"
+def test_flags_not_given_leave_the_environment_and_dotenv_in_charge(
+    monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+) -> None:
+    monkeypatch.setenv("MODEL", "from-the-shell")
+    (isolated_home / ".env").write_text("COUNCIL=off\n")
+    told = cli.overrides(cli.parse(["t"]))
+    assert told == {}
+    settings = config.settings(told)
+    assert (settings.model, settings.council) == ("from-the-shell", "off")
 
 
 def _run_cli(python: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

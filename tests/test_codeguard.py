@@ -717,7 +717,6 @@ ACCEPTED = {
     "dataclasses": DATACLASSES,
     "itertools-heapq": ITERTOOLS_HEAPQ,
     "html-url": HTML_URL,
-    "full-file": FULL_FILE,
     "classes": CLASSES,
     "difflib": DIFFLIB,
     "money": MONEY,
@@ -1505,6 +1504,57 @@ def test_realistic_agent_is_accepted(name: str) -> None:
     assert codeguard.check_agent_source(source) == []
 
 
+# ---- the runtime's private part and the home (issue 23) ------------------------------------
+
+
+def test_an_agent_that_finds_its_own_key_is_refused() -> None:
+    """How a standalone agent used to find its key: a .env up the tree from its own file."""
+    complaints = codeguard.check_agent_source(textwrap.dedent(FULL_FILE).lstrip("\n"))
+    assert any("__file__ leads to where the agent is stored" in c for c in complaints)
+    assert any("the string 'ANTHROPIC_API_KEY' names" in c for c in complaints)
+    assert any("the string '.env' names '.env'" in c for c in complaints)
+
+
+@pytest.mark.parametrize(
+    ("body", "culprit"),
+    [
+        ("key = _api_key()", "_api_key is none of this code's own names"),
+        ("key = _setting('ANTHROPIC_BASE_URL')", "_setting is none of this code's own names"),
+        ("reply = _post({'model': 'm'})", "_post is none of this code's own names"),
+        ("reply = _ask_broker('3', {'op': 'messages'})", "_ask_broker is none of this"),
+        ("road = _standalone", "_standalone is none of this code's own names"),
+        ("_BROKEN.clear()", "_BROKEN is none of this code's own names"),
+        ("_main()", "_main is none of this code's own names"),
+        ("here = Path(__file__).parent", "__file__ leads to where the agent is stored"),
+        ("me = sys.argv[0]", "sys.argv leads to where the agent is stored"),
+        ("python = sys.executable", "sys.executable leads to where"),
+        ("root = sys.prefix", "sys.prefix leads to where"),
+        ("import sysconfig", "sysconfig leads to where the agent is stored"),
+        ("line = open('/proc/self/cmdline').read()", "names '/proc/'"),
+        ("home = os.environ.get('AGENTGOD_HOME')", "names 'AGENTGOD_HOME'"),
+        ("home = Path.home() / '.agentgod'", "names '.agentgod'"),
+        ("raw = open('../../.env', 'rb').read()", "names '.env'"),
+        ("raw = b'.ENV'", "the bytes b'.ENV' names '.ENV'"),
+        ("text = 'a\u202eb'", "U+202E is an invisible bidi control character"),
+    ],
+)
+def test_the_runtimes_private_names_and_the_home_are_refused(body: str, culprit: str) -> None:
+    complaints = codeguard.check_agent_source(body + "\n" + RUN)
+    assert any(culprit in complaint for complaint in complaints), complaints
+
+
+def test_underscore_names_of_the_agents_own_are_accepted() -> None:
+    body = (
+        "_CACHE = {}\n"
+        "def _helper(text):\n    return text.strip()\n"
+        "class _Parser:\n    _seen = 0\n"
+        "for _ in range(3):\n    _CACHE[_] = _helper(' x ')\n"
+        "try:\n    pass\nexcept ValueError as _error:\n    print(_error)\n"
+        "text = 'see environment variables and .environ'\n"
+    )
+    assert codeguard.check_agent_source(body + RUN) == []
+
+
 def test_there_are_at_least_twenty_realistic_agents() -> None:
     assert len(ACCEPTED) >= 20
 
@@ -1552,7 +1602,7 @@ def test_str_replace_stays_legal_while_path_replace_is_refused() -> None:
         "import os\ngetenv = os.environ.get\nvalue = getenv('HOME', '')",
         "soup_tag.extract()",
         "import sys\nsys.stderr.write('progress\\n')\nsys.stdout.flush()",
-        "ok = __name__ == '__main__' and __doc__ is None and __file__.endswith('.py')",
+        "ok = __name__ == '__main__' and __doc__ is None",
         "client.connect()",
         "import os.path\nfolder = os.path.dirname(os.path.abspath('x'))",
         "cached = hasattr(holder, '_cache') and getattr(holder, 'name', None)",

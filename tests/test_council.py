@@ -1,4 +1,4 @@
-"""council through the real SDK against the fake Messages API."""
+"""council through the road to the model against the fake Messages API."""
 
 from __future__ import annotations
 

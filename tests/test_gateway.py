@@ -1,8 +1,9 @@
 """The gateway: the one key holder a batch's runs reach the model through.
 
-It runs here, in the test, with the real road (`llm.relay`) to the fake Messages API; clients
-are the real SDK (through `llm`) and real `agentgod --json --no-input` runs, each given a
-capability as its key and the gateway as its base URL.
+It runs here, in the test, with the real road (`llm.relay_for`) to the fake Messages API;
+clients are our own road (`llm`, given settings whose key is a capability and whose base URL is
+the gateway) and real `agentgod --json --no-input` runs, each given a capability as its key and
+the gateway as its base URL.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import pytest
 from conftest import TEST_KEY, agentgod_command, agentgod_env
 from fakeapi import FakeMessagesAPI, Reply
@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scripted import Factory, agent_spec, plan
 
-from agentgod import config, gateway, ledger, llm, problems
+from agentgod import config, gateway, ledger, llm, problems, wire
 
 MODEL = "claude-sonnet-5-5"
 
@@ -34,10 +34,9 @@ def gate(fake_api: FakeMessagesAPI) -> Iterator[gateway.Gateway]:
         yield server
 
 
-def client_of(server: gateway.Gateway, capability: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process's calls go through `server` with `capability` as their key."""
-    monkeypatch.setenv("ANTHROPIC_API_KEY", capability)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+def client_of(server: gateway.Gateway, capability: str) -> config.Settings:
+    """Settings whose calls go through `server` with `capability` as their key."""
+    return config.settings({"ANTHROPIC_API_KEY": capability, "ANTHROPIC_BASE_URL": server.url})
 
 
 def billed(api: FakeMessagesAPI) -> float:
@@ -49,11 +48,11 @@ def billed(api: FakeMessagesAPI) -> float:
 
 
 def test_a_call_with_a_capability_reaches_the_api_with_the_real_key(
-    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway
 ) -> None:
     capability = gate.mint("run1", "b1", models=[MODEL])
-    client_of(gate, capability, monkeypatch)
-    assert llm.complete("hello", model=MODEL, effort=None, max_tokens=64) == "ok"
+    settings = client_of(gate, capability)
+    assert llm.complete("hello", model=MODEL, effort=None, max_tokens=64, settings=settings) == "ok"
     [request] = fake_api.messages()
     assert request.api_key == TEST_KEY
     assert capability not in json.dumps(request.headers)
@@ -62,12 +61,14 @@ def test_a_call_with_a_capability_reaches_the_api_with_the_real_key(
 
 
 def test_a_stream_passes_through_and_is_billed(
-    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway
 ) -> None:
     fake_api.queue(Reply("one two three four", pieces=["one ", "two ", "three ", "four"]))
-    client_of(gate, gate.mint("run1", "b1"), monkeypatch)
+    settings = client_of(gate, gate.mint("run1", "b1"))
     pieces: list[str] = []
-    done = llm.completion("hi", model=MODEL, effort=None, max_tokens=64, on_text=pieces.append)
+    done = llm.completion(
+        "hi", model=MODEL, effort=None, max_tokens=64, on_text=pieces.append, settings=settings
+    )
     assert done.text == "one two three four"
     assert pieces == ["one ", "two ", "three ", "four"], "the pieces arrive as the API sent them"
     assert fake_api.messages()[0].body["stream"] is True
@@ -75,11 +76,11 @@ def test_a_stream_passes_through_and_is_billed(
 
 
 def test_an_expired_capability_is_refused_clearly(
-    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway
 ) -> None:
-    client_of(gate, gate.mint("run1", "b1", ttl_seconds=-1), monkeypatch)
-    with pytest.raises(anthropic.APIStatusError) as refused:
-        llm.complete("hello", model=MODEL, effort=None, max_tokens=64)
+    settings = client_of(gate, gate.mint("run1", "b1", ttl_seconds=-1))
+    with pytest.raises(wire.APIStatusError) as refused:
+        llm.complete("hello", model=MODEL, effort=None, max_tokens=64, settings=settings)
     assert refused.value.status_code == 401
     problem = problems.explain(refused.value)
     assert problem.kind == "capability_expired"
@@ -89,7 +90,7 @@ def test_an_expired_capability_is_refused_clearly(
 
 
 def test_a_forged_or_altered_capability_and_a_model_not_granted_are_refused(
-    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway
 ) -> None:
     other = gateway.Minter().mint("run1", "b1")
     good = gate.mint("run1", "b1", models=["claude-haiku-5-5"])
@@ -97,33 +98,33 @@ def test_a_forged_or_altered_capability_and_a_model_not_granted_are_refused(
     widened = gateway.Minter().mint("run1", "b1")  # any model: signed by another secret
     altered = f"{prefix}.{widened.split('.')[1]}.{signature}"
     for key in (other, altered, TEST_KEY, ""):
-        client_of(gate, key or "x", monkeypatch)
-        with pytest.raises(anthropic.AuthenticationError):
-            llm.complete("hello", model=MODEL, effort=None, max_tokens=64)
-    client_of(gate, good, monkeypatch)
-    with pytest.raises(anthropic.PermissionDeniedError) as refused:
-        llm.complete("hello", model=MODEL, effort=None, max_tokens=64)
+        settings = client_of(gate, key or "x")
+        with pytest.raises(wire.AuthenticationError):
+            llm.complete("hello", model=MODEL, effort=None, max_tokens=64, settings=settings)
+    settings = client_of(gate, good)
+    with pytest.raises(wire.PermissionDeniedError) as refused:
+        llm.complete("hello", model=MODEL, effort=None, max_tokens=64, settings=settings)
     assert problems.explain(refused.value).kind == "model_not_allowed"
     assert "does not allow the model" in problems.explain(refused.value).headline
     assert fake_api.messages() == []
 
 
 def test_an_exhausted_capability_stops_its_run_as_a_budget_does(
-    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway
 ) -> None:
-    client_of(gate, gate.mint("run1", "b1", usd=0.0001), monkeypatch)
+    settings = client_of(gate, gate.mint("run1", "b1", usd=0.0001))
     with pytest.raises(ledger.BudgetExhaustedError) as refused:
-        llm.complete("hello " * 500, model=MODEL, effort=None, max_tokens=4096)
+        llm.complete("hello " * 500, model=MODEL, effort=None, max_tokens=4096, settings=settings)
     assert refused.value.budget_usd == 0.0001
     assert "budget" in problems.explain(refused.value).headline
     assert fake_api.messages() == []
 
 
 def test_the_gateway_lowers_max_tokens_to_what_the_share_can_pay(
-    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway
 ) -> None:
-    client_of(gate, gate.mint("run1", "b1", usd=0.01), monkeypatch)
-    llm.complete("hello", model=MODEL, effort=None, max_tokens=16_000)
+    settings = client_of(gate, gate.mint("run1", "b1", usd=0.01))
+    llm.complete("hello", model=MODEL, effort=None, max_tokens=16_000, settings=settings)
     [request] = fake_api.messages()
     assert request.body["max_tokens"] < 1_000  # $0.01 buys about 1,000 output tokens
 
@@ -214,14 +215,14 @@ def test_the_admin_door_mints_and_reports_only_with_its_token(fake_api: FakeMess
 
 
 def test_requests_past_a_busy_gateway_are_metered_one_by_one(
-    fake_api: FakeMessagesAPI, gate: gateway.Gateway, monkeypatch: pytest.MonkeyPatch
+    fake_api: FakeMessagesAPI, gate: gateway.Gateway
 ) -> None:
-    client_of(gate, gate.mint("run1", "b1"), monkeypatch)
+    settings = client_of(gate, gate.mint("run1", "b1"))
     errors: list[BaseException] = []
 
     def call() -> None:
         try:
-            llm.complete("hello", model=MODEL, effort=None, max_tokens=64)
+            llm.complete("hello", model=MODEL, effort=None, max_tokens=64, settings=settings)
         except BaseException as error:  # pragma: no cover - reported below
             errors.append(error)
 

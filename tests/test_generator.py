@@ -51,7 +51,7 @@ def test_code_hidden_after_a_second_footer_marker_is_refused() -> None:
 @pytest.mark.parametrize(
     "tamper",
     [
-        lambda s: s.replace("MAX_ATTEMPTS = 4", "MAX_ATTEMPTS = 40"),
+        lambda s: s.replace("MAX_CONTINUATIONS = 4", "MAX_CONTINUATIONS = 40"),
         lambda s: s.replace("def _main():", "def _main():\n    import subprocess"),
         lambda s: "import subprocess\n" + s,
         lambda s: s.replace(generator.BODY_END + "\n", generator.BODY_END + "\nimport os\n", 1),
@@ -101,8 +101,10 @@ def test_assembly_accepts_fenced_and_bare_code(reply: str) -> None:
     [
         ("def call_llm(p):\n    return p\ndef run(task, previous_outputs):\n    return task\n",
          "call_llm"),
-        ("def api_key():\n    return 'x'\ndef run(task, previous_outputs):\n    return task\n",
-         "api_key"),
+        ("def save_artifact(n, d):\n    return n\ndef run(task, previous_outputs):\n"
+         "    return task\n", "save_artifact"),
+        ("def _api_key():\n    return 'x'\ndef run(task, previous_outputs):\n    return task\n",
+         "_api_key"),
         ("AGENT_NAME = 'other'\ndef run(task, previous_outputs):\n    return task\n", "AGENT_NAME"),
         ("def _main():\n    pass\ndef run(task, previous_outputs):\n    return task\n", "_main"),
         ("import time as json\ndef run(task, previous_outputs):\n    return task\n", "json"),
@@ -146,7 +148,7 @@ def test_agent_body_round_trips() -> None:
 
 def test_a_tampered_runtime_header_is_detected() -> None:
     source = agent_source(GOOD_BODY)
-    tampered = source.replace("MAX_ATTEMPTS = 4", "MAX_ATTEMPTS = 4\nimport subprocess")
+    tampered = source.replace("MAX_CONTINUATIONS = 4", "MAX_CONTINUATIONS = 4\nimport subprocess")
     assert generator.check_assembled(tampered) == ["the trusted runtime header was modified"]
     assert generator.check_assembled("print('hi')\n") == [
         "the file is not an AgentGOD agent (runtime markers missing)"
@@ -191,7 +193,8 @@ def test_an_archived_agent_finds_its_key_in_a_dotenv_up_the_tree(
         f"ANTHROPIC_BASE_URL={fake_api.base_url}\n"
     )
     agent = archive / "team" / "agents" / "standalone.py"
-    agent.write_text(agent_source("def run(task, previous_outputs):\n    return call_llm(task)\n"))
+    body = "def run(task, previous_outputs):\n    return call_llm(task)\n"
+    agent.write_text(generator.for_library(agent_source(body)))
     env = {"PATH": os.environ["PATH"]}  # the key and the URL both come from the .env
     done = subprocess.run(
         [sys.executable, "-I", str(agent)],
@@ -204,6 +207,51 @@ def test_an_archived_agent_finds_its_key_in_a_dotenv_up_the_tree(
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert fake_api.messages()[0].api_key == "sk-ant-archived-key-123456789"
+
+
+def test_an_agent_the_pipeline_runs_has_no_road_to_a_key_or_the_network(
+    fake_api: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    """Under the broker the inlined runtime is all an agent holds: asked to call the model
+    without the broker's socket, with a key in its environment and a .env beside it, it
+    cannot (issue 23: the old runtime found the key itself and posted unmetered)."""
+    source = agent_source("def run(task, previous_outputs):\n    return call_llm(task)\n")
+    for road in ("urllib", "_api_key", "_post", "x-api-key", "ANTHROPIC_API_KEY"):
+        assert road not in source, road
+    assert not re.search(r"\.env\b", source)
+    (tmp_path / ".env").write_text(
+        f"ANTHROPIC_API_KEY=sk-ant-beside-it-123456789\nANTHROPIC_BASE_URL={fake_api.base_url}\n"
+    )
+    agent = tmp_path / "agent.py"
+    agent.write_text(source)
+    env = {"PATH": os.environ["PATH"], "ANTHROPIC_API_KEY": "sk-ant-in-its-env-123456789"}
+    env["ANTHROPIC_BASE_URL"] = fake_api.base_url
+    done = subprocess.run(
+        [sys.executable, "-I", str(agent)],
+        input='{"task": "hello", "previous_outputs": {}}',
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert done.returncode == 1
+    assert "AGENTGOD_BROKER_FD is not set" in done.stderr
+    assert fake_api.messages() == []
+
+
+def test_the_library_form_adds_the_standalone_road_and_the_run_form_takes_it_away() -> None:
+    source = agent_source(GOOD_BODY)
+    kept = generator.for_library(source)
+    assert "urllib.request" in kept and "urllib" not in source
+    assert generator.check_assembled(kept) == []
+    assert generator.agent_body(kept) == generator.agent_body(source)
+    assert generator.for_run(kept) == source
+    assert generator.for_library(kept) == kept
+    tampered = kept.replace("MAX_ATTEMPTS = 4", "MAX_ATTEMPTS = 40")
+    assert tampered != kept
+    assert generator.check_assembled(tampered) == ["the trusted runtime header was modified"]
+    with pytest.raises(generator.AssemblyError, match="header was modified"):
+        generator.for_run(tampered)
 
 
 # ---- how an agent ends ---------------------------------------------------------------------

@@ -83,7 +83,7 @@ def test_no_history_reads_as_empty_and_creates_nothing() -> None:
 
 
 def test_history_is_newest_first_and_limited() -> None:
-    for hours, task in ((2, "middle task"), (0, "oldest task"), (5, "newest task")):
+    for hours, task in ((0, "oldest task"), (2, "middle task"), (5, "newest task")):
         runlog.archive(make_record(task=task, started_at=STARTED + timedelta(hours=hours)))
     rows = history.history()
     assert [row.task for row in rows] == ["newest task", "middle task", "oldest task"]
@@ -94,6 +94,25 @@ def test_history_is_newest_first_and_limited() -> None:
     assert newest.run_file is not None and newest.run_file.is_file()
     assert [row.task for row in history.history(2)] == ["newest task", "middle task"]
     assert history.history(0) == []
+
+
+def test_runs_are_ordered_by_when_they_started_not_by_the_clock() -> None:
+    """A clock stepped back (an NTP correction) between two runs must not make the later one
+    the older: history, last and --continue follow the order the runs started in."""
+    runlog.archive(make_record(task="first", answer="first answer", conversation_id="c0000001"))
+    stepped_back = STARTED - timedelta(hours=3)
+    runlog.archive(
+        make_record(
+            task="second",
+            answer="second answer",
+            conversation_id="c0000002",
+            started_at=stepped_back,
+        )
+    )
+    assert [row.task for row in history.history()] == ["second", "first"]
+    last = history.last()
+    assert last is not None and last.answer == "second answer"
+    assert history.last_conversation_id() == "c0000002"
 
 
 def test_last_is_the_newest_successful_answer() -> None:
@@ -188,16 +207,16 @@ def test_a_whole_run_is_stored_and_loaded_back() -> None:
     assert (stored.conversation_id, stored.retry_of) == ("c0ffee00", "0badf00d")
     assert stored.reasoning == record.reasoning
     assert list(stored.plan) == record.plan
-    assert stored.waves == (("spec_reader",), ("verdict_writer",))
+    assert stored.waves == [["spec_reader"], ["verdict_writer"]]
     assert stored.cost == record.cost
     assert stored.phases == record.phases
-    assert stored.calls == tuple(record.calls)
+    assert stored.calls == record.calls
     assert stored.started_at == STARTED
     assert stored.duration_seconds == record.duration_seconds
     assert stored.run_file == path
-    assert stored.warnings == ("judge failed",)
+    assert stored.warnings == ["judge failed"]
     assert list(stored.attachments) == record.attachments
-    assert stored.sandbox == tuple(record.sandbox)
+    assert stored.sandbox == record.sandbox
     reader, writer = stored.agents
     expected = record.agents[0]
     assert (reader.name, reader.role, reader.reused, reader.ok) == (
@@ -209,9 +228,9 @@ def test_a_whole_run_is_stored_and_loaded_back() -> None:
         ],
     )
     assert (reader.attempts, reader.seconds, reader.kind, reader.usd) == (1, 1.5, "ok", 0.002)
-    assert (reader.source, reader.output, reader.inputs) == (SOURCE, expected.output, ())
+    assert (reader.source, reader.output, reader.inputs) == (SOURCE, expected.output, [])
     assert reader.usage == expected.usage
-    assert writer.inputs == ("spec_reader",)
+    assert writer.inputs == ["spec_reader"]
     assert writer.output == LONG_OUTPUT, "the history keeps what the run file leaves out"
     assert stored.agent("verdict_writer") == writer
     assert stored.agent("nobody") is None
@@ -228,7 +247,9 @@ def test_show_json_is_plain_json_with_every_agent_and_call() -> None:
     assert shown["agents"][0]["source"] == SOURCE
     assert shown["agents"][0]["usage"]["web_searches"] == 1
     assert shown["agents"][1]["inputs"] == ["spec_reader"]
-    assert [call["phase"] for call in shown["calls"]] == ["other", "plan", "agents"]
+    assert [call["phase"] for call in shown["calls"]] == ["other", "plan", "generate", "agents"]
+    assert [call["agent"] for call in shown["calls"]] == ["", "", "spec_reader", "spec_reader"]
+    assert shown["calls"][3]["seconds"] == 0.75 and shown["calls"][3]["web_fetches"] == 2
     assert shown["calls"][0]["at"] == STARTED.isoformat()
     assert shown["plan"][0]["dependencies"] == ["requests"]
     assert shown["cost"] == cost()
@@ -270,11 +291,11 @@ def test_runs_stopped_early_are_recorded_like_any_other() -> None:
 
 
 def test_a_run_is_named_by_its_id_or_a_unique_prefix() -> None:
-    runlog.archive(full_record(run_id="3f9a0c1d", task="count the otters"))
-    runlog.archive(full_record(run_id="3f9a77e2", task="name the seals"))
     runlog.archive(
         full_record(run_id="b0b0b0b0", task="weigh the whale", started_at=STARTED - timedelta(1))
     )
+    runlog.archive(full_record(run_id="3f9a0c1d", task="count the otters"))
+    runlog.archive(full_record(run_id="3f9a77e2", task="name the seals"))
 
     def task(ref: str | None) -> str | None:
         found = history.load(ref)
@@ -647,14 +668,48 @@ def test_an_old_history_is_migrated_in_place_and_loses_nothing() -> None:
         Path("/old/runs/a.md"),
     )
     assert [(agent.name, agent.source, agent.inputs) for agent in old.agents] == [
-        ("fact_finder", "", ()),
-        ("writer", "", ()),
+        ("fact_finder", "", []),
+        ("writer", "", []),
     ]
-    assert (old.plan, old.calls, old.model) == ((), (), "")
+    assert (old.plan, old.calls, old.model) == ([], [], "")
     assert history.history() == rows, "the ids given are kept"
     runlog.archive(full_record())
     assert history.history()[0].task == make_record().task
     assert len(history.history()) == 4
+
+
+def test_history_finds_runs_by_words_of_their_task_or_id_and_by_status() -> None:
+    runlog.archive(make_record(task="Sum 100% of the rows", run_id="aaaa0001"))
+    runlog.archive(make_record(task="a_b test", run_id="bbbb0002", ok=False))
+    runlog.archive(make_record(task="axb plain", run_id="cccc0003"))
+    assert [row.run_id for row in history.history(10, matching="100%")] == ["aaaa0001"]
+    assert [row.run_id for row in history.history(10, matching="%")] == ["aaaa0001"]
+    assert [row.run_id for row in history.history(10, matching="a_b")] == ["bbbb0002"]
+    assert [row.run_id for row in history.history(10, matching="SUM")] == ["aaaa0001"]
+    assert [row.run_id for row in history.history(10, matching="cccc")] == ["cccc0003"]
+    assert [row.run_id for row in history.history(10, status="failed")] == ["bbbb0002"]
+    assert history.run_ids() == {"aaaa0001", "bbbb0002", "cccc0003"}
+
+
+def test_a_version_3_history_gains_whom_each_call_served_and_keeps_its_calls() -> None:
+    """Issue 29 (schema 4): run_calls gains agent, seconds and web_fetches; an older call reads
+    as the main agent's, untimed, with no page fetched."""
+    runlog.archive(full_record())
+    path = historydb.database()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for column in ("agent", "seconds", "web_fetches"):
+            db.execute(f"ALTER TABLE run_calls DROP COLUMN {column}")
+        db.execute("PRAGMA user_version = 3")
+        db.commit()
+    stored = history.load("3f9a0c1d")
+    assert stored is not None
+    assert query("PRAGMA user_version") == [(historydb.SCHEMA_VERSION,)]
+    expected = [(call.phase, call.input_tokens, call.usd, call.at) for call in full_record().calls]
+    assert [(c.phase, c.input_tokens, c.usd, c.at) for c in stored.calls] == expected
+    assert {(c.agent, c.seconds, c.web_fetches) for c in stored.calls} == {("", 0.0, 0)}
+    runlog.archive(full_record(run_id="5e5e5e5e"))
+    again = history.load("5e5e5e5e")
+    assert again is not None and again.calls == full_record().calls
 
 
 def test_a_new_history_and_a_migrated_one_have_the_same_schema() -> None:

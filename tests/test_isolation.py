@@ -33,8 +33,8 @@ SHELL = {
 def test_requests_reach_the_fake_api_directly(
     fake_api: FakeMessagesAPI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Through the SDK, as the main agent calls, and through urllib, as generated agents do."""
-    assert llm.complete("through the SDK", model=config.settings().model, effort=None) == "ok"
+    """Through llm, as the main agent calls, and through urllib, as generated agents do."""
+    assert llm.complete("through llm", model=config.settings().model, effort=None) == "ok"
     body = {"model": "claude-sonnet-5-5", "max_tokens": 16, "messages": []}
     request = urllib.request.Request(
         fake_api.base_url + "/v1/messages",
@@ -47,7 +47,7 @@ def test_requests_reach_the_fake_api_directly(
     assert "x-from-the-shell" not in sdk.headers
     assert "x-stainless-lang" not in plain.headers
     assert not [record for record in caplog.records if record.levelno < logging.INFO], (
-        "the SDK logs no debug records"
+        "the road logs no debug records"
     )
 
 

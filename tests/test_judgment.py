@@ -1,4 +1,4 @@
-"""judgment through the real SDK against the fake Messages API: judge, revision, clarify, triage."""
+"""judgment through our road to the model against the fake Messages API: judge and revision."""
 
 from __future__ import annotations
 

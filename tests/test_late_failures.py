@@ -1,6 +1,6 @@
 """Failures after the agents ran: what was paid for is kept, and every loss is said.
 
-Whole tasks with real agent subprocesses and the real SDK against the scripted fake; each fault is
+Whole tasks with real agent subprocesses and the real road against the scripted fake; each fault is
 injected at the fake (an overloaded merge, a malformed reply, a reply cut at max_tokens, a
 refusal, a silent judge), and the assertions count the requests the fake saw.
 """
@@ -60,7 +60,7 @@ def test_a_merge_that_stays_overloaded_ends_clearly_and_keeps_the_outputs(
 ) -> None:
     factory.merge_reply = lambda request: Reply.error(529)
     with pytest.raises(merger.MergeFailedError) as caught:
-        orchestrator.handle_task(TASK)
+        orchestrator.handle_task(TASK, settings=config.settings())
     assert len(of_kind(factory, "merge")) == 3  # one call and API_RETRIES (2) retries
     assert caught.value.outputs == {"pros": "result from pros", "cons": "result from cons"}
     problem = problems.explain(caught.value)
@@ -78,7 +78,7 @@ def test_a_merge_that_stays_overloaded_ends_clearly_and_keeps_the_outputs(
 def test_a_refused_merge_is_a_problem_not_a_silent_fallback(factory: Factory) -> None:
     factory.merge_reply = lambda request: Reply("", stop_reason="refusal")
     with pytest.raises(merger.MergeRefusedError) as caught:
-        orchestrator.handle_task(TASK)
+        orchestrator.handle_task(TASK, settings=config.settings())
     assert len(of_kind(factory, "merge")) == 1
     problem = problems.explain(caught.value)
     assert problem.kind == "merge_refused"
@@ -88,7 +88,7 @@ def test_a_refused_merge_is_a_problem_not_a_silent_fallback(factory: Factory) ->
 
 def test_a_refusal_after_some_text_delivers_it_with_a_warning(factory: Factory) -> None:
     factory.merge_reply = lambda request: Reply("Half an answer", stop_reason="refusal")
-    result = orchestrator.handle_task(TASK)
+    result = orchestrator.handle_task(TASK, settings=config.settings())
     assert result.answer == "Half an answer"
     assert any("refusal" in warning for warning in result.warnings)
 
@@ -96,7 +96,7 @@ def test_a_refusal_after_some_text_delivers_it_with_a_warning(factory: Factory) 
 def test_the_merge_gets_more_room_once_when_the_answer_is_cut(factory: Factory) -> None:
     replies = iter([Reply("The first half", stop_reason="max_tokens"), Reply("The whole answer")])
     factory.merge_reply = lambda request: next(replies)
-    result = orchestrator.handle_task(TASK)
+    result = orchestrator.handle_task(TASK, settings=config.settings())
     assert result.answer == "The whole answer"
     first, second = of_kind(factory, "merge")
     assert (first.body["max_tokens"], second.body["max_tokens"]) == (
@@ -114,7 +114,7 @@ def test_an_answer_cut_twice_is_delivered_with_a_warning(factory: Factory) -> No
         ]
     )
     factory.merge_reply = lambda request: next(replies)
-    result = orchestrator.handle_task(TASK)
+    result = orchestrator.handle_task(TASK, settings=config.settings())
     assert result.answer == "Longer cut"
     assert len(of_kind(factory, "merge")) == 2
     assert any("cut off" in warning for warning in result.warnings)
@@ -158,7 +158,7 @@ def writes(name: str) -> Callable[[Request], bool]:
 
 def test_a_malformed_generation_reply_fails_only_that_agent(factory: Factory) -> None:
     factory.api.route(writes("cons"), Reply(body=MALFORMED))
-    result = orchestrator.handle_task(TASK)
+    result = orchestrator.handle_task(TASK, settings=config.settings())
     assert result.answer == "MERGED: pros"
     cons_writes = [r for r in of_kind(factory, "generate") if "Agent name: cons\n" in r.prompt]
     assert len(cons_writes) == 3  # llm's own retries, and no generation attempts on top
@@ -169,7 +169,7 @@ def test_a_malformed_generation_reply_fails_only_that_agent(factory: Factory) ->
 def test_when_no_agent_can_be_written_the_api_is_named(factory: Factory) -> None:
     factory.api.route(lambda r: factory.kind(r) == "generate", Reply(body="<html>oops</html>"))
     with pytest.raises(llm.MalformedReplyError) as caught:
-        orchestrator.handle_task(TASK)
+        orchestrator.handle_task(TASK, settings=config.settings())
     assert problems.explain(caught.value).kind == "malformed_reply"
     assert of_kind(factory, "merge") == []
 
@@ -187,7 +187,7 @@ def test_a_hung_judge_delivers_the_answer_with_a_warning(
     factory: Factory, short_deadline: None, fault: Reply
 ) -> None:
     factory.api.route(lambda r: factory.kind(r) == "judge", fault)
-    result = orchestrator.handle_task(TASK)
+    result = orchestrator.handle_task(TASK, settings=config.settings())
     assert result.answer == "MERGED: cons, pros"
     assert len(of_kind(factory, "judge")) == 1
     factory.api.wait_ended(len(factory.api.messages()))  # the judge's connection was closed
@@ -201,7 +201,7 @@ def test_a_hung_council_delivers_the_merged_answer_with_a_warning(
     monkeypatch.setenv("COUNCIL", "always")
     monkeypatch.setenv("TASK_REVISIONS", "0")
     factory.api.route(lambda r: factory.kind(r) == "critic", Reply(silent=True))
-    result = orchestrator.handle_task(TASK)
+    result = orchestrator.handle_task(TASK, settings=config.settings())
     assert result.answer == "MERGED: cons, pros"
     assert len(of_kind(factory, "critic")) == 1
     assert of_kind(factory, "refine") == []
@@ -218,7 +218,7 @@ def test_a_cut_or_refused_refinement_leaves_the_answer(
     factory.api.route(
         lambda r: factory.kind(r) == "refine", Reply("A half rewrite", stop_reason=stop_reason)
     )
-    result = orchestrator.handle_task(TASK)
+    result = orchestrator.handle_task(TASK, settings=config.settings())
     assert result.answer == "MERGED: cons, pros"
     assert not result.council_improved
     assert len(of_kind(factory, "refine")) == 1
@@ -231,7 +231,7 @@ def test_a_failed_revision_keeps_the_answer_before_it(factory: Factory) -> None:
         lambda r: factory.kind(r) == "plan" and len(of_kind(factory, "plan")) > 1,
         Reply.error(529),
     )
-    result = orchestrator.handle_task(TASK)
+    result = orchestrator.handle_task(TASK, settings=config.settings())
     assert result.answer == "MERGED: cons, pros"
     assert len(of_kind(factory, "plan")) == 1 + 3  # the revision's plan, tried three times
     assert any("revision failed" in w and "overloaded" in w for w in result.warnings)
@@ -243,7 +243,7 @@ def test_a_failed_revision_keeps_the_answer_before_it(factory: Factory) -> None:
 def test_a_database_that_cannot_be_written_is_a_warning(factory: Factory) -> None:
     runs = config.settings().runs_dir
     (runs / historydb.DB_NAME).mkdir(parents=True)  # a directory where the database should be
-    result = orchestrator.handle_task(TASK)
+    result = orchestrator.handle_task(TASK, settings=config.settings())
     assert result.answer == "MERGED: cons, pros"
     assert result.run_file is not None and result.run_file.exists()
     (warning,) = result.warnings

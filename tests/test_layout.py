@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import shutil
 import subprocess
@@ -120,6 +121,10 @@ def _package_copy(root: Path) -> Path:
         ("executor.py", "from agentgod import llm", "Each layer imports only"),
         # a cycle inside one layer, only through a lazy import
         ("models.py", "from agentgod import config", "No import cycles"),
+        # the run's own path drawing its page
+        ("orchestrator.py", "from agentgod import runpage", "own path imports neither"),
+        # a view of the run reaching for what writes the record
+        ("runpage.py", "from agentgod import runlog", "never reach the writers"),
     ],
 )
 def test_the_layer_contracts_hold_and_refuse_a_wrong_import(
@@ -133,3 +138,80 @@ def test_the_layer_contracts_hold_and_refuse_a_wrong_import(
     refused = _lint_imports(tmp_path)
     assert refused.returncode != 0, refused.stdout
     assert f"{broken}" in refused.stdout and "BROKEN" in refused.stdout, refused.stdout
+
+
+# ---- the broker's operations: one table, and everything that spells them agrees with it -------
+
+
+def _plain_signature(name: str) -> str:
+    """A runtime function as the documentation writes it: parameter names and defaults, then
+    the return's annotation."""
+    from agentgod import agent_runtime
+
+    signature = inspect.signature(getattr(agent_runtime, name))
+    bare = [p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()]
+    returns = signature.return_annotation
+    shown = returns.__name__ if isinstance(returns, type) else str(returns)
+    unannotated = signature.replace(parameters=bare, return_annotation=inspect.Signature.empty)
+    return f"{name}{unannotated} -> {shown}"
+
+
+def _contract_section() -> str:
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    start = text.index("## 5. The generated-agent contract")
+    return text[start : text.index("\n## 6.", start)]
+
+
+RUNTIME_FUNCTIONS = ("call_llm", "input_files", "save_artifact", "format_previous")
+"""What the generator's prompt offers an agent besides the imports."""
+
+
+def test_the_broker_serves_exactly_the_operations_of_the_table() -> None:
+    from agentgod import agent_runtime, broker, brokerrequest
+
+    handlers = {name for name in vars(broker.Broker) if name.startswith("_op_")}
+    assert handlers == {f"_op_{op}" for op in agent_runtime.BROKER_OPS}
+    messages = agent_runtime.BROKER_OPS["messages"]
+    assert {"op", *messages.fields} == brokerrequest.MESSAGES_FIELDS
+    for op, known in agent_runtime.BROKER_OPS.items():
+        assert callable(getattr(agent_runtime, known.function)), op
+        assert set(known.required) <= set(known.fields), op
+        assert known.function in RUNTIME_FUNCTIONS, op
+
+
+def test_the_generators_prompt_shows_each_runtime_function_as_it_really_is() -> None:
+    from agentgod import agent_runtime, generator
+
+    for name in RUNTIME_FUNCTIONS:
+        real = f"{name}{inspect.signature(getattr(agent_runtime, name))}"
+        assert f"- `{real}`" in generator.GENERATOR_PROMPT, real
+
+
+def test_the_contract_in_architecture_agrees_with_the_table_and_the_signatures() -> None:
+    from agentgod import agent_runtime
+
+    section = _contract_section()
+    for name in RUNTIME_FUNCTIONS:
+        assert f"`{_plain_signature(name)}`" in section, _plain_signature(name)
+    for op, known in agent_runtime.BROKER_OPS.items():
+        fields = ", ".join(
+            f"**`{field}`**" if field in known.required else f"`{field}`" for field in known.fields
+        )
+        answer = ", ".join(f"`{field}`" for field in known.answer)
+        row = f"| `{op}` | `{known.function}` | {fields} | {answer} |"
+        assert row in section, row
+
+
+def test_the_runtimes_docstring_spells_each_frame_as_the_table_does() -> None:
+    from agentgod import agent_runtime
+
+    doc = agent_runtime.__doc__ or ""
+    lines = doc.splitlines()
+    for op, known in agent_runtime.BROKER_OPS.items():
+        [at] = [i for i, line in enumerate(lines) if line.strip().startswith(f'{{"op": "{op}"')]
+        assert [f'"{field}"' in lines[at] for field in known.fields] == [True] * len(known.fields)
+        answer = lines[at + 1]
+        assert answer.strip().startswith("->"), answer
+        assert [f'"{field}"' in answer for field in known.answer] == [True] * len(known.answer)
+    for name in RUNTIME_FUNCTIONS:
+        assert f"`{_plain_signature(name)}`" in doc, _plain_signature(name)

@@ -149,6 +149,36 @@ def test_every_recorded_call_is_logged_with_its_phase_model_counts_and_price() -
     assert run.phase(Spend.PLAN).call_log() == [plan], "a phase view logs its own calls"
 
 
+def test_a_call_says_whom_it_served_how_long_it_took_and_what_it_fetched() -> None:
+    run = ledger.Usage(budget_usd=1.0)
+    generate = run.phase(Spend.GENERATE)
+    writer = generate.for_agent("writer")
+    hold = writer.hold("claude-sonnet-5-5", input_tokens=10, max_tokens=100)
+    assert run._held_usd > 0, "an agent's view holds against the run's budget"
+    writer.record("claude-sonnet-5-5", {"input_tokens": 10}, seconds=1.5)
+    writer.release(hold)
+    run.phase(Spend.AGENTS).record(
+        "claude-sonnet-5-5",
+        {"output_tokens": 3, "server_tool_use": {"web_fetch_requests": 2}},
+        agent="reader",
+        seconds=-1.0,
+    )
+    run.record("claude-haiku-4-5", {"input_tokens": 1})
+    built, ran, main = run.call_log()
+    assert (built.phase, built.agent, built.seconds, built.web_fetches) == (
+        "generate",
+        "writer",
+        1.5,
+        0,
+    )
+    assert (ran.phase, ran.agent, ran.seconds, ran.web_fetches) == ("agents", "reader", 0.0, 2)
+    assert (main.agent, main.seconds) == ("", 0.0)
+    assert generate.call_log() == [built], "the phase counts its agents' calls"
+    assert run.phases()["generate"]["input_tokens"] == 10
+    assert run.totals().calls == 3
+    assert ran.to_json()["agent"] == "reader" and ran.to_json()["web_fetches"] == 2
+
+
 def test_a_merge_carries_the_calls_made_before_the_run_in_time_order() -> None:
     before = ledger.Usage()
     before.record("claude-haiku-4-5", {"input_tokens": 5})  # the small-talk check

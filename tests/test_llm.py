@@ -1,4 +1,4 @@
-"""llm, the one road to the model, through the real SDK against the fake Messages API."""
+"""llm, the one road to the model (over wire, its own HTTP), against the fake Messages API."""
 
 from __future__ import annotations
 
@@ -6,13 +6,12 @@ import json
 import threading
 from typing import Any
 
-import anthropic
 import pytest
 from conftest import TEST_KEY
 from fakeapi import FakeMessagesAPI, Reply
 from pydantic import BaseModel
 
-from agentgod import config, ledger, llm, problems
+from agentgod import config, council, intake, judgment, ledger, llm, planner, problems, wire
 
 MODEL = "claude-sonnet-5-5"
 
@@ -133,13 +132,18 @@ def test_missing_key_raises_before_any_request(
     assert fake_api.messages() == []
 
 
-def test_client_is_cached_per_key_and_base_url(
+def test_each_call_carries_its_snapshots_key_over_one_kept_alive_connection(
     fake_api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = llm.get_client()
-    assert llm.get_client() is first
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-another-test-key-0000000000")
-    assert llm.get_client() is not first
+    llm.complete("hi", model=MODEL, effort=None)
+    other = "sk-ant-another-test-key-0000000000"
+    llm.complete(
+        "hi", model=MODEL, effort=None, settings=config.settings({"ANTHROPIC_API_KEY": other})
+    )
+    first, second = fake_api.messages()
+    assert (first.api_key, second.api_key) == (TEST_KEY, other)
+    # Both went over the same connection, which waits in the pool for the next call.
+    assert len(wire._pool._idle[wire.origin(fake_api.base_url)]) == 1
 
 
 def test_response_text_joins_text_blocks_only() -> None:
@@ -215,7 +219,10 @@ def test_a_stream_that_fails_part_way_is_retried_and_on_text_told_to_start_over(
     first, second = fake_api.messages()
     assert first.status == 200  # the failure came after the reply had begun
     assert second.headers["x-stainless-retry-count"] == "1"
-    assert usage.totals().calls == 1  # only the reply that was had is counted
+    # The broken attempt was billed from its message_start on: it is counted with the reply.
+    assert usage.totals().calls == 2
+    broken, whole = usage.call_log()
+    assert broken.input_tokens == whole.input_tokens > 0, "the input was billed twice"
 
 
 def test_a_stream_error_not_worth_retrying_is_raised_after_saying_start_over(
@@ -223,7 +230,7 @@ def test_a_stream_error_not_worth_retrying_is_raised_after_saying_start_over(
 ) -> None:
     fake_api.queue(Reply("Some text", stream_error=400, fail_after=1, error_message="bad"))
     seen: list[str] = []
-    with pytest.raises(anthropic.APIStatusError) as caught:
+    with pytest.raises(wire.APIStatusError) as caught:
         llm.completion("Say it", model=MODEL, effort=None, on_text=seen.append)
     assert caught.value.type == "invalid_request_error"
     assert seen == ["Some ", ""]
@@ -333,3 +340,115 @@ def test_work_while_waiting_never_runs_without_a_request(fake_api: FakeMessagesA
         pass
     llm.complete("Outside the block", model=MODEL, effort=None)
     assert runs == []
+
+
+# ---- structured output's schema ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "output_format",
+    [
+        planner.plan_model(1),
+        planner.plan_model(12),
+        intake.Screen,
+        judgment.Verdict,
+        council.Challenge,
+        Verdict,
+    ],
+    ids=lambda kind: kind.__name__,
+)
+def test_every_output_format_is_sent_as_the_official_client_would_send_it(
+    output_format: type[BaseModel],
+) -> None:
+    """Our road speaks the API's structured-output rules itself (the SDK is not imported at run
+    time); the SDK's own transform, where it is installed, is the reference it must match."""
+    transform = pytest.importorskip("anthropic.lib._parse._transform")
+    expected = transform.transform_schema(output_format.model_json_schema())
+    assert wire.strict_schema(output_format.model_json_schema()) == expected
+
+
+def test_constraints_the_api_does_not_enforce_are_said_in_words() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 4},
+            "count": {"type": "integer", "minimum": 1, "description": "How many."},
+            "when": {"type": "string", "format": "date"},
+            "site": {"type": "string", "format": "idn-hostname"},
+        },
+        "required": ["items"],
+    }
+    strict = wire.strict_schema(schema)
+    assert strict["additionalProperties"] is False
+    props = strict["properties"]
+    assert props["items"] == {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "{maxItems: 4, minItems: 2}",
+    }
+    assert props["count"] == {"type": "integer", "description": "How many.\n\n{minimum: 1}"}
+    assert props["when"] == {"type": "string", "format": "date"}
+    assert props["site"] == {"type": "string", "description": "{format: idn-hostname}"}
+
+
+# ---- the connection, and stopping a call -------------------------------------------------------
+
+
+def test_a_connection_the_server_closed_is_replaced_without_a_retry(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """The fake closes the connection after a streamed reply; the next call still leaves once."""
+    seen: list[str] = []
+    llm.completion("first", model=MODEL, effort=None, on_text=seen.append)
+    assert llm.complete("second", model=MODEL, effort=None) == "ok"
+    assert [r.headers["x-stainless-retry-count"] for r in fake_api.messages()] == ["0", "0"]
+
+
+class Plan(BaseModel):
+    steps: list[str]
+
+
+def test_a_call_cancelled_before_its_request_leaves_costs_nothing(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    cancel = llm.Cancel()
+    cancel()
+    usage = ledger.Usage()
+    with pytest.raises(llm.Cancelled):
+        llm.complete_structured("plan", Plan, model=MODEL, effort=None, usage=usage, cancel=cancel)
+    assert fake_api.messages() == []
+    assert usage.totals().calls == 0
+
+
+def test_a_cancelled_stream_is_closed_and_what_it_cost_is_counted(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    never = threading.Event()
+    fake_api.queue(Reply.json({"steps": ["a", "b"]}, hold=never))
+    cancel = llm.Cancel()
+    usage = ledger.Usage()
+    call = llm.Ahead(
+        lambda: llm.complete_structured(
+            "plan", Plan, model=MODEL, effort=None, usage=usage, cancel=cancel
+        )
+    )
+    assert call.sent.wait(10)
+    cancel()
+    with pytest.raises(llm.Cancelled):
+        call.result()
+    [request] = fake_api.wait_ended(1)
+    assert not never.is_set() and request.body["stream"] is True
+    billed = request.reply["usage"]
+    totals = usage.totals()
+    assert (totals.calls, totals.input_tokens, totals.cache_write_tokens) == (
+        1,
+        billed["input_tokens"],
+        billed["cache_creation_input_tokens"],
+    )
+    assert totals.output_tokens < billed["output_tokens"]
+
+
+def test_the_api_version_we_name_is_the_official_clients() -> None:
+    """No SDK carries the version for us at run time: it must follow the official client's."""
+    constants = pytest.importorskip("anthropic._constants")
+    assert constants.ANTHROPIC_API_VERSION == wire.API_VERSION

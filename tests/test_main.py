@@ -23,7 +23,10 @@ from fakeapi import FakeMessagesAPI, Reply
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
-from agentgod import cli, intake
+from agentgod import cli, intake, sandbox
+
+UNCONFINED = sandbox.unconfined_warning("off") or "SANDBOX=off must be warned of"
+"""What every run of the tests' agentgod (SANDBOX=off) says first."""
 
 
 @pytest.fixture
@@ -55,7 +58,10 @@ def test_one_shot_prints_the_answer_on_stdout(factory: Factory, isolated_home: P
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "MERGED: fact_finder"
     assert "fact_finder" in done.stderr, "narration goes to stderr when nobody watches stdout"
-    assert "SANDBOX=off: agents run without OS confinement" in done.stderr
+    # Said first, plainly: without walls an agent's code runs as the user (issue 23).
+    assert done.stderr.index(UNCONFINED) < done.stderr.index("fact_finder")
+    assert "SANDBOX=off: agents run with your own permissions" in UNCONFINED
+    assert "the key in your AgentGOD home's .env included" in UNCONFINED
     assert "what is two plus two" in factory.of("plan")[0].prompt
     assert not list((isolated_home / "generated_agents").glob("*.py")), "scratch is cleaned up"
 
@@ -77,9 +83,7 @@ def test_quiet_prints_only_the_answer(factory: Factory, isolated_home: Path) -> 
     assert done.returncode == 0
     assert done.stdout == "MERGED: fact_finder\n"
     # The tests run with SANDBOX=off; quiet hides narration, never a warning.
-    assert done.stderr.splitlines() == [
-        "[warn]     SANDBOX=off: agents run without OS confinement, only with limits"
-    ]
+    assert done.stderr.splitlines() == [f"[warn]     {UNCONFINED}"]
 
 
 def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: Path) -> None:
@@ -125,9 +129,9 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
     assert Path(data["run_file"]).exists()
     assert isinstance(data["sandbox"], list)
     assert (data["budget_usd"], data["budget_exhausted"]) == (None, False)
-    assert data["warnings"] == [
-        "SANDBOX=off: agents run without OS confinement, only with limits"
-    ], "the tests' agentgod runs with SANDBOX=off, and says so"
+    assert data["warnings"] == [UNCONFINED], (
+        "the tests' agentgod runs with SANDBOX=off, and says so"
+    )
     assert (isolated_home / "inventory" / "agents" / "fact_finder.py").exists()
     assert (data["attachments"], data["artifacts"], data["cost"]["web_searches"]) == ([], [], 0)
 
@@ -170,8 +174,9 @@ def test_a_budget_too_small_for_anything_fails_before_any_call(
     done = agentgod(isolated_home, fake_api, "--json", "--budget", "0.001", "a task")
     assert done.returncode == 1
     assert json.loads(done.stdout)["error"]["type"] == "budget"
-    # Only the small-talk check (one cheap call, within the budget) reached the API: no plan.
-    assert [r.system == intake.CHAT_PROMPT for r in fake_api.messages()] == [True]
+    # Only the small-talk check (one cheap call, within the budget) reached the API: the plan
+    # asked for beside it could not be paid for, so it never left.
+    assert [r.system == intake.INTAKE_PROMPT for r in fake_api.messages()] == [True]
 
 
 def test_missing_key_without_a_terminal_exits_1_with_advice(isolated_home: Path) -> None:
@@ -257,7 +262,7 @@ def test_the_repl_on_a_pseudo_terminal(
     terminal.type("hi\n")
     terminal.expect("Hello! Give me a task.")
     terminal.expect("agentgod> ")
-    assert factory.of("plan") == [], "small talk builds no team"
+    assert factory.of("generate") == [], "small talk builds no team (its plan went unused)"
     terminal.type("find the facts about otters\n")
     terminal.expect("MERGED: fact_finder")
     terminal.expect(r"Keep which\?")
@@ -291,9 +296,11 @@ def test_at_a_terminal_the_clarifying_question_is_asked_and_its_answer_used(
     terminal.expect("agentgod> ")
     terminal.type("quit\n")
     assert terminal.close() == 0
-    [planned] = factory.of("plan")
+    first, planned = factory.of("plan")  # the plan asked for beside the question, then again
+    assert "Answer: German" not in first.prompt
     assert "Which language should the summary be in?" in planned.prompt
     assert "Answer: German" in planned.prompt
+    assert all(r.arrived > planned.arrived for r in factory.of("generate")), "no agent before"
 
 
 def test_no_input_at_a_terminal_asks_nothing(
@@ -304,7 +311,7 @@ def test_no_input_at_a_terminal_asks_nothing(
     terminal = open_terminal(env, "--no-input", "--plain", "a task")
     terminal.expect("MERGED: fact_finder")
     assert terminal.close() == 0, "it never waited for an answer"
-    assert factory.of("clarify") == []
+    assert "Which language?" not in terminal.text
     assert "Keep which" not in terminal.text
 
 
@@ -365,7 +372,7 @@ def test_warnings_reach_stderr_under_quiet_and_json_lists_them(
     data = json.loads(as_json.stdout)
     assert data["ok"] is True
     assert data["warnings"] == [
-        "SANDBOX=off: agents run without OS confinement, only with limits",
+        UNCONFINED,
         "the judge could not rule (The Anthropic API refused the request.); "
         "the answer is delivered unjudged",
     ]
@@ -382,9 +389,10 @@ def test_small_talk_in_one_shot_and_pipes_is_one_cheap_call_and_no_team(
     assert (data["ok"], data["answer"], data["complexity"], data["agents"]) == (
         True, "Hello! Give me a task.", "chat", [],
     )  # fmt: skip
-    assert data["cost"]["llm_calls"] == 1
-    assert [factory.kind(r) for r in factory.api.messages()] == ["triage", "triage"]
-    assert not (isolated_home / "runs").exists(), "no team, no run to archive"
+    assert data["cost"]["llm_calls"] == 2, "the check, and the plan asked for beside it"
+    assert sorted(factory.kind(r) for r in factory.api.messages()) == ["intake"] * 2 + ["plan"] * 2
+    runs = isolated_home / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), "no team, no run to archive"
 
 
 def test_a_library_that_cannot_keep_an_agent_never_costs_the_answer(

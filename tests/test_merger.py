@@ -1,4 +1,4 @@
-"""merger through the real SDK against the fake Messages API."""
+"""merger through the road to the model against the fake Messages API."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ class Recorder(TaskEvents):
 def test_a_simple_task_from_plan_to_archive(factory: Factory, isolated_home: Path) -> None:
     factory.plans = [plan(agent_spec("fact_finder"), complexity="simple")]
     events = Recorder()
-    result = orchestrator.handle_task("What is 2+2?", events=events)
+    result = orchestrator.handle_task("What is 2+2?", settings=config.settings(), events=events)
     assert result.answer == "MERGED: fact_finder"
     assert result.complexity == "simple"
     assert [(a.name, a.ok, a.reused, a.attempts) for a in result.agents] == [
@@ -55,7 +55,7 @@ def test_a_simple_task_from_plan_to_archive(factory: Factory, isolated_home: Pat
     # 2N + 3 with N = 1: plan, generate, agent, merge, judge.
     kinds = [factory.kind(r) for r in factory.api.messages()]
     assert sorted(kinds) == sorted(["plan", "generate", "agent", "merge", "judge"])
-    assert result.cost_summary()["llm_calls"] == 5
+    assert result.cost["llm_calls"] == 5
     assert result.run_file is not None and result.run_file.exists()
     names = events.names()
     assert names.index("plan_ready") < names.index("agent_running") < names.index("merge_started")
@@ -71,7 +71,7 @@ def test_no_more_agents_run_at_once_than_max_parallel_agents(
     names = [f"angle_{n}" for n in "abcdef"]
     factory.plans = [{**plan(*(agent_spec(name) for name in names)), "independent": True}]
     factory.agent_latency = 0.3
-    result = orchestrator.handle_task("Compare six angles")
+    result = orchestrator.handle_task("Compare six angles", settings=config.settings())
     assert all(a.ok for a in result.agents)
     calls = [runtime_requests(factory)[name] for name in names]
     moments = sorted([(r.arrived, 1) for r in calls] + [(r.replied, -1) for r in calls])
@@ -86,7 +86,7 @@ def test_four_independent_agents_overlap(factory: Factory) -> None:
     independent = [agent_spec(f"angle_{n}") for n in "abcd"]
     factory.plans = [plan(*independent, agent_spec("synthesis", [f"angle_{n}" for n in "abcd"]))]
     factory.agent_latency = 0.5
-    result = orchestrator.handle_task("Compare four angles")
+    result = orchestrator.handle_task("Compare four angles", settings=config.settings())
     assert all(a.ok for a in result.agents)
     first_wave = [runtime_requests(factory)[f"angle_{n}"] for n in "abcd"]
     # Overlap, read off the server's clock: every one of the four had arrived before any of them
@@ -128,7 +128,7 @@ def test_an_agent_is_started_before_its_inputs_are_ready(factory: Factory) -> No
         return f"result from {name}"
 
     factory.agent_reply = upstream_reply
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert all(a.ok for a in result.agents)
     assert seen == [True]
     assert agent_keys(runtime_requests(factory)["downstream"]) == ["upstream"]
@@ -144,7 +144,7 @@ def test_an_agent_process_is_started_before_its_code_is_written(factory: Factory
         return ECHO_BODY
 
     factory.api.route(lambda request: factory.kind(request) == "generate", generation)
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert result.agents[0].ok
     assert seen == [True]
     assert "result from solo_agent" in factory.of("merge")[0].prompt
@@ -153,7 +153,7 @@ def test_an_agent_process_is_started_before_its_code_is_written(factory: Factory
 def test_no_process_started_ahead_outlives_the_run(factory: Factory) -> None:
     """Standby processes the plan did not need are discarded with their scratch."""
     factory.plans = [plan(agent_spec("only_agent"), complexity="simple")]
-    orchestrator.handle_task("t")
+    orchestrator.handle_task("t", settings=config.settings())
     deadline = time.monotonic() + 10
     while _agent_processes() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -170,7 +170,7 @@ def test_each_agent_receives_exactly_its_closure_diamond(factory: Factory) -> No
             agent_spec("loner", ["left_branch"]),
         )
     ]
-    orchestrator.handle_task("diamond")
+    orchestrator.handle_task("diamond", settings=config.settings())
     seen = {name: agent_keys(r) for name, r in runtime_requests(factory).items()}
     assert seen == {
         "source_reader": [],
@@ -183,7 +183,7 @@ def test_each_agent_receives_exactly_its_closure_diamond(factory: Factory) -> No
 
 def test_a_plan_without_dependencies_runs_as_a_chain(factory: Factory) -> None:
     factory.plans = [plan(agent_spec("first_step"), agent_spec("second_step"), agent_spec("third"))]
-    result = orchestrator.handle_task("chain")
+    result = orchestrator.handle_task("chain", settings=config.settings())
     seen = {name: agent_keys(r) for name, r in runtime_requests(factory).items()}
     assert seen == {
         "first_step": [],
@@ -195,7 +195,7 @@ def test_a_plan_without_dependencies_runs_as_a_chain(factory: Factory) -> None:
 
 def test_generation_prompts_name_the_closure_keys(factory: Factory) -> None:
     factory.plans = [plan(agent_spec("reader"), agent_spec("writer", ["reader"]))]
-    orchestrator.handle_task("t")
+    orchestrator.handle_task("t", settings=config.settings())
     prompts = {r.prompt.split("\n")[0]: r.prompt for r in factory.of("generate")}
     assert "previous_outputs keys this agent receives: 'reader'" in prompts["Agent name: writer"]
 
@@ -206,7 +206,7 @@ def test_a_rejected_generation_is_retried_with_the_complaint(factory: Factory) -
         "import subprocess\ndef run(task, previous_outputs):\n    return subprocess.run(task)\n",
         "def run(task, previous_outputs):\n    return call_llm('agent=careful_agent keys=[]')\n",
     ]
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert result.agents[0].ok
     first, second = factory.of("generate")
     assert "REJECTED" not in first.prompt
@@ -220,7 +220,7 @@ def test_a_crash_is_repaired_from_its_stderr_and_the_repair_is_merged(factory: F
         "def run(task, previous_outputs):\n    return call_llm('agent=fragile keys=[]')\n",
     ]
     events = Recorder()
-    result = orchestrator.handle_task("t", events=events)
+    result = orchestrator.handle_task("t", settings=config.settings(), events=events)
     repair = factory.of("generate")[1]
     assert "REPAIR" in repair.prompt
     assert "RuntimeError: disk of tea is full" in repair.prompt
@@ -235,7 +235,7 @@ def test_a_timeout_is_excluded_and_the_rest_still_merge(
     monkeypatch.setenv("AGENT_TIMEOUT_SECONDS", "2")
     factory.plans = [plan(agent_spec("quick"), agent_spec("sleepy"), agent_spec("end", ["quick"]))]
     factory.bodies["sleepy"] = ["def run(task, previous_outputs):\n    time.sleep(60)\n"]
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert [(f.name, f.kind) for f in result.failures] == [("sleepy", "timeout")]
     merge_prompt = factory.of("merge")[0].prompt
     assert "result from quick" in merge_prompt and "result from end" in merge_prompt
@@ -255,7 +255,7 @@ def test_every_agent_failing_is_one_story(
         name: ["def run(task, previous_outputs):\n    time.sleep(60)\n"] for name in names
     }
     with pytest.raises(results.AllAgentsFailedError) as caught:
-        orchestrator.handle_task("t")
+        orchestrator.handle_task("t", settings=config.settings())
     problem = problems.explain(caught.value)
     assert problem.headline == "3 agents timed out after 1 s."
     assert "AGENT_TIMEOUT_SECONDS" in problem.advice
@@ -270,7 +270,7 @@ def test_stderr_of_a_failed_agent_never_reaches_downstream_or_the_merger(
     factory.bodies["broken"] = [
         "def run(task, previous_outputs):\n    raise ValueError('SECRETSAUCE')\n"
     ]
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert agent_keys(runtime_requests(factory)["after"]) == []
     merge_prompt = factory.of("merge")[0].prompt
     assert "SECRETSAUCE" not in merge_prompt
@@ -285,7 +285,9 @@ def test_one_judge_miss_is_first_merged_again_with_the_gap(factory: Factory) -> 
         {"missing": "Include a worked example.", "done": False},
         {"missing": "", "done": True},
     ]
-    result = orchestrator.handle_task("Explain recursion in three sentences.")
+    result = orchestrator.handle_task(
+        "Explain recursion in three sentences.", settings=config.settings()
+    )
     assert result.revisions == 1
     counts = {kind: len(factory.of(kind)) for kind in ("plan", "generate", "agent", "merge")}
     assert counts == {"plan": 1, "generate": 1, "agent": 1, "merge": 2}
@@ -313,7 +315,9 @@ def test_still_short_after_the_remerge_plans_again_and_reuses_what_worked(
     ]
     miss = {"missing": "Include a worked example.", "done": False}
     factory.verdicts = [miss, miss]
-    result = orchestrator.handle_task("Explain recursion in three sentences.")
+    result = orchestrator.handle_task(
+        "Explain recursion in three sentences.", settings=config.settings()
+    )
     assert result.revisions == 1
     second_plan = factory.of("plan")[1]
     assert "Include a worked example." in second_plan.prompt
@@ -328,7 +332,7 @@ def test_still_short_after_the_remerge_plans_again_and_reuses_what_worked(
 def test_no_judge_when_revisions_are_off(factory: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TASK_REVISIONS", "0")
     factory.plans = [plan(agent_spec("drafter"), complexity="simple")]
-    orchestrator.handle_task("t")
+    orchestrator.handle_task("t", settings=config.settings())
     assert factory.of("judge") == []
 
 
@@ -336,7 +340,9 @@ def test_a_deep_task_convenes_the_council(factory: Factory) -> None:
     factory.plans = [plan(agent_spec("analyst"), complexity="deep")]
     factory.challenges = [{"weaknesses": ["The claim X is unsupported."], "flawed": True}]
     events = Recorder()
-    result = orchestrator.handle_task("Should we migrate?", events=events)
+    result = orchestrator.handle_task(
+        "Should we migrate?", settings=config.settings(), events=events
+    )
     assert result.answer == "REFINED ANSWER"
     assert result.council_improved
     assert len(factory.of("critic")) == len(factory.of("refine")) == 1
@@ -349,7 +355,7 @@ def test_a_deep_task_convenes_the_council(factory: Factory) -> None:
 def test_council_off_means_no_council(factory: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COUNCIL", "off")
     factory.plans = [plan(agent_spec("analyst"), complexity="deep")]
-    result = orchestrator.handle_task("Should we migrate?")
+    result = orchestrator.handle_task("Should we migrate?", settings=config.settings())
     assert factory.of("critic") == factory.of("refine") == []
     assert not result.council_improved
 
@@ -358,11 +364,11 @@ def test_a_kept_agent_is_reused_and_three_losses_retire_it(
     factory: Factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     factory.plans = [plan(agent_spec("summariser"), complexity="simple")]
-    first = orchestrator.handle_task("first task")
+    first = orchestrator.handle_task("first task", settings=config.settings())
     [pending] = first.pending
     library.remember(pending.name, pending.role, pending.source)
 
-    second = orchestrator.handle_task("second task")
+    second = orchestrator.handle_task("second task", settings=config.settings())
     assert len(factory.of("generate")) == 1, "zero generation calls for a reused agent"
     assert second.agents[0].reused and second.agents[0].ok
     assert second.pending == []
@@ -372,13 +378,13 @@ def test_a_kept_agent_is_reused_and_three_losses_retire_it(
     factory.agent_reply = lambda name, request: Reply.error(400, "bad request")
     for _ in range(3):
         with pytest.raises(results.AllAgentsFailedError):
-            orchestrator.handle_task("failing task")
+            orchestrator.handle_task("failing task", settings=config.settings())
     assert not library.reliable("summariser")
     assert "summariser" not in library.describe_for_planner()
 
     factory.agent_reply = lambda name, request: f"result from {name}"
     generated_before = len(factory.of("generate"))
-    rebuilt = orchestrator.handle_task("after retirement")
+    rebuilt = orchestrator.handle_task("after retirement", settings=config.settings())
     assert len(factory.of("generate")) == generated_before + 1, "a retired agent is rebuilt"
     assert not rebuilt.agents[0].reused
     assert [p.name for p in rebuilt.pending] == ["summariser"]
@@ -389,7 +395,7 @@ def test_a_repaired_library_agent_evolves_without_asking(
 ) -> None:
     factory.plans = [plan(agent_spec("summariser"), complexity="simple")]
     factory.bodies["summariser"] = [ECHO_BODY, ECHO_BODY + "\n# repaired\n"]
-    first = orchestrator.handle_task("first")
+    first = orchestrator.handle_task("first", settings=config.settings())
     library.remember("summariser", first.pending[0].role, first.pending[0].source)
     generation = library.entries()[0].generation
     calls = {"n": 0}
@@ -399,7 +405,7 @@ def test_a_repaired_library_agent_evolves_without_asking(
         return Reply.error(400, "bad") if calls["n"] == 1 else f"result from {name}"
 
     factory.agent_reply = flaky
-    result = orchestrator.handle_task("second")
+    result = orchestrator.handle_task("second", settings=config.settings())
     assert result.agents[0].reused and result.agents[0].attempts == 2
     entry = library.entries()[0]
     assert entry.generation == generation + 1
@@ -413,7 +419,7 @@ def test_run_file_and_history_row_with_secrets_redacted(
     factory.plans = [plan(agent_spec("leaky"), complexity="simple")]
     factory.agent_reply = lambda name, request: f"result from {name} key={planted}"
     factory.merge_reply = lambda request: f"The answer. Also {planted}"
-    result = orchestrator.handle_task("find the key")
+    result = orchestrator.handle_task("find the key", settings=config.settings())
     assert result.run_file is not None
     text = result.run_file.read_text()
     assert planted not in text
@@ -445,7 +451,7 @@ def test_an_agent_started_ahead_loads_its_code_while_its_upstream_agent_still_wo
         return f"result from {name}"
 
     factory.agent_reply = upstream_reply
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert all(a.ok for a in result.agents)
     assert seen == [True]
     assert agent_keys(runtime_requests(factory)["downstream"]) == ["upstream"]
@@ -465,7 +471,7 @@ def test_a_run_reads_its_settings_once_so_a_home_changed_midway_does_not_split_i
 
     factory.plans = [plan(agent_spec("fact_finder"), complexity="simple")]
     factory.merge_reply = merge_and_move
-    result = orchestrator.handle_task("where does the record go?")
+    result = orchestrator.handle_task("where does the record go?", settings=config.settings())
     assert result.answer == "MERGED"
     assert result.run_file is not None and result.run_file.parent == isolated_home / "runs"
     db = sqlite3.connect(isolated_home / "runs" / "history.db")
@@ -481,7 +487,7 @@ def test_a_failed_run_is_archived_too(
     factory.bodies["doomed"] = ["def run(task, previous_outputs):\n    raise ValueError('no')\n"]
     written: list[Path] = []
     with pytest.raises(results.AllAgentsFailedError):
-        orchestrator.handle_task("doomed task", written=written)
+        orchestrator.handle_task("doomed task", settings=config.settings(), written=written)
     [path] = written
     assert (path.name, path.parent.parent) == ("doomed.py", isolated_home / "generated_agents")
     db = sqlite3.connect(isolated_home / "runs" / "history.db")
@@ -491,7 +497,7 @@ def test_a_failed_run_is_archived_too(
 def test_a_planner_failure_raises_a_translatable_error(fake_api: FakeMessagesAPI) -> None:
     fake_api.valid_keys = {"another-key"}
     with pytest.raises(Exception) as caught:
-        orchestrator.handle_task("t")
+        orchestrator.handle_task("t", settings=config.settings())
     assert problems.explain(caught.value).kind == "authentication"
 
 
@@ -518,7 +524,7 @@ def test_a_tight_budget_stops_the_run_between_waves(
         usage={"input_tokens": 5, "output_tokens": request.body["max_tokens"]},
     )
     events = Recorder()
-    result = orchestrator.handle_task("t", events=events)
+    result = orchestrator.handle_task("t", settings=config.settings(), events=events)
     assert result.budget_exhausted
     assert result.budget_usd == 0.15
     assert result.usage.cost_usd() <= 0.15
@@ -534,7 +540,7 @@ def test_a_budget_too_small_for_the_plan_makes_no_call(
 ) -> None:
     monkeypatch.setenv("BUDGET_USD", "0.001")
     with pytest.raises(ledger.BudgetExhaustedError) as caught:
-        orchestrator.handle_task("t")
+        orchestrator.handle_task("t", settings=config.settings())
     assert fake_api.messages() == []
     problem = problems.explain(caught.value)
     assert problem.kind == "budget"
@@ -549,7 +555,7 @@ def test_parallel_calls_share_a_budget_without_overspending(
     factory.plans = [
         plan(*(agent_spec(f"part_{n}") for n in "abcd"), agent_spec("end", ["part_a"]))
     ]
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert not result.budget_exhausted
     assert all(a.ok for a in result.agents)
     assert result.usage.cost_usd() <= 0.5
@@ -559,7 +565,7 @@ def test_a_judge_that_cannot_answer_does_not_cost_the_answer(factory: Factory) -
     factory.plans = [plan(agent_spec("drafter"), complexity="simple")]
     factory.api.route(lambda request: factory.kind(request) == "judge", Reply.error(400, "no"))
     events = Recorder()
-    result = orchestrator.handle_task("t", events=events)
+    result = orchestrator.handle_task("t", settings=config.settings(), events=events)
     assert result.answer == "MERGED: drafter"
     assert result.revisions == 0
     warnings = [args[0] for name, args in events.seen if name == "warn"]
@@ -572,7 +578,7 @@ def test_a_judge_that_cannot_answer_does_not_cost_the_answer(factory: Factory) -
 def test_a_council_that_cannot_sit_leaves_the_merged_answer(factory: Factory) -> None:
     factory.plans = [plan(agent_spec("analyst"), complexity="deep")]
     factory.api.route(lambda request: factory.kind(request) == "critic", Reply.error(400, "no"))
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert result.answer == "MERGED: analyst"
     assert not result.council_improved
 
@@ -586,7 +592,7 @@ def test_agents_started_ahead_survive_in_the_full_sandbox(
     factory.api.latency = 0.3  # planning takes long enough for the standby processes to start
     parts = [agent_spec(f"part_{n}") for n in "abc"]
     factory.plans = [plan(*parts, agent_spec("joiner", ["part_a", "part_b", "part_c"]))]
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert [(a.name, a.ok, a.kind, a.attempts) for a in result.agents] == [
         ("part_a", True, "ok", 1),
         ("part_b", True, "ok", 1),
@@ -629,13 +635,13 @@ def test_a_hoarding_agent_cannot_spend_past_the_budget(
     factory.agent_reply = lambda name, request: Reply(
         "spent", usage={"input_tokens": 50, "output_tokens": request.body["max_tokens"]}
     )
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert result.usage.cost_usd() <= 0.5
     calls = factory.of("agent")
     assert 0 < len(calls) < 40, "the broker refused the calls the share could not pay for"
     [hoarder] = result.agents
-    assert hoarder.usage.calls == len(calls)
-    assert hoarder.usage.refusals == {"budget": 1}
+    assert hoarder.usage["llm_calls"] == len(calls)
+    assert hoarder.refusals == {"budget": 1}
     assert hoarder.ok, "a refused call is the agent's to handle; this one stops and reports"
     [merge] = factory.of("merge")
     assert "stopped: budget" in merge.prompt
@@ -647,10 +653,11 @@ def test_usage_an_agent_prints_about_itself_changes_nothing(factory: Factory) ->
     factory.agent_reply = lambda name, request: Reply(
         "honest", usage={"input_tokens": 7, "output_tokens": 3}
     )
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     [forger] = result.agents
     assert forger.ok
-    assert (forger.usage.calls, forger.usage.input_tokens, forger.usage.output_tokens) == (1, 7, 3)
+    usage = forger.usage
+    assert (usage["llm_calls"], usage["input_tokens"], usage["output_tokens"]) == (1, 7, 3)
     assert result.usage.totals().input_tokens < 10**6, "the forged lines were not billed"
     phases = result.usage.phases()
     assert phases["agents"]["input_tokens"] == 7
@@ -666,7 +673,7 @@ def test_no_agent_process_holds_the_key(factory: Factory) -> None:
     )
     factory.plans = [plan(agent_spec("peek"), complexity="simple")]
     factory.bodies = {"peek": [peek]}
-    orchestrator.handle_task("t")
+    orchestrator.handle_task("t", settings=config.settings())
     [request] = factory.of("agent")
     assert "ANTHROPIC_API_KEY" not in request.prompt
     assert "AGENTGOD_BROKER_FD" in request.prompt
@@ -681,18 +688,18 @@ def test_a_transient_api_failure_reruns_the_same_code_instead_of_rewriting_it(
     factory.agent_reply = lambda name, request: (
         Reply.error(529, "Overloaded") if next(overloaded, False) else f"result from {name}"
     )
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     [steady] = result.agents
     assert steady.ok
     assert steady.attempts == 2, "one failed run, then the same code again"
     assert len(factory.of("generate")) == 1, "no rewrite: the code was not at fault"
-    assert steady.usage.failures == {"overloaded": 1}
+    assert steady.failed_calls == {"overloaded": 1}
 
 
 def test_a_plan_that_says_independent_runs_its_agents_at_once(factory: Factory) -> None:
     factory.plans = [{**plan(*(agent_spec(f"angle_{n}") for n in "abcd")), "independent": True}]
     factory.agent_latency = 0.5
-    result = orchestrator.handle_task("Four angles, nothing shared")
+    result = orchestrator.handle_task("Four angles, nothing shared", settings=config.settings())
     assert all(a.ok for a in result.agents)
     calls = [runtime_requests(factory)[f"angle_{n}"] for n in "abcd"]
     assert max(r.arrived for r in calls) < min(r.replied for r in calls), "all four in flight"
@@ -703,7 +710,7 @@ def test_a_plan_without_dependencies_and_without_independent_is_still_a_chain(
     factory: Factory,
 ) -> None:
     factory.plans = [plan(*(agent_spec(f"step_{n}") for n in "abc"))]
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert result.waves == [["step_a"], ["step_b"], ["step_c"]]
 
 
@@ -715,7 +722,7 @@ def test_an_oversized_plan_is_trimmed_with_a_warning_not_a_dead_task(
         plan(*(agent_spec(f"part_{n}", role=f"Part {n}") for n in "abcd"), complexity="simple")
     ]
     events = Recorder()
-    result = orchestrator.handle_task("t", events=events)
+    result = orchestrator.handle_task("t", settings=config.settings(), events=events)
     assert [a.name for a in result.agents] == ["part_a", "part_b"]
     warnings = [args[0] for name, args in events.seen if name == "warn"]
     assert warnings == ["the plan held more than MAX_AGENTS=2 agents; left out: part_c, part_d"]
@@ -727,10 +734,10 @@ def test_a_budget_of_one_and_a_half_times_the_true_cost_completes_the_run(
 ) -> None:
     """Holds reserve each call's worst case but give it back once billed: no 3x headroom."""
     factory.plans = [plan(agent_spec("a"), agent_spec("b"), agent_spec("c", ["a", "b"]))]
-    true_cost = orchestrator.handle_task("t").usage.cost_usd()
+    true_cost = orchestrator.handle_task("t", settings=config.settings()).usage.cost_usd()
     factory.api.forget_cache()
     monkeypatch.setenv("BUDGET_USD", f"{true_cost * 1.5:.6f}")
-    result = orchestrator.handle_task("t")
+    result = orchestrator.handle_task("t", settings=config.settings())
     assert not result.budget_exhausted
     assert all(agent.ok for agent in result.agents)
     assert result.usage.cost_usd() <= true_cost * 1.5
@@ -742,7 +749,7 @@ def test_a_run_stopped_by_the_budget_says_what_the_next_call_needed(
     monkeypatch.setenv("BUDGET_USD", "0.01")
     factory.plans = [plan(agent_spec("first"), agent_spec("second", ["first"]))]
     with pytest.raises(ledger.BudgetExhaustedError) as caught:
-        orchestrator.handle_task("t")
+        orchestrator.handle_task("t", settings=config.settings())
     assert caught.value.needed_usd > 0
     headline = problems.explain(caught.value).headline
     assert re.search(r"the next call needed up to \$0\.\d{4}", headline), headline

@@ -12,7 +12,7 @@ from fakeapi import FakeMessagesAPI, Reply
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentgod import config, ledger, llm, problems, redact, results, sandbox
+from agentgod import config, ledger, llm, problems, redact, results, runrecord, sandbox, wire
 from agentgod.kinds import AgentKind
 
 _REQUEST = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
@@ -29,12 +29,12 @@ def connection_error(message: str = "Connection error.") -> anthropic.APIConnect
     return anthropic.APIConnectionError(message=message, request=_REQUEST)
 
 
-def failure(name: str, reason: str, kind: str) -> results.Failure:
-    return results.Failure(name, reason, AgentKind(kind))
+def failure(name: str, reason: str, kind: str) -> runrecord.Failure:
+    return runrecord.Failure(name, reason, AgentKind(kind))
 
 
 def all_failed(
-    failures: list[results.Failure], timeout_seconds: float = 300
+    failures: list[runrecord.Failure], timeout_seconds: float = 300
 ) -> results.AllAgentsFailedError:
     return results.AllAgentsFailedError(failures, timeout_seconds)
 
@@ -99,7 +99,7 @@ def test_an_error_event_inside_a_streamed_reply_is_explained_by_its_type(
     """The reply began with HTTP 200, so only the event's `error.type` says what went wrong."""
     monkeypatch.setenv("API_RETRIES", "0")
     fake_api.queue(Reply("Half an ans", stream_error=status, fail_after=1))
-    with pytest.raises(anthropic.APIStatusError) as caught:
+    with pytest.raises(wire.APIStatusError) as caught:
         llm.completion("Say it", model="claude-sonnet-5-5", effort=None, on_text=lambda _: None)
     assert caught.value.status_code == 200
     assert problems.explain(caught.value).kind == kind

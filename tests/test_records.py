@@ -106,6 +106,14 @@ def test_show_json_holds_every_agents_code_output_and_usage_and_code_prints_it_e
         shown["phases"]["agents"]["usd"],
         abs=1e-5,
     )
+    served = {(call["phase"], call["agent"]) for call in calls}
+    assert {("generate", "fact_finder"), ("generate", "writer")} <= served
+    assert {("agents", "fact_finder"), ("agents", "writer")} <= served
+    assert {agent for phase, agent in served if phase not in ("generate", "agents")} == {""}
+    for name, agent in agents.items():
+        own = [c for c in calls if c["phase"] == "agents" and c["agent"] == name]
+        assert sum(c["usd"] for c in own) == pytest.approx(agent["usd"], abs=1e-6)
+    assert all(call["seconds"] > 0 for call in calls), "every call was timed"
     code = agentgod(
         isolated_home, factory.api, "show", str(answered["run_id"])[:4], "--code", "writer"
     )
@@ -121,7 +129,8 @@ def test_show_replay_draws_the_run_again_from_its_event_log(
     answered = run_json(isolated_home, factory.api, "find the facts about otters")
     log = isolated_home / "runs" / str(answered["run_id"]) / "events.jsonl"
     events = [json.loads(line)["event"] for line in log.read_text(encoding="utf-8").splitlines()]
-    assert events[0] == "phase_started" and "plan_ready" in events and "archived" in events
+    assert events[:2] == ["note", "phase_started"], "the task first, then the plan"
+    assert "plan_ready" in events and "archived" in events
     replayed = agentgod(isolated_home, factory.api, "show", "--replay", "--plain")
     assert replayed.returncode == 0, replayed.stderr
     shown = replayed.stdout + replayed.stderr

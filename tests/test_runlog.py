@@ -52,7 +52,7 @@ def make_record(**overrides: Any) -> runrecord.RunRecord:
                 "verdict_writer", "Writes a verdict", False, False, 3, 75.0, "timeout", "timed out"
             ),
         ],
-        "failures": [("verdict_writer", "timed out after 30 s")],
+        "failures": [runrecord.Failure("verdict_writer", "timed out after 30 s", "timeout")],
         "revisions": 1,
         "council_improved": True,
         "cost": cost(),
@@ -148,7 +148,12 @@ def full_record(**overrides: Any) -> runrecord.RunRecord:
                 "dependencies": [],
             },
         ],
-        "calls": [call("other", 0), call("plan", 1), call("agents", 2, web_searches=1)],
+        "calls": [
+            call("other", 0),
+            call("plan", 1, seconds=2.5),
+            call("generate", 2, agent="spec_reader", seconds=1.5),
+            call("agents", 3, web_searches=1, web_fetches=2, agent="spec_reader", seconds=0.75),
+        ],
         "phases": {"plan": cost(llm_calls=1, usd=0.001)},
         "warnings": ["judge failed"],
         "attachments": [
@@ -257,7 +262,7 @@ def test_text_from_agents_cannot_break_the_document() -> None:
     reason = "Traceback:\n```\nboom\n```"
     record = make_record(
         agents=[runrecord.AgentRecord("pipe_agent", "Splits a | b", False, False, 1, 0.5, "crash")],
-        failures=[("pipe_agent", reason)],
+        failures=[runrecord.Failure("pipe_agent", reason)],
     )
     path = runlog.archive(record)
     assert path is not None
@@ -306,7 +311,7 @@ def test_secrets_are_redacted_in_the_file_and_the_database() -> None:
                 "leaky_agent", "Leaks", False, False, 1, 0.1, "crash", f"auth: {ANTHROPIC_KEY}"
             )
         ],
-        failures=[("leaky_agent", f"request sent {BEARER}")],
+        failures=[runrecord.Failure("leaky_agent", f"request sent {BEARER}")],
     )
     path = runlog.archive(record)
     assert path is not None

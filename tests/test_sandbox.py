@@ -39,6 +39,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentgod import agent_runtime, sandbox, sandbox_boot
+from agentgod.attachments import file_identity
 
 SECRET = "the-planted-secret"
 ALL = "all"  # the layer set `prepare` picks by itself
@@ -604,6 +605,42 @@ def test_strict_mode_refuses_a_kernel_without_landlock(tmp_path: Path) -> None:
     assert refused.startswith("REFUSED strict sandbox refused to run agents: landlock: ")
 
 
+def test_a_machine_without_the_walls_is_said_to_run_agents_with_your_permissions(
+    tmp_path: Path,
+) -> None:
+    """SANDBOX=auto on a kernel without Landlock and with no bubblewrap: agents could read any
+    file the user can, and the run says so first (issue 23); with the walls, nothing is said."""
+    if "seccomp" in sandbox.probe().why_not:
+        pytest.skip(sandbox.probe().why_not["seccomp"])
+    if "landlock" not in sandbox.probe().why_not:
+        assert sandbox.unconfined_warning("auto") is None, "this machine has its walls"
+    script = f"""
+        import ctypes, sys
+        lib = ctypes.CDLL("libseccomp.so.2")
+        lib.seccomp_init.restype = ctypes.c_void_p
+        ctx = ctypes.c_void_p(lib.seccomp_init(ctypes.c_uint32(0x7FFF0000)))
+        for number in (444, 445, 446):
+            assert lib.seccomp_rule_add(ctx, ctypes.c_uint32(0x50000 | 38), number, 0) == 0
+        assert lib.seccomp_load(ctx) == 0
+        sys.path.insert(0, {str(IMPORT_ROOT)!r})
+        from agentgod import sandbox
+        print(sandbox.unconfined_warning("auto"))
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": str(tmp_path)},  # no bwrap on it
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.strip()
+    assert said.startswith("no OS walls on this machine (Landlock, and no bubblewrap): ")
+    assert "agents run with your own permissions" in said
+    assert "the key in your AgentGOD home's .env included" in said
+    assert "open connections" not in said, "seccomp still refuses them"
+
+
 def test_the_bootstrap_fails_closed(world: World) -> None:
     """A wall that cannot be raised stops the agent before its first line runs."""
     agent = world.base / f"agent_{uuid.uuid4().hex[:8]}.py"
@@ -623,6 +660,48 @@ def test_the_bootstrap_fails_closed(world: World) -> None:
     assert done.returncode == sandbox.BOOT_FAILURE_EXIT
     assert done.stdout == ""
     assert done.stderr.startswith("sandbox: landlock could not be applied: [Errno 2]")
+
+
+@pytest.mark.parametrize("layer_set", ["landlock", "bwrap", ALL])
+def test_an_attachment_swapped_after_its_check_is_never_followed(
+    layer_set: str, world: World
+) -> None:
+    """The parent checks a vetted file's identity, then starts the agent; a link put in its
+    place in between is caught by the bootstrap itself, before any wall grants or mounts it."""
+    attached = world.base / f"attached_{uuid.uuid4().hex[:8]}.txt"
+    attached.write_text("what was vetted", encoding="utf-8")
+    attached.chmod(0o644)
+    vetted = os.stat(attached)
+    agent = world.base / f"agent_{uuid.uuid4().hex[:8]}.py"
+    agent.write_text(f"print(open({str(attached)!r}).read())\n", encoding="utf-8")
+    scratch = Path(tempfile.mkdtemp(dir=world.base))
+    launch = sandbox.prepare(
+        agent,
+        python=sys.executable,
+        scratch=scratch,
+        api_url="http://127.0.0.1:1",
+        layers=None if layer_set == ALL else {layer_set},
+        read_only=(attached,),
+        identities={attached: file_identity(vetted)},
+    )
+    if layer_set != ALL and layer_set not in launch.layers:
+        pytest.skip("; ".join(launch.skipped))
+    attached.unlink()
+    attached.symlink_to(world.secret)  # after the parent's check, before the child's walls
+    done = subprocess.run(
+        launch.argv, cwd=scratch, capture_output=True, text=True, timeout=60, user=launch.user
+    )
+    assert SECRET not in done.stdout + done.stderr
+    assert done.returncode == sandbox.BOOT_FAILURE_EXIT, done.stderr
+    assert "was replaced since it was attached" in done.stderr
+    with pytest.raises(sandbox.AttachmentReplaced, match="was replaced since it was attached"):
+        sandbox.prepare(
+            agent,
+            python=sys.executable,
+            scratch=scratch,
+            read_only=(attached,),
+            identities={attached: file_identity(vetted)},
+        )
 
 
 def _walls(launch: sandbox.Launch) -> tuple[sandbox_boot.Walls, list[str]]:

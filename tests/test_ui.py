@@ -19,11 +19,20 @@ from typing import Any
 
 import pytest
 from conftest import IMPORT_ROOT
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from agentgod import asking, events, main, text, ui
 from agentgod.kinds import AgentKind, Phase
-from agentgod.replies import CostSummary, KeepChoice, PlannedAgent, TranscriptAgent
+from agentgod.replies import (
+    CostSummary,
+    FailureReply,
+    KeepChoice,
+    PlannedAgent,
+    Transcript,
+    TranscriptAgent,
+)
 from agentgod.richui import TAGLINE, WORDMARK, RichUI
 
 _IMPORTING_THIS_CHECKOUT = {**os.environ, "PYTHONPATH": str(IMPORT_ROOT)}
@@ -117,6 +126,27 @@ class TTY(io.StringIO):
         return True
 
 
+def drawn(
+    agents: list[TranscriptAgent],
+    failures: list[FailureReply],
+    revisions: int,
+    council_improved: bool,
+    run_file: str | None,
+    sandbox: list[str],
+    run_id: str | None = None,
+) -> Transcript:
+    """A transcript as a run's record derives it (runrecord.RunRecord.transcript)."""
+    return Transcript(
+        agents=agents,
+        failures=failures,
+        revisions=revisions,
+        council_improved=council_improved,
+        run_file=run_file,
+        sandbox=sandbox,
+        run_id=run_id,
+    )
+
+
 def plain(**kwargs: Any) -> tuple[ui.PlainUI, io.StringIO, io.StringIO]:
     out, err = io.StringIO(), io.StringIO()
     return ui.PlainUI(out=out, err=err, **kwargs), out, err
@@ -208,7 +238,7 @@ def test_quiet_silences_narration_but_never_the_answer_a_warning_or_a_problem() 
         if hook != "warn":
             getattr(view, hook)(*args)
     view.cost(SUMMARY, 3.0)
-    view.transcript(TRANSCRIPT_AGENTS, [], 0, False, None, [])
+    view.transcript(drawn(TRANSCRIPT_AGENTS, [], 0, False, None, []))
     view.warn("careful")
     view.answer("the answer")
     view.problem("It broke.", "Try again.", "boom")
@@ -252,6 +282,30 @@ def test_escape_sequences_in_model_text_never_reach_the_terminal() -> None:
     assert "\x1b" not in out.getvalue() + err.getvalue()
     assert "\x9b" not in out.getvalue()
     assert "red" in out.getvalue()
+
+
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""What must never reach a terminal from model or agent text: control and bidi characters."""
+
+
+@given(st.text())
+def test_clean_text_holds_no_control_or_bidi_character(raw: str) -> None:
+    assert not UNSAFE.search(text.clean(raw))
+
+
+@given(st.text())
+def test_visible_code_hides_nothing_and_flags_each_line_that_held_one(raw: str) -> None:
+    shown, flagged = text.visible_code(raw)
+    assert not UNSAFE.search(shown)
+    assert shown.count("\n") == raw.count("\n"), "a line stays a line"
+    held = [n for n, line in enumerate(raw.split("\n"), 1) if UNSAFE.search(line)]
+    assert flagged == held
+
+
+def test_bidi_controls_in_an_answer_are_shown_as_markers() -> None:
+    view, out, _ = plain()
+    view.answer("grant \u202eadmin\u202c to \u2066user\u2069")
+    assert out.getvalue().strip() == "grant <U+202E>admin<U+202C> to <U+2066>user<U+2069>"
 
 
 # ---- PlainUI: questions ------------------------------------------------------------------------
@@ -394,12 +448,14 @@ def test_session_cost_goes_to_stdout() -> None:
 def test_transcript_lists_agents_failures_and_the_run_facts() -> None:
     view, _, err = plain()
     view.transcript(
-        TRANSCRIPT_AGENTS,
-        [{"name": "writer", "reason": "ValueError: x"}],
-        1,
-        True,
-        "runs/run.json",
-        ["landlock", "rlimits"],
+        drawn(
+            TRANSCRIPT_AGENTS,
+            [{"name": "writer", "reason": "ValueError: x"}],
+            1,
+            True,
+            "runs/run.json",
+            ["landlock", "rlimits"],
+        )
     )
     text = err.getvalue()
     assert re.search(r"researcher +done +1 attempt +2\.1s +\$0\.0030 +reused", text)
@@ -607,12 +663,14 @@ def scripted_run(view: RichUI) -> None:
     view.answer("# Findings\n\nThe sky is **blue**.\n\n- one\n- two\n")
     view.cost(SUMMARY, 12.3)
     view.transcript(
-        TRANSCRIPT_AGENTS,
-        [{"name": "writer", "reason": "ValueError: x"}],
-        0,
-        False,
-        "runs/run.json",
-        ["rlimits"],
+        drawn(
+            TRANSCRIPT_AGENTS,
+            [{"name": "writer", "reason": "ValueError: x"}],
+            0,
+            False,
+            "runs/run.json",
+            ["rlimits"],
+        )
     )
 
 
@@ -739,7 +797,7 @@ def test_transcript_and_keep_list_follow_the_plan_not_the_finishing_order() -> N
     view, _, err = plain(interactive=True, input_stream=io.StringIO("1\n"))
     _finished_late_first(view)
     checker: TranscriptAgent = {**TRANSCRIPT_AGENTS[0], "name": "checker"}
-    view.transcript([checker, *TRANSCRIPT_AGENTS[::-1]], [], 0, False, None, [])
+    view.transcript(drawn([checker, *TRANSCRIPT_AGENTS[::-1]], [], 0, False, None, []))
     rows = [line.split()[1] for line in err.getvalue().splitlines() if "attempt" in line]
     assert rows == ["researcher", "writer", "checker"]
     keep = [KeepChoice(name=name, role="r") for name in ("checker", "writer")]
@@ -753,7 +811,7 @@ def test_rich_transcript_follows_the_plan_not_the_finishing_order(width: int) ->
     view = RichUI(console=console)
     _finished_late_first(view)
     view.task_finished()
-    view.transcript(TRANSCRIPT_AGENTS[::-1], [], 0, False, None, [])
+    view.transcript(drawn(TRANSCRIPT_AGENTS[::-1], [], 0, False, None, []))
     table = console.export_text()
     table = table[table.index("run transcript") :]
     assert table.index("researcher") < table.index("writer")
@@ -1178,7 +1236,9 @@ def long_named_run(width: int, home: Path) -> str:
         {**TRANSCRIPT_AGENTS[1], "name": SOUTH, "role": LONG_ROLE},
     ]
     run_file = str(home / "runs" / "20261201T134120Z_find-the-facts-about-otters-and-beavers.md")
-    view.transcript(rows, [], 1, True, run_file, ["landlock", "seccomp", "rlimits"], "1a2b3c4d")
+    view.transcript(
+        drawn(rows, [], 1, True, run_file, ["landlock", "seccomp", "rlimits"], "1a2b3c4d")
+    )
     view.choose_keep([{"name": NORTH, "role": LONG_ROLE}, {"name": SOUTH, "role": LONG_ROLE}])
     return console.export_text()
 
