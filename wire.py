@@ -419,7 +419,9 @@ def post(
         except BaseException:
             conn.close()
             raise
-        if response.will_close or exchange.ended is not None:
+        if not (response.will_close or exchange.ended is not None):
+            _finish(response)
+        if response.will_close or exchange.ended is not None or not response.isclosed():
             conn.close()
         else:
             _pool.give(where, conn)
@@ -427,6 +429,17 @@ def post(
     finally:
         timer.cancel()
         exchange.close_timers()
+
+
+def _finish(response: http.client.HTTPResponse) -> None:
+    """Read what is left of a reply read to its end (a stream's, to message_stop: the last chunk
+    of its body still to come), so the connection can carry the next request. A connection
+    reused with a reply unread would send that request, then fail before reading its answer
+    (ResponseNotReady): a call sent twice and paid twice. Within the call's deadline."""
+    import http.client
+
+    with contextlib.suppress(OSError, http.client.HTTPException):
+        response.read()
 
 
 def _send(

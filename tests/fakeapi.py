@@ -311,6 +311,9 @@ class FakeMessagesAPI:
         self.known_models = known_models
         """Models that exist; None accepts any."""
         self.requests: list[Request] = []
+        self.keep_streams_alive = False
+        """Keep a stream's connection open after its last chunk, as the API does; off by
+        default, where tests count on a closed connection after a stream."""
         self.honour_max_tokens = False
         """Cut a plain reply at the request's max_tokens (stop_reason max_tokens), as the API
         does; off by default, where tests script replies without thinking of room."""
@@ -827,7 +830,7 @@ class FakeMessagesAPI:
                 self, request: Request, headers: dict[str, str], message: Any, reply: Reply
             ) -> None:
                 """The message as server-sent events, one chunk each, paced and cut as scripted."""
-                self.close_connection = True
+                self.close_connection = not api.keep_streams_alive
                 head = [
                     "HTTP/1.1 200 OK",
                     "content-type: text/event-stream; charset=utf-8",
