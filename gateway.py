@@ -8,9 +8,10 @@ the call's worst case against the run's share and the batch's ledger (the same h
 budget uses, `ledger.Usage`), lowers `max_tokens` to what both can pay for, sends the call with
 the real key through the road it was handed (`llm.relay_for`: the gateway never reaches the
 model itself, as the broker does not), passes the reply on — a stream as a stream — and bills
-the real usage. So a batch budget binds exactly across every run and worker, and a capability
-that has expired, names another model, or whose share is spent is refused with an error that
-says so.
+the real usage. A web fetch's pages are held at their cap (the fetch tool's max_content_tokens),
+lowered with `max_tokens` when the budget cannot pay for them whole, as the broker does for an
+agent's. So a batch budget binds exactly across every run and worker, and a capability that has
+expired, names another model, or whose share is spent is refused with an error that says so.
 
 The gateway listens on loopback unless told otherwise; across machines it must be reached over
 TLS or a tunnel (README, security model). `agentgod gateway` runs one on its own; then
@@ -35,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 from agentgod import redact
-from agentgod.broker import WEB_USE_TOKENS
+from agentgod.broker import MAX_PAGE_TOKENS, MIN_PAGE_TOKENS, WEB_USE_TOKENS
 from agentgod.ledger import BudgetExhaustedError, Hold, Usage, tokens_in_bytes
 
 PREFIX = "agc1"
@@ -201,10 +202,17 @@ class _Priced:
     max_tokens: int
     input_tokens: int
     searches: int
+    fetches: int = 0
+    """The most pages its web_fetch tools may read."""
+    pages: int = 0
+    """The most those pages may add to its input (each cut at its max_content_tokens)."""
+    budgeted: bool = False
+    """Whether a budget binds the call (the run's share or the batch's)."""
 
 
 def _priced(body: Any, size: int, budgeted: bool) -> _Priced:
-    """What the request may cost at most: its input (from its size), output, tool uses."""
+    """What the request may cost at most: its input (from its size), output, tool uses, and
+    the pages its fetches may read."""
     if not isinstance(body, dict):
         raise CapabilityError("invalid_request_error", 400, "the body must be a JSON object")
     model, max_tokens = body.get("model"), body.get("max_tokens")
@@ -212,7 +220,7 @@ def _priced(body: Any, size: int, budgeted: bool) -> _Priced:
         raise CapabilityError("invalid_request_error", 400, "model: Field required")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise CapabilityError("invalid_request_error", 400, "max_tokens: a positive integer")
-    searches = fetches = 0
+    searches = fetches = pages = 0
     tools = body.get("tools")
     for tool in tools if isinstance(tools, list) else []:
         if not isinstance(tool, dict):
@@ -227,9 +235,36 @@ def _priced(body: Any, size: int, budgeted: bool) -> _Priced:
                 )
             searches += uses if isinstance(uses, int) else 0
         elif tool.get("name") == "web_fetch":
-            fetches += uses if isinstance(uses, int) else FETCHES_WITHOUT_LIMIT
+            count = max(0, uses) if isinstance(uses, int) else FETCHES_WITHOUT_LIMIT
+            cap = tool.get("max_content_tokens")
+            page = cap if isinstance(cap, int) and not isinstance(cap, bool) else MAX_PAGE_TOKENS
+            fetches += count
+            pages += count * max(0, page)
     input_tokens = tokens_in_bytes(size) + WEB_USE_TOKENS * (searches + fetches)
-    return _Priced(model, max_tokens, input_tokens, searches)
+    return _Priced(model, max_tokens, input_tokens, searches, fetches, pages, budgeted)
+
+
+def _with_pages(body: dict[str, Any], priced: _Priced, held: Hold) -> dict[str, Any]:
+    """The request as sent: max_tokens as held and, under a budget, each fetched page cut to
+    what the hold covers (max_content_tokens: a fetch tool that named no cap, which would read
+    a page whole, gets one), or no fetch tool at all below MIN_PAGE_TOKENS a page."""
+    sent = {**body, "max_tokens": held.tokens}
+    if not priced.fetches or not priced.budgeted:
+        return sent
+    page = held.extra_input // priced.fetches
+    tools = [tool for tool in body["tools"] if isinstance(tool, dict)]
+    if page < MIN_PAGE_TOKENS:
+        sent["tools"] = [tool for tool in tools if tool.get("name") != "web_fetch"]
+        return sent
+
+    def capped(tool: dict[str, Any]) -> dict[str, Any]:
+        cap = tool.get("max_content_tokens")
+        if tool.get("name") != "web_fetch" or (isinstance(cap, int) and 0 <= cap <= page):
+            return tool
+        return {**tool, "max_content_tokens": page}
+
+    sent["tools"] = [capped(tool) for tool in tools]
+    return sent
 
 
 class _Usage:
@@ -381,12 +416,14 @@ class Gateway:
                 input_tokens=priced.input_tokens,
                 max_tokens=priced.max_tokens,
                 searches=priced.searches,
+                extra_input=priced.pages,
             )
             batch_hold = self.ledger.hold(
                 priced.model,
                 input_tokens=priced.input_tokens,
                 max_tokens=share_hold.tokens,
                 searches=priced.searches,
+                extra_input=share_hold.extra_input,
             )
         except BudgetExhaustedError as error:
             if share_hold is not None:
@@ -494,7 +531,7 @@ class Gateway:
                     self._error(402, BUDGET_ERROR, str(refusal), extra=refusal.numbers())
                     return
                 try:
-                    self._send_on(share, priced, {**body, "max_tokens": batch_hold.tokens})
+                    self._send_on(share, priced, _with_pages(body, priced, batch_hold))
                 finally:
                     gateway.ledger.release(batch_hold)
                     share.release(share_hold)

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 from conftest import TEST_KEY, agentgod_command, agentgod_env
-from fakeapi import FakeMessagesAPI, Reply
+from fakeapi import FakeMessagesAPI, Page, Reply
 from hypothesis import given
 from hypothesis import strategies as st
 from scripted import Factory, agent_spec, plan
 
-from agentgod import config, gateway, ledger, llm, problems, wire
+from agentgod import broker, config, gateway, ledger, llm, models, problems, wire
 
 MODEL = "claude-sonnet-5-5"
 
@@ -127,6 +127,56 @@ def test_the_gateway_lowers_max_tokens_to_what_the_share_can_pay(
     llm.complete("hello", model=MODEL, effort=None, max_tokens=16_000, settings=settings)
     [request] = fake_api.messages()
     assert request.body["max_tokens"] < 1_000  # $0.01 buys about 1,000 output tokens
+
+
+BIG_PAGE = Page("https://big.example/report", "The big report", "word " * 120_000)
+"""600 kB of text: 150,000 tokens as the fake counts them."""
+
+
+def fetch_request(max_uses: int = 1) -> dict[str, Any]:
+    """A web call as a run's road sends it: one fetch tool with no page cap of its own."""
+    return {
+        "model": MODEL,
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": f"read {BIG_PAGE.url}"}],
+        "tools": [{"type": "web_fetch_20250910", "name": "web_fetch", "max_uses": max_uses}],
+    }
+
+
+def test_a_fetched_page_is_read_no_further_than_the_batch_budget_pays(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """A fetch whose page is not capped would read all 150,000 tokens of it ($0.45 at the
+    cache-write price) under a $0.25 batch budget: the gateway holds every page at its cap and
+    cuts the cap to what the budget can pay, as the broker does for an agent's call."""
+    fake_api.pages = [BIG_PAGE]
+    spent = ledger.Usage(budget_usd=0.25)
+    with gateway.Gateway(llm.relay_for(config.settings()), spent) as server:
+        llm.forward(fetch_request(), client_of(server, server.mint("run1", "b1")))
+    [request] = fake_api.messages()
+    fetch = request.tool("web_fetch")
+    assert fetch is not None and 0 < fetch["max_content_tokens"] < 150_000 // 2
+    [result] = [b for b in request.reply["content"] if b["type"] == "web_fetch_tool_result"]
+    read = result["content"]["content"]["source"]["data"]
+    assert len(read) <= fetch["max_content_tokens"] * 4 < len(BIG_PAGE.text), "the page was cut"
+    assert spent.cost_usd() == pytest.approx(billed(fake_api)) and billed(fake_api) <= 0.25
+
+
+def test_a_fetch_the_budget_cannot_pay_a_page_for_is_sent_without_its_fetch_tool(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """A budget that pays for the call and its fetch's fixed part, and not 500 tokens of page."""
+    fake_api.pages = [BIG_PAGE]
+    request = fetch_request()
+    price = models.price_of(MODEL)[0]
+    fixed = ledger.tokens_in_bytes(len(json.dumps(request))) + broker.WEB_USE_TOKENS
+    budget = (fixed * price.cache_write + ledger.MIN_OUTPUT_TOKENS * price.output) / 1e6 + 0.0005
+    spent = ledger.Usage(budget_usd=budget)
+    with gateway.Gateway(llm.relay_for(config.settings()), spent) as server:
+        llm.forward(request, client_of(server, server.mint("run1", "b1")))
+    [sent] = fake_api.messages()
+    assert sent.tool("web_fetch") is None
+    assert billed(fake_api) <= budget
 
 
 def test_three_concurrent_runs_under_one_batch_budget_never_pass_it(
