@@ -28,6 +28,7 @@ import hmac
 import json
 import secrets
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -323,8 +324,7 @@ class Gateway:
         self._admin = admin_token
         self._shares: dict[tuple[str, str], Usage] = {}
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((host, port), self._handler())
-        self._server.daemon_threads = True
+        self._server = _Server((host, port), self._handler())
         self._thread: threading.Thread | None = None
         self.refusals: dict[str, int] = {}
         """How many requests were refused, by error type (for the batch's record and tests)."""
@@ -627,6 +627,17 @@ class Gateway:
                 self._json(status, {"type": "error", "error": error}, headers)
 
         return _Handler
+
+
+class _Server(ThreadingHTTPServer):
+    """The gateway's HTTP server: a client that left (its run ended with a connection kept
+    alive, or was stopped mid-call) is nothing to report."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)  # a bug of ours: said, not hidden
 
 
 class _BudgetRefusal(Exception):

@@ -333,3 +333,29 @@ def test_agentgod_gateway_serves_until_stopped(
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_a_client_that_drops_its_connection_is_nothing_to_report(
+    gate: gateway.Gateway, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A run stopped mid-request resets its connection: the batch's terminal gets no
+    traceback from the gateway's server for it."""
+    import socket
+    import struct
+
+    before = set(threading.enumerate())
+    client = socket.create_connection(gate.address)
+    client.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\n")  # headers never finished
+    handler = None
+    for _ in range(200):  # the server's thread for it, waiting for the rest of the headers
+        new = [t for t in threading.enumerate() if t not in before and "process_request" in t.name]
+        if new:
+            handler = new[0]
+            break
+        threading.Event().wait(0.05)
+    assert handler is not None, "the gateway took the connection"
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.close()  # a reset, not a polite close
+    handler.join(10)
+    assert not handler.is_alive(), "the handler saw the reset and ended"
+    assert "Traceback" not in capfd.readouterr().err
