@@ -440,7 +440,9 @@ class Batch:
 
     def _reconcile(self) -> None:
         """A task whose run went on to its end after the batch itself died (a crash, a kill)
-        is settled from that run's record, not run and paid for again."""
+        is settled from that run's record, not run and paid for again. (A run whose process
+        died with it was found so and finished as crashed by the command's sweep: it stays
+        unfinished, and its task's next run retries it.)"""
         for task in self.batch.unfinished():
             if not task.runs:
                 continue
@@ -562,14 +564,20 @@ class Batch:
         error = reply.get("error") if isinstance(reply, dict) else None
         kind = error.get("type") if isinstance(error, dict) else None
         headline = error.get("headline") if isinstance(error, dict) else None
+        killed = reply is None and result.exit_code > 128
         if result.exit_code in EXIT_INTERRUPTED or kind == "interrupted":
             task.status = TaskStatus.INTERRUPTED
         elif kind == "budget":
             task.status = TaskStatus.BUDGET
+        elif killed:
+            task.status = TaskStatus.CRASHED
         else:
             task.status = TaskStatus.FAILED
         if isinstance(headline, str) and headline:
             task.error = headline
+        elif killed and task.status is TaskStatus.CRASHED:
+            signum = result.exit_code - 128
+            task.error = f"the run's process was killed (signal {signum}) before it answered"
         else:
             last = [line for line in result.stderr.strip().splitlines() if line.strip()]
             task.error = (last[-1] if last else f"the run exited with {result.exit_code}")[:500]
@@ -662,14 +670,19 @@ def _fresh_run_id() -> str:
     raise RuntimeError("no free run id after 64 draws")
 
 
+RETRYABLE = (RunStatus.INTERRUPTED, RunStatus.BUDGET, RunStatus.CRASHED)
+"""How a run may have stopped that its task's next run retries, keeping what it paid for."""
+
+
 def _retryable(runs: Sequence[str]) -> str | None:
-    """The task's last run, when it stopped with a plan worth keeping (interrupted or out of
-    money): resume retries it instead of paying for its plan and finished agents again."""
+    """The task's last run, when it stopped with a plan worth keeping (interrupted, out of
+    money, or its process killed): resume retries it instead of paying for its plan and
+    finished agents again."""
     if not runs:
         return None
     stored = history.load(runs[-1])
     if stored is None or not stored.plan:
         return None
-    if stored.status in (RunStatus.INTERRUPTED, RunStatus.BUDGET):
+    if stored.status in RETRYABLE:
         return stored.run_id
     return None

@@ -139,7 +139,10 @@ def _sit(session: Session, invocation: cli.Invocation, record: batchrecord.Batch
     ui.output_line(json.dumps(line))
     ui.batch_finished(line)
     if code == cli.EXIT_OK and (
-        finished.status is not BatchStatus.DONE or line["failed"] or line["invalid"]
+        finished.status is not BatchStatus.DONE
+        or line["failed"]
+        or line["invalid"]
+        or line["unfinished"]
     ):
         code = cli.EXIT_FAILED
     return code

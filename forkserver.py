@@ -8,7 +8,10 @@ the base URL — takes its folder and output files, and runs the `agentgod` comm
 point with the run's arguments: the same code path as the command a person types, minus the
 imports. Each start ({id, pid}) and end ({id, exit}) is reported on stdout. The server ignores
 SIGINT and SIGTERM (its children get them, from the terminal or from the batch); it ends when
-stdin closes and its children have ended. childrun.ForkServer is its client.
+stdin closes and its children have ended. Stdin closing while runs are still at work means the
+batch is gone (killed outright): they are stopped (SIGTERM), so each archives itself as
+interrupted for `agentgod batch resume` to retry, rather than going on without their gateway.
+childrun.ForkServer is its client.
 """
 
 from __future__ import annotations
@@ -130,6 +133,7 @@ def serve() -> int:
             chunk = os.read(stdin, 65536)
             if not chunk:
                 open_input = False
+                _stop(children)  # the batch closes stdin only once its runs are over
                 continue
             buffer += chunk
             while b"\n" in buffer:
@@ -144,6 +148,14 @@ def serve() -> int:
                 children[pid] = int(request["id"])
                 _say({"id": request["id"], "pid": pid})
     return 0
+
+
+def _stop(children: dict[int, int]) -> None:
+    """The batch is gone while these runs are at work: each is stopped as a signal stops a run
+    (it archives itself as interrupted, what it paid for kept)."""
+    for pid in list(children):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
 
 
 def _reap(children: dict[int, int]) -> None:

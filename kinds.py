@@ -139,6 +139,9 @@ class TaskStatus(StrEnum):
     """Stopped by Ctrl-C or a signal mid-run: resume runs it again (retrying what it had)."""
     BUDGET = "budget"
     """The batch's budget stopped it, or it never started for want of money: resume runs it."""
+    CRASHED = "crashed"
+    """Its run's process was killed outright (kill -9, out of memory) and left no answer: its
+    record is finished as a crashed run, and resume runs it again (retrying what it had)."""
     INVALID = "invalid"
     """Its line could not be a task (not JSON, no task, a refused attachment): never run."""
 

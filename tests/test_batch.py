@@ -306,6 +306,136 @@ def test_resume_after_ctrl_c_runs_only_what_was_unfinished_and_pays_nothing_twic
     assert retried is not None and retried.retry_of == task.runs[0]
 
 
+def _runs_of(batch_pid: int) -> list[int]:
+    """The batch's runs at work: the children of its fork server."""
+    for pid in _descendants(batch_pid):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"agentgod.forkserver" in command:
+            return [child for child in _descendants(pid) if _parent(child) == pid]
+    return []
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _start_batch(home: Path, api: FakeMessagesAPI, tags: list[str]) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [*agentgod_command(), "batch", "-", "--parallel", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=scripted_env(home, api, **SETTINGS),
+    )
+    feed(process, "".join(line(tag) + "\n" for tag in tags))
+    return process
+
+
+def test_a_run_killed_outright_is_crashed_and_resume_retries_it_on_what_it_paid_for(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    """kill -9 of one run while its merge is with the model: its task is crashed (unfinished,
+    not failed), its record is finished as a crashed run, and resume retries it keeping its
+    plan and the agent that had delivered."""
+    runs = Runs(fake_api)
+    held = runs.hold["c1", "merge"] = threading.Event()
+    process = _start_batch(isolated_home, fake_api, ["c0", "c1", "c2"])
+    try:
+        assert runs.reached.setdefault(("c1", "merge"), threading.Event()).wait(90)
+        [run] = _runs_of(process.pid)
+        os.kill(run, signal.SIGKILL)
+        held.set()
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        held.set()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, stderr
+    rows, summary = output(stdout)
+    by_id = {row["id"]: row for row in rows}
+    assert (
+        by_id["c1"]["status"] == "crashed"
+        and "killed (signal 9)" in by_id["c1"]["error"]["headline"]
+    )
+    assert by_id["c0"]["ok"] and by_id["c2"]["ok"]
+    assert summary["unfinished"] == 1 and summary["failed"] == 0
+
+    resumed = run_batch(isolated_home, fake_api, "batch", "resume", summary["batch_id"])
+    assert resumed.returncode == 0, resumed.stderr
+    again, last = output(resumed.stdout)
+    assert [row["id"] for row in again] == ["c1"] and again[0]["ok"]
+    assert last["done"] == 3 and last["unfinished"] == 0
+    for kind in ("plan", "agent"):
+        assert runs.count("c1", kind) == 1, kind
+    assert runs.count("c1", "merge") == 2
+    record = batchrecord.load(summary["batch_id"])
+    assert record is not None
+    [task] = [task for task in record.tasks if task.task_id == "c1"]
+    first = history.load(task.runs[0])
+    retried = history.load(task.runs[1])
+    assert first is not None and first.status.value == "crashed"
+    assert retried is not None and retried.retry_of == task.runs[0]
+
+
+def test_a_batch_killed_outright_stops_its_runs_and_resume_retries_them(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    """kill -9 of the batch itself while a run's merge is with the model: the run, which has
+    lost its gateway, is stopped by the fork server (archived as interrupted, not left to fail
+    on a gateway that is gone), and resume retries it on what it paid for."""
+    runs = Runs(fake_api)
+    held = runs.hold["k1", "merge"] = threading.Event()
+    process = _start_batch(isolated_home, fake_api, ["k0", "k1"])
+    try:
+        assert runs.reached.setdefault(("k1", "merge"), threading.Event()).wait(90)
+        [run] = _runs_of(process.pid)
+        process.kill()
+        process.communicate(timeout=30)
+        assert _wait_gone(run, 30), "the run was stopped once its batch was gone"
+    finally:
+        held.set()
+        if process.poll() is None:
+            process.kill()
+    record = batchrecord.load()
+    assert record is not None
+    [task] = [task for task in record.tasks if task.task_id == "k1"]
+    stopped = history.load(task.runs[0])
+    assert stopped is not None and stopped.status.value == "interrupted"
+
+    resumed = run_batch(isolated_home, fake_api, "batch", "resume", record.batch_id)
+    assert resumed.returncode == 0, resumed.stderr
+    again, last = output(resumed.stdout)
+    assert [row["id"] for row in again if row["ok"]] == ["k1"]
+    assert last["done"] == 2 and last["unfinished"] == 0
+    for kind in ("plan", "agent"):
+        assert runs.count("k1", kind) == 1, kind
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    """Whether process `pid` ends (or is a zombie) within `seconds`."""
+    ended = threading.Event()
+
+    def gone() -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        return state in ("Z", "X")
+
+    for _ in range(int(seconds * 20)):
+        if gone():
+            return True
+        ended.wait(0.05)
+    return gone()
+
+
 def test_a_batch_budget_stops_the_batch_with_no_call_past_it(
     fake_api: FakeMessagesAPI, isolated_home: Path
 ) -> None:
