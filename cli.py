@@ -366,6 +366,12 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
     many = _many(words)
     if many is not None:
         mode, action, arg = many
+        viewing = [flag for flag in ("code", "replay", "html", "trace", "port") if options[flag]]
+        if viewing or options["html"] is not None:
+            raise UsageError(
+                "--code, --replay, --html and --trace belong to 'agentgod show [RUN]', "
+                "--port to 'agentgod ui'"
+            )
         return Invocation(mode, verb=action, verb_arg=arg, **options)
     if any(options[name] is not None for name in ("parallel", "engine", "gateway_url")) or (
         args.listen is not None
@@ -395,12 +401,16 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         raise UsageError("--trace needs a file ('-' for stdout)")
     if args.port is not None and (verb is None or verb[0] != "ui"):
         raise UsageError("--port belongs to 'agentgod ui'")
+    if args.run_id is not None and verb is not None and verb[0] != "retry":
+        raise UsageError("--run-id names one run: give it with a task, or with retry")
     if verb:
         return Invocation("verb", verb=verb[0], verb_arg=verb[1], **options)
     if words:
         return Invocation("task", task=_clean_task(" ".join(words), "the task"), **options)
     if stdin_is_tty is None:
         stdin_is_tty = sys.stdin is not None and sys.stdin.isatty()
+    if stdin_is_tty and args.run_id is not None:
+        raise UsageError("--run-id names one run: give it with a task, or with retry")
     return Invocation("repl" if stdin_is_tty else "stdin", **options)
 
 

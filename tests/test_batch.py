@@ -643,9 +643,19 @@ def test_the_batch_command_lines() -> None:
         ["gateway", "--listen", "nowhere"],
         ["batch", "t", "--gateway-url", "ftp://x"],
         ["--run-id", "12", "a", "task"],
+        ["batch", "t.jsonl", "--html"],
+        ["batch", "show", "3f9a", "--trace", "t.json"],
+        ["gateway", "--port", "8080"],
+        ["--run-id", "0a1b2c3d", "history"],
+        ["--run-id", "0a1b2c3d", "ui"],
     ):
         with pytest.raises(cli.UsageError):
             cli.parse(wrong)
+    with pytest.raises(cli.UsageError, match="--run-id names one run"):
+        cli.parse(["--run-id", "0a1b2c3d"], stdin_is_tty=True)  # the prompt runs many
+    assert cli.parse(["--run-id", "0a1b2c3d"], stdin_is_tty=False).mode == "stdin"
+    assert cli.parse(["--run-id", "0a1b2c3d", "retry", "3f9a"]).verb == "retry"
+    assert cli.parse(["--run-id", "0a1b2c3d", "a", "task"]).run_id == "0a1b2c3d"
     assert "batch" in cli.completion_script("bash")
 
 
