@@ -5,7 +5,7 @@ A batch is recorded the moment it starts (every task, bad lines included, as `pe
 or its budget can be resumed from the record alone (`agentgod batch resume ID`), whatever its
 tasks were read from. The runs themselves are recorded by each run, as always (history.py); a
 task names the runs it had (`runs`, the last one `run_id`). The tables live in history.db
-(historydb's schema, version 3). No model calls.
+(historydb's schema, version 5). No model calls.
 """
 
 from __future__ import annotations
