@@ -755,6 +755,10 @@ class Broker:
                 request = {**request, "tools": _with_pages(request["tools"], pages)}
             try:
                 sent = self._send({**request, "max_tokens": hold.tokens})
+            except self._budget_error as error:  # a gateway above holds a budget of its own
+                with self._lock:
+                    self.budget_needed = max(self.budget_needed, getattr(error, "needed_usd", 0.0))
+                raise Refusal("budget", f"the batch's budget is spent: {error}") from None
             except Exception as error:
                 return channel._fail(*_failure(error)), hold.tokens, request, pages or 0
             reply = _plain(sent)  # junk from the road is the broker's bug: an internal failure

@@ -39,6 +39,12 @@ EXITS_BY_SIGNAL: dict[int, int] = {
 """The exit code of a run a stop signal ended, by the signal."""
 
 VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key", "ui")
+BATCH_ACTIONS = ("show", "resume")
+"""`agentgod batch show [ID]` and `batch resume ID`; any other word after batch is its FILE."""
+MAX_PARALLEL = 64
+RUN_ID = re.compile(r"[0-9a-f]{8}")
+"""A whole run id (what --run-id must be)."""
+LISTEN = re.compile(r"(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})")
 KEY_ACTIONS = ("set", "check")
 """`agentgod key set` saves a key it has tested; `key check` tests the one configured."""
 SHELLS = ("bash", "zsh", "fish")
@@ -67,8 +73,9 @@ class Invocation:
     """What the user asked for, fully parsed."""
 
     mode: str
-    """"task" (text given), "stdin" (read the task from stdin), "repl", "verb", "version" or
-    "completion" (its shell in `task`)."""
+    """"task" (text given), "stdin" (read the task from stdin), "repl", "verb", "version",
+    "completion" (its shell in `task`), "batch" (its action in `verb`: run, show or resume; its
+    FILE or ID in `verb_arg`) or "gateway"."""
     task: str | None = None
     """The task text for mode "task"."""
     verb: str | None = None
@@ -102,6 +109,16 @@ class Invocation:
     """show: print this agent's source, exactly as it ran (--code NAME)."""
     replay: bool = False
     """show: replay the run's live display from its event log (--replay)."""
+    parallel: int | None = None
+    """batch: how many runs at once (--parallel N)."""
+    engine: str | None = None
+    """batch: where the runs run, local or ray (--engine)."""
+    listen: str | None = None
+    """batch and gateway: the HOST:PORT the gateway listens on (--listen)."""
+    gateway_url: str | None = None
+    """batch: the URL the runs reach the gateway at, when not where it listens (--gateway-url)."""
+    run_id: str | None = None
+    """The new run's id, chosen by whoever started it (a batch: --run-id)."""
     html: str | None = None
     """show: write the run's page (--html [FILE]): None when not asked, "" for the default
     place (stdout when it is no terminal, else agentgod-run-<id>.html here), "-" for stdout."""
@@ -126,6 +143,12 @@ def _positive_dollars(text: str) -> float:
     return value
 
 
+def _positive_count(text: str) -> int:
+    if not is_positive_number(text) or int(text) > MAX_PARALLEL:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MAX_PARALLEL}")
+    return int(text)
+
+
 def _port(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
         raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
@@ -133,15 +156,16 @@ def _port(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from agentgod.kinds import CouncilMode, Effort
+    from agentgod.kinds import CouncilMode, Effort, EngineName
 
     parser = _Parser(
         prog="agentgod",
         description="An agent factory: plans, writes, guards and runs a team of LLM agents "
         "for your task, then merges and judges their answer.",
         epilog="verbs (only as the whole command): library | history [N] | stats | last | "
-        "forget NAME | show [RUN] | retry [RUN] | ui.  With no task at a terminal, an interactive "
-        "prompt starts; with piped stdin, stdin is the task.",
+        "forget NAME | show [RUN] | retry [RUN] | ui | batch FILE|- | batch show [ID] | "
+        "batch resume ID | gateway.  With no task at a terminal, an interactive prompt starts; "
+        "with piped stdin, stdin is the task.",
     )
     parser.add_argument("words", nargs="*", metavar="TASK", help="the task; '-' reads stdin")
     parser.add_argument(
@@ -200,6 +224,20 @@ def build_parser() -> argparse.ArgumentParser:
     keep.add_argument("--keep", action="store_true", help="keep new agents without asking")
     keep.add_argument("--discard", action="store_true", help="discard new agents without asking")
     run.add_argument("--no-input", action="store_true", help="never ask questions")
+    run.add_argument("--run-id", metavar="ID", help=argparse.SUPPRESS)
+    many = parser.add_argument_group("batch FILE|- | batch show [ID] | batch resume ID | gateway")
+    many.add_argument(
+        "--parallel", type=_positive_count, metavar="N", help="runs at once (default: 2 per core)"
+    )
+    many.add_argument(
+        "--engine",
+        choices=[e.value for e in EngineName],
+        help="local (default), or ray for a cluster",
+    )
+    many.add_argument("--listen", metavar="HOST:PORT", help="where the key's gateway listens")
+    many.add_argument(
+        "--gateway-url", metavar="URL", help="how runs reach the gateway (a TLS proxy, a tunnel)"
+    )
     parser.add_argument("-V", "--version", action="store_true", help="print the version")
     parser.add_argument(
         "--completion", choices=SHELLS, help="print a shell completion script for SHELL"
@@ -298,10 +336,16 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         "resume": args.resume,
         "code": args.code,
         "replay": args.replay,
+        "parallel": args.parallel,
+        "engine": args.engine,
+        "listen": args.listen,
+        "gateway_url": args.gateway_url,
+        "run_id": args.run_id,
         "html": args.html,
         "trace": args.trace,
         "port": args.port,
     }
+    _check_batch_flags(args)
     if args.resume not in (None, "last") and not RUN_REF.fullmatch(args.resume):
         raise UsageError(f"--resume takes a run id such as 3f9a2b1c, got {args.resume!r}")
     if any(not path.strip() for path in args.file):
@@ -319,6 +363,23 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         if words:
             raise UsageError("give the task either as words or after --task, not both")
         return Invocation("task", task=_clean_task(task_text, "--task"), **options)
+    many = _many(words)
+    if many is not None:
+        mode, action, arg = many
+        viewing = [flag for flag in ("code", "replay", "html", "trace", "port") if options[flag]]
+        if viewing or options["html"] is not None:
+            raise UsageError(
+                "--code, --replay, --html and --trace belong to 'agentgod show [RUN]', "
+                "--port to 'agentgod ui'"
+            )
+        return Invocation(mode, verb=action, verb_arg=arg, **options)
+    if any(options[name] is not None for name in ("parallel", "engine", "gateway_url")) or (
+        args.listen is not None
+    ):
+        raise UsageError(
+            "--parallel, --engine, --listen and --gateway-url belong to 'agentgod batch' "
+            "(and --listen to 'agentgod gateway')"
+        )
     if words == ["-"]:
         return Invocation("stdin", **options)
     if "-" in words:
@@ -340,13 +401,69 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         raise UsageError("--trace needs a file ('-' for stdout)")
     if args.port is not None and (verb is None or verb[0] != "ui"):
         raise UsageError("--port belongs to 'agentgod ui'")
+    if args.run_id is not None and verb is not None and verb[0] != "retry":
+        raise UsageError("--run-id names one run: give it with a task, or with retry")
     if verb:
         return Invocation("verb", verb=verb[0], verb_arg=verb[1], **options)
     if words:
         return Invocation("task", task=_clean_task(" ".join(words), "the task"), **options)
     if stdin_is_tty is None:
         stdin_is_tty = sys.stdin is not None and sys.stdin.isatty()
+    if stdin_is_tty and args.run_id is not None:
+        raise UsageError("--run-id names one run: give it with a task, or with retry")
     return Invocation("repl" if stdin_is_tty else "stdin", **options)
+
+
+def _many(words: list[str]) -> tuple[str, str, str | None] | None:
+    """`batch FILE|-`, `batch show [ID]`, `batch resume ID`, `gateway`: (mode, action, arg).
+
+    Only as the whole command line, like the other verbs: `batch` followed by more words than
+    these take is a task (`--task` runs any of them as one).
+    """
+    if not words or words[0] not in ("batch", "gateway"):
+        return None
+    as_task = f"to run it as a task: agentgod --task {' '.join(words)}"
+    if words[0] == "gateway":
+        if len(words) > 1:
+            raise UsageError(f"gateway takes no argument, got {words[1]!r}", as_task)
+        return "gateway", "serve", None
+    rest = words[1:]
+    if not rest:
+        raise UsageError(
+            "batch needs a FILE of tasks, one JSON object a line ('-' reads stdin)",
+            "e.g. agentgod batch tasks.jsonl; or agentgod batch show ID, batch resume ID",
+        )
+    if rest[0] in BATCH_ACTIONS and len(rest) <= 2:
+        ref = rest[1] if len(rest) == 2 else None
+        if ref is not None and not RUN_REF.fullmatch(ref):
+            raise UsageError(
+                f"batch {rest[0]} takes a batch id such as 3f9a2b1c, got {ref!r}", as_task
+            )
+        if rest[0] == "resume" and ref is None:
+            raise UsageError("batch resume needs the batch's ID", "see 'agentgod batch show'")
+        return "batch", rest[0], ref
+    if len(rest) == 1:
+        if not rest[0].strip():
+            raise UsageError("batch needs a FILE of tasks")
+        return "batch", "run", rest[0]
+    return None
+
+
+def _check_batch_flags(args: argparse.Namespace) -> None:
+    if args.run_id is not None and not RUN_ID.fullmatch(args.run_id):
+        raise UsageError(f"--run-id takes a run id of 8 hex characters, got {args.run_id!r}")
+    if args.listen is not None and not LISTEN.fullmatch(args.listen):
+        raise UsageError(f"--listen takes HOST:PORT, such as 127.0.0.1:8787, got {args.listen!r}")
+    if args.gateway_url is not None and not re.fullmatch(r"https?://\S+", args.gateway_url):
+        raise UsageError(f"--gateway-url takes an http(s) URL, got {args.gateway_url!r}")
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """--listen's HOST:PORT as a (host, port) pair (an IPv6 host without its brackets)."""
+    match = LISTEN.fullmatch(text)
+    if match is None or not 0 <= int(match["port"]) <= 65535:
+        raise UsageError(f"--listen takes HOST:PORT, got {text!r}")
+    return match["host"].strip("[]"), int(match["port"])
 
 
 def _clean_task(text: str, source: str) -> str:
@@ -387,11 +504,12 @@ def completion_script(shell: str) -> str:
         for option in action.option_strings
         if option.startswith("--")
     )
+    verbs = [*VERBS, "batch", "gateway"]
     if shell == "fish":
-        lines = [f"complete -c agentgod -f -n __fish_use_subcommand -a {verb}" for verb in VERBS]
+        lines = [f"complete -c agentgod -f -n __fish_use_subcommand -a {verb}" for verb in verbs]
         lines += [f"complete -c agentgod -l {flag[2:]}" for flag in flags]
         return "\n".join(lines) + "\n"
-    words = " ".join([*VERBS, *flags])
+    words = " ".join([*verbs, *flags])
     script = (
         "_agentgod() {\n"
         '    local word="${COMP_WORDS[COMP_CWORD]}"\n'

@@ -327,6 +327,12 @@ def _query(read: Callable[[sqlite3.Connection], _T], empty: _T) -> _T:
     return historydb.query(read, empty, _insert_rows)
 
 
+def query(read: Callable[[sqlite3.Connection], _T], empty: _T) -> _T:
+    """Read the history with `read` (for the other record modules: batchrecord); `empty`
+    when there is none. A damaged one is rebuilt from the run files first, as for every reader."""
+    return _query(read, empty)
+
+
 def history(limit: int = 10, *, matching: str = "", status: str = "") -> list[HistoryRow]:
     """The latest `limit` runs, newest first; [] when nothing has been archived or readable.
 

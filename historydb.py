@@ -25,7 +25,7 @@ from agentgod import config, runfile
 from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
@@ -147,6 +147,39 @@ _V4_COLUMNS = (
 )
 """Version 4 (issue 29): whom each model call served, how long it took, the pages it fetched:
 what a run's timeline and trace place each call by."""
+_V5_STATEMENTS = (
+    """CREATE TABLE IF NOT EXISTS batches (
+    batch_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    parent TEXT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    source TEXT NOT NULL,
+    options TEXT NOT NULL DEFAULT '{}',
+    usd REAL NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0
+)""",
+    """CREATE TABLE IF NOT EXISTS batch_tasks (
+    batch_id TEXT NOT NULL REFERENCES batches (batch_id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    line INTEGER NOT NULL,
+    task_id TEXT,
+    task TEXT NOT NULL,
+    files TEXT NOT NULL DEFAULT '[]',
+    budget_usd REAL,
+    status TEXT NOT NULL,
+    run_id TEXT,
+    runs TEXT NOT NULL DEFAULT '[]',
+    usd REAL NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0,
+    error TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (batch_id, seq)
+)""",
+    "CREATE INDEX IF NOT EXISTS batches_by_start ON batches (started_at)",
+)
+"""Version 5 (issue 27): batches of runs (batchrecord.py reads and writes them). A batch's runs
+are linked from its tasks (batch_tasks.runs), so the runs table itself is unchanged."""
 
 
 Rebuild = Callable[[Path, RunRecord, Path | None], None]
@@ -234,19 +267,31 @@ def _migrate(db: sqlite3.Connection) -> None:
             for statement in _V2_INDEXES:
                 db.execute(statement)
         if version < 3:
-            for table, column in _V3_COLUMNS:
-                db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+            _add_columns(db, _V3_COLUMNS)
             for statement in _V3_INDEXES:
                 db.execute(statement)
         if version < 4:
-            for table, column in _V4_COLUMNS:
-                db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+            _add_columns(db, _V4_COLUMNS)
+        if version < 5:
+            # A history the batch branch wrote before it was merged says version 3 with these
+            # tables in it and without 3's and 4's columns: those are added wherever missing.
+            _add_columns(db, (*_V3_COLUMNS, *_V4_COLUMNS))
+            for statement in (*_V3_INDEXES, *_V5_STATEMENTS):
+                db.execute(statement)
         if version < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.commit()
     except BaseException:
         db.rollback()
         raise
+
+
+def _add_columns(db: sqlite3.Connection, columns: tuple[tuple[str, str], ...]) -> None:
+    """Add each (table, column definition) the table does not have yet."""
+    for table, column in columns:
+        have = {str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")}
+        if column.split()[0] not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
 
 def _give_run_ids(db: sqlite3.Connection) -> None:

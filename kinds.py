@@ -125,3 +125,45 @@ class Spend(StrEnum):
     MERGE = "merge"
     COUNCIL = "council"
     JUDGE = "judge"
+
+
+class TaskStatus(StrEnum):
+    """Where one task of a batch stands (batchrecord, batch, the progress display)."""
+
+    PENDING = "pending"
+    """Not started yet (or started and stopped before its run began): resume runs it."""
+    OK = "ok"
+    FAILED = "failed"
+    """Its run ended without an answer: finished, paid for, not run again by resume."""
+    INTERRUPTED = "interrupted"
+    """Stopped by Ctrl-C or a signal mid-run: resume runs it again (retrying what it had)."""
+    BUDGET = "budget"
+    """The batch's budget stopped it, or it never started for want of money: resume runs it."""
+    CRASHED = "crashed"
+    """Its run's process was killed outright (kill -9, out of memory) and left no answer: its
+    record is finished as a crashed run, and resume runs it again (retrying what it had)."""
+    INVALID = "invalid"
+    """Its line could not be a task (not JSON, no task, a refused attachment): never run."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether resume leaves it alone: an answer, a failure paid for, or a bad line."""
+        return self in (TaskStatus.OK, TaskStatus.FAILED, TaskStatus.INVALID)
+
+
+class BatchStatus(StrEnum):
+    """How a batch stands: running, or how it ended."""
+
+    RUNNING = "running"
+    DONE = "done"
+    """Every task ran (some may have failed)."""
+    INTERRUPTED = "interrupted"
+    BUDGET = "budget"
+    """Its budget stopped it before every task ran."""
+
+
+class EngineName(StrEnum):
+    """Where a batch's runs run: child processes here, or Ray tasks on a cluster."""
+
+    LOCAL = "local"
+    RAY = "ray"

@@ -156,6 +156,9 @@ class Usage:
     """For a phase's view: the run's ledger, which also counts everything and holds the budget."""
     phase_name: str = OTHER_PHASE
     """What the calls recorded here are tagged with: a phase view's name, else OTHER_PHASE."""
+    keep_calls: bool = field(default=True, repr=False, compare=False)
+    """Whether each call is kept for `call_log` (a gateway's ledgers, which live as long as a
+    batch of any size, keep totals only)."""
     agent_name: str = ""
     """The agent the calls recorded here serve (`for_agent`'s view); "" for the main agent."""
     _calls: list[Call] = field(default_factory=list, repr=False, compare=False)
@@ -240,6 +243,8 @@ class Usage:
             searches=usage_searches(usage),
         )
         self.add_row(model, row)
+        if not self.keep_calls:
+            return
         self._log(
             [
                 Call(
@@ -387,6 +392,15 @@ class Usage:
                 if self._held_usd <= 1e-12:
                     raise BudgetExhaustedError(self.cost_usd(), self.budget_usd, fixed_usd)
                 self._lock.wait()
+
+    def room_usd(self) -> float | None:
+        """What the budget has left beyond what is spent and held; None without a budget."""
+        if self.parent is not None:
+            return self.parent.room_usd()
+        if self.budget_usd is None:
+            return None
+        with self._lock:
+            return self.budget_usd - self.cost_usd() - self._held_usd
 
     def release(self, hold: Hold) -> None:
         """The call is over and its spending recorded: free what was held for it."""

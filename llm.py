@@ -27,12 +27,12 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentgod import config, models, wire
-from agentgod.ledger import Usage, estimate_tokens
+from agentgod.ledger import BudgetExhaustedError, Usage, estimate_tokens
 from agentgod.signals import shield_from_signals
 
 if TYPE_CHECKING:
@@ -278,6 +278,9 @@ def _within_deadline(
         except Exception as error:
             if time.monotonic() >= deadline and isinstance(error, wire.APIConnectionError):
                 raise DeadlineExceeded(seconds, attempts, request["model"]) from error
+            spent = gateway_budget_refusal(error)
+            if spent is not None:
+                raise spent from error
             wait = _retry_wait(error, attempts - 1)
             if wait is None or attempts > settings.api_retries:
                 raise
@@ -287,6 +290,26 @@ def _within_deadline(
             stop.wait(wait)
         else:
             time.sleep(wait)
+
+
+GATEWAY_BUDGET_ERROR = "budget_exhausted"
+"""The error type a batch's gateway answers when a call would pass the batch's budget or the
+run's share of it (gateway.py): for the run it is its own budget running out."""
+
+
+def gateway_budget_refusal(error: BaseException) -> BudgetExhaustedError | None:
+    """A gateway's budget refusal as the run's own BudgetExhaustedError, so the run stops the way
+    a spent budget stops it (keeping what was paid for); None for any other error."""
+    body = getattr(error, "body", None)
+    inner = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(inner, dict) or inner.get("type") != GATEWAY_BUDGET_ERROR:
+        return None
+
+    def number(name: str) -> float:
+        value = inner.get(name)
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    return BudgetExhaustedError(number("spent_usd"), number("budget_usd"), number("needed_usd"))
 
 
 def _send(
@@ -390,6 +413,46 @@ def forward(request: dict[str, Any], settings: config.Settings | None = None) ->
     as the API sent it (its shape checked): the broker wants plain data to pass on.
     """
     return _send(request, None, settings or config.settings())
+
+
+RELAYED_REQUEST_HEADERS = ("anthropic-version", "anthropic-beta")
+"""What a gateway's client said about the API it speaks: passed on with its request as sent."""
+
+
+def relay_for(
+    settings: config.Settings,
+) -> Callable[[dict[str, Any], dict[str, str]], wire.Relayed]:
+    """The road a gateway sends through: the key and base URL of `settings`, kept, so what the
+    process's environment says later can never redirect it or change its key.
+
+    The relay sends a request the gateway has already checked and metered, once, with the real
+    key: no retries here, since the caller's own road retries through the gateway, which holds
+    the budget again for each attempt. The reply comes back as the API sent it (wire.relay): an
+    error with its body and retry headers, a stream as the stream it is.
+    """
+    key = config.key_of(settings)
+    base_url = settings.base_url
+
+    def relay(request: dict[str, Any], headers: dict[str, str]) -> wire.Relayed:
+        seconds = deadline_seconds(int(request.get("max_tokens") or DEADLINE_TOKENS), settings)
+        passed = {name: headers[name] for name in RELAYED_REQUEST_HEADERS if headers.get(name)}
+        return wire.relay(
+            base_url, key, request, deadline=time.monotonic() + seconds, headers=passed
+        )
+
+    return relay
+
+
+def prepare_forks(output_formats: Iterable[type[BaseModel]] = ()) -> None:
+    """Build, in a process that forks runs (the batch's fork server), what every run's first
+    requests would otherwise build for itself: the road's HTTP modules and the schema each
+    structured output is sent with. Nothing is sent and no key is read."""
+    import http.client  # noqa: F401  (wire imports it with the first request)
+    import urllib.request  # noqa: F401  (wire reads the environment's proxies with it)
+
+    for output_format in output_formats:
+        with contextlib.suppress(Exception):  # one that cannot be built is each run's to build
+            _output_format(output_format)
 
 
 def completion(

@@ -61,6 +61,10 @@ def _run(invocation: cli.Invocation) -> int:
     session = Session(ui, invocation, interactive)
     try:
         session.sweep()
+        if invocation.mode in ("batch", "gateway"):
+            from agentgod import batchsession
+
+            return batchsession.run(session, invocation)
         if invocation.mode == "verb" and invocation.verb == "key":
             config.check_home()
             return session.key(invocation.verb_arg or "check")

@@ -324,6 +324,30 @@ def _merge_failed(error: BaseException) -> Problem:
     )
 
 
+def _gateway(error: BaseException) -> Problem:
+    """A batch's gateway refused a run's call (its capability, not the API, said no)."""
+    kind = _api_error_type(error)
+    said = _api_message(error)
+    headlines = {
+        "capability_expired": f"The batch's gateway refused this run: {said}.",
+        "capability_invalid": f"The gateway refused this run's key: {said}.",
+        "model_not_allowed": f"The gateway refused this call: {said}.",
+    }
+    advice = {
+        "capability_expired": "Resume the batch (agentgod batch resume ID): each run it starts "
+        "gets a fresh capability.",
+        "capability_invalid": "Run the task through agentgod batch, which gives each run its "
+        "capability; the gateway takes no other key.",
+        "model_not_allowed": "Run the batch with the model its runs should use (--model).",
+    }
+    return Problem(headlines[kind], advice[kind], _technical(error), kind)
+
+
+_GATEWAY_REFUSALS = frozenset({"capability_expired", "capability_invalid", "model_not_allowed"})
+"""The error types only a batch's gateway answers (gateway.py): told apart from the API's own
+401 and 403 by their type, not their status."""
+
+
 def _generic(error: BaseException) -> Problem:
     return Problem(
         "Something went wrong and the task did not finish.",
@@ -415,6 +439,8 @@ def _translator(error: BaseException) -> Translator:
     is told as one whichever call ran into it."""
     if _disk_is_full(error):
         return _disk_full
+    if _api_error_type(error) in _GATEWAY_REFUSALS:
+        return _gateway
     known: dict[type, Translator] = {}
     for module, name, translate in _BY_TYPE:
         cls = getattr(sys.modules.get(module), name, None)

@@ -285,3 +285,59 @@ class KeepChoice(TypedDict):
 
     name: str
     role: str
+
+
+class BatchProgress(TypedDict):
+    """Where a batch stands, for its live display: counts, money so far, time left."""
+
+    batch_id: str
+    total: int
+    """Tasks that will run in this sitting (a resumed batch: the unfinished ones)."""
+    done: int
+    """Finished with an answer."""
+    failed: int
+    """Finished without one (failed, stopped, or never started for want of money)."""
+    running: int
+    usd: float
+    """What this sitting has spent so far, as the gateway billed it."""
+    elapsed_seconds: float
+    eta_seconds: float | None
+    """An estimate of the time left (None until a task has finished)."""
+
+
+class BatchTaskLine(TypedDict):
+    """One line of `agentgod batch`'s output: a task, as it finished."""
+
+    type: Literal["task"]
+    batch_id: str
+    id: str | None
+    """The task's own id from its line, when it gave one."""
+    line: int
+    status: str
+    """kinds.TaskStatus."""
+    ok: bool
+    run_id: str | None
+    usd: float
+    seconds: float
+    result: dict[str, object] | None
+    """The run's own `--json` object, exactly as `agentgod --json` prints it."""
+    error: NotRequired[ErrorDetail]
+    """Why the line was not run, or the run gave no object."""
+
+
+class BatchSummaryLine(TypedDict):
+    """The last line of `agentgod batch`'s output."""
+
+    type: Literal["summary"]
+    batch_id: str
+    status: str
+    """kinds.BatchStatus."""
+    tasks: int
+    done: int
+    failed: int
+    invalid: int
+    unfinished: int
+    """Tasks `agentgod batch resume` would run."""
+    usd: float
+    """The whole batch's spending, every sitting together."""
+    seconds: float

@@ -39,6 +39,8 @@ from rich.text import Text
 from agentgod import asking
 from agentgod.kinds import Phase
 from agentgod.replies import (
+    BatchProgress,
+    BatchSummaryLine,
     CostSummary,
     HistoryRow,
     KeepChoice,
@@ -58,7 +60,7 @@ from agentgod.richtext import (
     stats_grid,
 )
 from agentgod.text import clean, cost_text, dollars, duration, one_line
-from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI
+from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, batch_summary_text
 
 WORDMARK = r"""
    _                     _       ___   ___   ___
@@ -177,6 +179,8 @@ class RichUI(PlainUI):
         self._settled = False
         """The display is coming down for good: its last frame shows the answer whole."""
         self._rendered: dict[tuple[str, int], list[list[Segment]]] = {}
+        self._batch: BatchProgress | None = None
+        """Where a batch stands, for its live line."""
 
     # ---- output plumbing -----------------------------------------------------------------------
 
@@ -689,3 +693,60 @@ class RichUI(PlainUI):
         """The transcript names the run file; only a failed write is news now."""
         if path is None:
             self._show(Text("! the run could not be archived", style="yellow"))
+
+    # ---- a batch ---------------------------------------------------------------------------
+
+    def output_line(self, text: str) -> None:
+        """Above the progress display while it is up; never wrapped (each line is one JSON)."""
+        self.answer_console.print(Text(clean(text)), soft_wrap=True, highlight=False)
+
+    def batch_progress(self, progress: BatchProgress) -> None:
+        """A live line with a bar: done, running and failed, dollars so far, the time left (fits
+        in 80 columns; the batch's id is in the lines above and below it)."""
+        if self.quiet:
+            return
+        with self._state:
+            self._batch = progress
+        if self._live is None:
+            self._live = Live(
+                console=self.console,
+                get_renderable=self._batch_board,
+                refresh_per_second=4,
+                transient=False,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._live.start()
+
+    def _batch_board(self) -> RenderableType:
+        with self._state:
+            progress = self._batch
+        if progress is None:
+            return Text("")
+        total = max(1, progress["total"])
+        width = 12
+        done = round(width * progress["done"] / total)
+        failed = round(width * progress["failed"] / total)
+        running = min(width - done - failed, round(width * progress["running"] / total))
+        bar = Text()
+        bar.append("█" * done, style="green")
+        bar.append("█" * failed, style="red")
+        bar.append("▒" * running, style="cyan")
+        bar.append("·" * (width - done - failed - running), style="dim")
+        eta = progress["eta_seconds"]
+        left = "" if eta is None else f" · ~{duration(eta)} left"
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(bar)
+        finished = progress["done"] + progress["failed"]
+        line.append(
+            f" {finished}/{progress['total']} · {progress['done']} done · "
+            f"{progress['running']} running · {progress['failed']} failed · "
+            f"{dollars(progress['usd'])}{left}"
+        )
+        return line
+
+    def batch_finished(self, summary: BatchSummaryLine) -> None:
+        self._stop_live()
+        if not self.quiet:
+            style = "green" if summary["status"] == "done" and not summary["failed"] else "yellow"
+            self.console.print(Text(batch_summary_text(summary), style=style))

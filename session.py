@@ -217,7 +217,7 @@ class Session:
         written: list[Path] = []
         unjudged: list[str] = []
         keep_files = False
-        space = scratch.RunSpace()
+        space = scratch.RunSpace(self.invocation.run_id)  # a batch names its runs
         try:
             result = orchestrator.handle_task(
                 task,

@@ -32,6 +32,8 @@ from agentgod.kinds import Phase
 from agentgod.replies import (
     ArtifactReply,
     AttachmentReply,
+    BatchProgress,
+    BatchSummaryLine,
     CostSummary,
     HistoryRow,
     KeepChoice,
@@ -103,6 +105,8 @@ class PlainUI(asking.Questions):
         """Why the streamed answer will not stand, once answer_replaced said so."""
         self._mid_line = False
         """The last piece written left the cursor mid-line: the next line needs a newline first."""
+        self._batch_reported = -1
+        """How many of a batch's tasks had finished when its progress was last drawn."""
 
     # ---- writing -------------------------------------------------------------------------------
 
@@ -498,6 +502,72 @@ class PlainUI(asking.Questions):
 
     def archived(self, path: str | None) -> None:
         self._line("archive", path if path else "the run could not be written")
+
+    # ---- a batch ---------------------------------------------------------------------------
+
+    def output_line(self, text: str) -> None:
+        """One line of a command's machine-readable output (a batch's JSON lines): stdout,
+        never quieted, never wrapped."""
+        self._write(self.out, text + "\n")
+
+    def batch_progress(self, progress: BatchProgress) -> None:
+        """Where a batch stands; plain, one line each time a task ends."""
+        finished = progress["done"] + progress["failed"]
+        if finished and finished != self._batch_reported:
+            self._batch_reported = finished
+            self._line("batch", batch_progress_text(progress))
+
+    def batch_finished(self, summary: BatchSummaryLine) -> None:
+        """The batch's summary, for a person (the JSON one is its last output line)."""
+        self._line("batch", batch_summary_text(summary))
+
+    def stored_batch(self, batch: dict[str, Any]) -> None:
+        """`agentgod batch show`: the batch, then one row per task."""
+        counts = batch["counts"]
+        self._field("batch", f"{batch['batch_id']}  {batch['status']}  from {batch['source']}")
+        self._field("started", str(batch["started_at"]))
+        self._field("tasks", ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+        self._field("cost", f"{dollars(batch['usd'])} in {duration(batch['seconds'])}")
+        options = batch["options"]
+        budget = options.get("budget_usd")
+        parallel = options.get("parallel")
+        shown = f"{parallel} at a time" + (f", budget {dollars(budget)}" if budget else "")
+        self._field("options", f"{shown}, engine {options.get('engine', 'local')}")
+        for task in batch["tasks"]:
+            label = task["id"] or f"line {task['line']}"
+            run = task["run_id"] or "-"
+            row = f"{label:<16} {task['status']:<12} {run:<9} {dollars(task['usd']):>9}"
+            row += f" {duration(task['seconds']):>7}  {one_line(task['task'], 60)}"
+            self._result(row)
+            if task["error"]:
+                self._result(" " * 17 + one_line(task["error"], 100))
+
+
+def batch_progress_text(progress: BatchProgress) -> str:
+    """`7/12 done, 4 running, 1 failed, $0.0342 so far, about 12s left`."""
+    finished = progress["done"] + progress["failed"]
+    eta = progress["eta_seconds"]
+    left = "time left unknown" if eta is None else f"about {duration(eta)} left"
+    return (
+        f"{finished}/{progress['total']} finished: {progress['done']} done, "
+        f"{progress['running']} running, {progress['failed']} failed, "
+        f"{dollars(progress['usd'])} so far, {left}"
+    )
+
+
+def batch_summary_text(summary: BatchSummaryLine) -> str:
+    """`batch 3f9a2b1c done: 11 done, 1 failed, $0.1234, 12.3s`."""
+    parts = [f"{summary['done']} done", f"{summary['failed']} failed"]
+    if summary["invalid"]:
+        parts.append(f"{summary['invalid']} bad lines")
+    if summary["unfinished"]:
+        parts.append(
+            f"{summary['unfinished']} unfinished (agentgod batch resume {summary['batch_id']})"
+        )
+    return (
+        f"batch {summary['batch_id']} {summary['status']}: {', '.join(parts)}, "
+        f"{dollars(summary['usd'])}, {duration(summary['seconds'])}"
+    )
 
 
 if TYPE_CHECKING:

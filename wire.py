@@ -26,7 +26,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -420,7 +420,9 @@ def post(
         except BaseException:
             conn.close()
             raise
-        if response.will_close or exchange.ended is not None:
+        if not (response.will_close or exchange.ended is not None):
+            _finish(response)
+        if response.will_close or exchange.ended is not None or not response.isclosed():
             conn.close()
         else:
             _pool.give(where, conn)
@@ -428,6 +430,17 @@ def post(
     finally:
         timer.cancel()
         exchange.close_timers()
+
+
+def _finish(response: http.client.HTTPResponse) -> None:
+    """Read what is left of a reply read to its end (a stream's, to message_stop: the last chunk
+    of its body still to come), so the connection can carry the next request. A connection
+    reused with a reply unread would send that request, then fail before reading its answer
+    (ResponseNotReady): a call sent twice and paid twice. Within the call's deadline."""
+    import http.client
+
+    with contextlib.suppress(OSError, http.client.HTTPException):
+        response.read()
 
 
 def _send(
@@ -693,6 +706,90 @@ class _Message:
         if problem:
             raise MalformedReplyError(f"a streamed reply {problem}")
         return body
+
+
+# ---- a reply passed on as it came (a gateway's) ------------------------------------------------
+
+RELAYED_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-should-retry", "request-id")
+"""The reply headers a client of a gateway needs: the body's type, and what its retries read."""
+RELAY_PIECE_BYTES = 65536
+"""The most one piece of a relayed body holds: a stream's events pass on as they arrive."""
+
+
+@dataclass
+class Relayed:
+    """An upstream reply exactly as the API sent it: its status, the headers worth passing on,
+    its body in pieces as they arrive (a stream stays a stream), and `close`, which ends the
+    call (the connection goes back to the pool when the body was read to its end)."""
+
+    status: int
+    headers: dict[str, str]
+    chunks: Iterator[bytes]
+    close: Callable[[], None]
+
+
+def relay(
+    base_url: str | None,
+    key: str,
+    body: dict[str, Any],
+    *,
+    deadline: float,
+    headers: dict[str, str] | None = None,
+) -> Relayed:
+    """POST `body` once and hand the reply back unread, for a gateway to pass on.
+
+    Nothing is checked or assembled: an error status comes back as a reply like any other (its
+    body and retry headers are the client's to read), and the body is read piece by piece as the
+    caller iterates `chunks`. The deadline covers all of it, as for `post`: when it passes, the
+    connection is shut under the reader. A network failure raises APIConnectionError
+    (APITimeoutError past the deadline), before the status or while the body is read.
+    """
+    import http.client
+
+    where = origin(base_url)
+    exchange = Exchange()
+    payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    sent_headers = {
+        "content-type": "application/json",
+        "accept": "application/json",
+        "anthropic-version": API_VERSION,
+        "x-api-key": key,
+        "user-agent": "agentgod",
+        **(headers or {}),
+    }
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise APITimeoutError()
+    timer = threading.Timer(left, exchange.end, args=("deadline",))
+    timer.daemon = True
+    timer.start()
+    try:
+        conn, response = _send(where, payload, sent_headers, exchange, deadline, None)
+    except BaseException:
+        timer.cancel()
+        raise
+    received = {name.lower(): value for name, value in response.getheaders()}
+    passed = {name: received[name] for name in RELAYED_HEADERS if name in received}
+    whole = False
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal whole
+        try:
+            while piece := response.read1(RELAY_PIECE_BYTES):
+                yield piece
+            response.read()  # the end of the body: the response is closed, the connection free
+        except (OSError, http.client.HTTPException) as error:
+            raise _broken(error, exchange) from error
+        whole = exchange.ended is None
+
+    def close() -> None:
+        timer.cancel()
+        if whole and response.isclosed() and not response.will_close:
+            _pool.give(where, conn)
+        else:
+            conn.close()
+
+    return Relayed(response.status, passed, chunks(), close)
 
 
 # ---- structured output -------------------------------------------------------------------------

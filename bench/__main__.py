@@ -18,6 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from bench import (
+    batchrun,
     calls,
     cli_start,
     coldstart,
@@ -38,6 +39,7 @@ BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "calls": calls.run,
     "memory": memory.run,
     "processes": processes.run,
+    "batch": batchrun.run,
 }
 
 

@@ -311,6 +311,12 @@ class FakeMessagesAPI:
         self.known_models = known_models
         """Models that exist; None accepts any."""
         self.requests: list[Request] = []
+        self.keep_streams_alive = False
+        """Keep a stream's connection open after its last chunk, as the API does; off by
+        default, where tests count on a closed connection after a stream."""
+        self.honour_max_tokens = False
+        """Cut a plain reply at the request's max_tokens (stop_reason max_tokens), as the API
+        does; off by default, where tests script replies without thinking of room."""
         self.pages: list[Page] = []
         """The fake's web: what searches find (by a shared word) and fetches read."""
         self.search_results: dict[str, list[Page]] = {}
@@ -509,7 +515,12 @@ class FakeMessagesAPI:
             content = []
             if reply.thinking:
                 content.append({"type": "thinking", "thinking": "", "signature": "sig-fake"})
-            content.append({"type": "text", "text": reply.text})
+            text = reply.text
+            limit = request.body.get("max_tokens")
+            if self.honour_max_tokens and isinstance(limit, int) and len(text) // 4 + 1 > limit:
+                text = text[: max(0, limit - 1) * 4]  # the API stops where the room ends
+                stop_reason = "max_tokens"
+            content.append({"type": "text", "text": text})
         with self._lock:
             self._issued.update(_canonical(b) for b in content if b.get("type") in SERVER_BLOCKS)
             if stop_reason == "pause_turn":
@@ -819,7 +830,7 @@ class FakeMessagesAPI:
                 self, request: Request, headers: dict[str, str], message: Any, reply: Reply
             ) -> None:
                 """The message as server-sent events, one chunk each, paced and cut as scripted."""
-                self.close_connection = True
+                self.close_connection = not api.keep_streams_alive
                 head = [
                     "HTTP/1.1 200 OK",
                     "content-type: text/event-stream; charset=utf-8",

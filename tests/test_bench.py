@@ -21,6 +21,7 @@ def test_every_benchmark_is_registered_and_callable() -> None:
         "calls",
         "memory",
         "processes",
+        "batch",
     ]
     assert all(callable(run) for run in BENCHMARKS.values())
 
@@ -100,6 +101,17 @@ def test_the_command_line() -> None:
         parse(["--only", "nonsense"])
     with pytest.raises(SystemExit):
         parse(["--sandbox", "sometimes"])
+
+
+def test_the_batch_ideal_and_the_memory_slope() -> None:
+    from bench import batchrun
+
+    assert batchrun.ideal_seconds(12, 4, 0.5) == pytest.approx(7.5)
+    assert batchrun.ideal_seconds(13, 4, 0.5) == pytest.approx(10.0)
+    flat = [(n, 90_000 + (n % 3)) for n in range(1, 101)]
+    growing = [(n, 90_000 + 50 * n) for n in range(1, 101)]
+    assert abs(batchrun._slope(flat)) < 0.1
+    assert batchrun._slope(growing) == pytest.approx(50.0)
 
 
 def test_the_peer_script_runs_the_same_waves_as_the_product() -> None:

@@ -404,6 +404,22 @@ def test_a_connection_the_server_closed_is_replaced_without_a_retry(
     assert [r.headers["x-stainless-retry-count"] for r in fake_api.messages()] == ["0", "0"]
 
 
+def test_a_stream_is_read_to_its_last_chunk_so_its_connection_carries_the_next_call_once(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """The API keeps a streamed reply's connection alive. A stream read only to message_stop
+    left its last chunk unread, so the next call on that connection was sent, answered and
+    billed, and then failed before its reply was read (ResponseNotReady), and was sent again."""
+    fake_api.keep_streams_alive = True
+    for _ in range(3):
+        seen: list[str] = []
+        llm.completion("first", model=MODEL, effort=None, on_text=seen.append)
+        assert llm.complete("second", model=MODEL, effort=None) == "ok"
+    sent = fake_api.messages()
+    assert [r.headers["x-stainless-retry-count"] for r in sent] == ["0"] * 6, "each sent once"
+    assert len({r.connection for r in sent}) == 1, "one connection carried all six"
+
+
 class Plan(BaseModel):
     steps: list[str]
 

@@ -1,0 +1,217 @@
+"""rayengine.py — a batch's runs as Ray tasks, when one machine is not enough.
+
+Imported only for `agentgod batch --engine ray` (Ray is the optional extra `.[ray]`). With
+`RAY_ADDRESS` set, the batch joins that cluster; without it, `ray.init()` starts a local Ray
+instance on this machine. A run goes only to a node that advertises the custom resource
+`agentgod` — a node where AgentGOD is installed and its sandbox check passed
+(`python -m agentgod.rayengine` prints the resources to start such a node with, or says why the
+node does not qualify). There the worker runs the same child command as the local engine
+(childrun.Spawner) in a home of its own, with the run's capability as its key and the batch's
+gateway as its base URL — never the real key — then hands back the run's reply, its records
+and artifacts (runexport), which are written into the submitting home's history here.
+
+Ray's own ports must never be reachable from an untrusted network: anyone who can reach them
+runs code on the cluster (README, security model).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agentgod import config, runexport
+from agentgod.childrun import KEY_VARIABLES, Job, JobResult, Spawner, child_env
+
+RESOURCE = "agentgod"
+"""The custom resource a node advertises when it can run AgentGOD's runs."""
+RUNS_PER_CORE = 2
+"""What a node advertises per core: runs mostly wait on the model."""
+LOCAL_OBJECT_STORE_BYTES = 128 * 1024 * 1024
+"""A local instance's object store: results are small JSON, not the 30 % of memory Ray takes."""
+
+
+class NodeUnfit(RuntimeError):
+    """This machine cannot run AgentGOD's runs as configured (its sandbox check failed)."""
+
+
+def check_node(settings: config.Settings | None = None) -> None:
+    """The sandbox check a node must pass to advertise RESOURCE: with SANDBOX=strict, the
+    kernel's Landlock and seccomp walls (raises NodeUnfit saying why not)."""
+    from agentgod import sandbox
+
+    settings = settings or config.settings()
+    if settings.sandbox == "strict":
+        try:
+            sandbox.require_strict()
+        except sandbox.SandboxUnavailable as error:
+            raise NodeUnfit(str(error)) from None
+
+
+def node_resources(settings: config.Settings | None = None) -> dict[str, float]:
+    """The resources this node may advertise (`ray start --resources=...`)."""
+    check_node(settings)
+    return {RESOURCE: float(RUNS_PER_CORE * (os.cpu_count() or 1))}
+
+
+def work(job: dict[str, Any]) -> dict[str, Any]:
+    """On the worker: run one job in a home of its own and hand back what it left.
+
+    The environment is the worker's own without any key, plus the job's (the capability and
+    the gateway's URL); `--out` is the submitting side's business.
+    """
+    home = Path(tempfile.mkdtemp(prefix="agentgod-ray-"))
+    try:
+        env = {**child_env(), "AGENTGOD_HOME": str(home)}
+        args = list(job["args"])
+        if "--out" in args:
+            at = args.index("--out")
+            del args[at : at + 2]
+        spawner = Spawner(env)
+        cwd = job["cwd"] if os.path.isdir(job["cwd"]) else str(home)
+        try:
+            result = spawner.run(Job(job["run_id"], tuple(args), job["env"], cwd))
+        except KeyboardInterrupt:  # ray.cancel: the run archives itself as interrupted first
+            spawner.interrupt()
+            raise
+        return {
+            "exit_code": result.exit_code,
+            "reply": result.reply,
+            "stderr": result.stderr,
+            "seconds": result.seconds,
+            "record": runexport.export(home, job["run_id"]),
+        }
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+class RayEngine:
+    """batch.Engine on Ray: each job a Ray task needing one RESOURCE."""
+
+    gateway_host = "127.0.0.1"
+    """Loopback reaches a local Ray instance's workers; a cluster's workers need --listen and
+    --gateway-url (a TLS proxy or a tunnel in front of it, never the plain port on an open
+    network), so nothing is exposed unless asked for."""
+
+    def __init__(self, parallel: int, settings: config.Settings | None = None) -> None:
+        import ray
+
+        self._ray = ray
+        self._refs: dict[str, Any] = {}
+        self._started = False
+        """This engine started the Ray instance (a local one), so it shuts it down."""
+        address = os.environ.get("RAY_ADDRESS") or None
+        if not ray.is_initialized():
+            options: dict[str, Any] = {
+                "address": address,
+                "log_to_driver": False,
+                "include_dashboard": False,
+                "logging_level": "ERROR",
+            }
+            if address is None:
+                options["resources"] = {
+                    RESOURCE: float(max(parallel, RUNS_PER_CORE * (os.cpu_count() or 1)))
+                }
+                options["object_store_memory"] = LOCAL_OBJECT_STORE_BYTES
+                check_node(settings)
+            with _without_key():
+                ray.init(**options)
+            self._started = True
+        self._remote = ray.remote(num_cpus=0, resources={RESOURCE: 1}, max_retries=0)(work)
+
+    def run(self, job: Job) -> JobResult:
+        payload = {
+            "run_id": job.run_id,
+            "args": list(job.args),
+            "env": dict(job.env),
+            "cwd": job.cwd,
+        }
+        ref = self._remote.remote(payload)
+        self._refs[job.run_id] = ref
+        try:
+            done: dict[str, Any] = self._ray.get(ref)
+        finally:
+            self._refs.pop(job.run_id, None)
+        extra: dict[str, Any] = {}
+        record = done.get("record")
+        reply = done.get("reply")
+        if record is not None:
+            made = runexport.take_in(record)
+            extra["artifacts"] = [str(item.path) for item in made]
+            out = _out_folder(job.args)
+            if out is not None and made:
+                from agentgod import artifacts
+
+                copies = artifacts.copy_out(made, out)
+                extra["copied"] = [str(path) for path in copies]
+            if isinstance(reply, dict):
+                _local_paths(reply, made, record)
+        return JobResult(
+            int(done["exit_code"]),
+            reply if isinstance(reply, dict) else None,
+            str(done.get("stderr") or ""),
+            float(done.get("seconds") or 0.0),
+            extra,
+        )
+
+    def interrupt(self) -> None:
+        for ref in list(self._refs.values()):
+            with contextlib.suppress(Exception):
+                self._ray.cancel(ref)
+
+    def close(self) -> None:
+        """Leave the cluster; a local instance this engine started is shut down (the command
+        ends with os._exit, which would skip Ray's own exit hook and leave it running)."""
+        if self._started:
+            self._ray.shutdown()
+            self._started = False
+
+
+@contextlib.contextmanager
+def _without_key() -> Iterator[None]:
+    """The real key out of this process's environment while Ray starts: the processes of a
+    local Ray instance (and so every worker) inherit it, and none of them may hold the key.
+    It is back the moment Ray is up; nothing of ours reads it meanwhile (the gateway's road
+    is made later, from the settings)."""
+    kept = {name: os.environ.pop(name) for name in KEY_VARIABLES if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(kept)
+
+
+def _out_folder(args: tuple[str, ...]) -> Path | None:
+    if "--out" in args:
+        return Path(args[args.index("--out") + 1])
+    return None
+
+
+def _local_paths(reply: dict[str, Any], made: list[Any], record: dict[str, Any]) -> None:
+    """The reply's artifact and run-file paths, as they are in this home now."""
+    by_name = {item.name: str(item.path) for item in made}
+    for item in reply.get("artifacts") or []:
+        if isinstance(item, dict) and item.get("name") in by_name:
+            item["path"] = by_name[item["name"]]
+    run_file = record.get("run_file")
+    if run_file and isinstance(reply.get("run_file"), str):
+        reply["run_file"] = str(config.runs_dir() / Path(run_file["name"]).name)
+
+
+def main() -> int:
+    """`python -m agentgod.rayengine`: the resources this node may advertise, or why not."""
+    try:
+        print(json.dumps(node_resources()))
+    except NodeUnfit as error:
+        print(f"this node cannot run AgentGOD's runs: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
