@@ -55,6 +55,8 @@ from agentgod.broker import Channel
 from agentgod.scratch import RunSpace
 from agentgod.signals import shield_from_signals
 
+CLOSE_WAIT_SECONDS = 5.0
+"""How long closing waits for a process the pool's thread is starting (it is then killed)."""
 STANDBY_CAP = 4
 """The standby margin is MAX_PARALLEL_AGENTS processes, but never more than this many."""
 QUIET_SECONDS = 0.02
@@ -338,7 +340,8 @@ class AgentPool:
         self._discard(doomed)
 
     def close(self) -> None:
-        """The run is over: no process started ahead of need may outlive it."""
+        """The run is over: no process started ahead of need may outlive it — one being
+        started at this moment is waited for (a few tenths of a second at most), then killed."""
         with self._lock:
             self.closed.set()
             doomed = [*self._standby, *self._held.values(), *self._given.values()]
@@ -348,7 +351,10 @@ class AgentPool:
             self._given.clear()
             self._wanting.clear()
             self._changed.notify_all()
+            spawner = self._spawner
         self._discard(doomed)
+        if spawner is not None and spawner is not threading.current_thread():
+            spawner.join(CLOSE_WAIT_SECONDS)
 
     def census(self) -> Census:
         """How many processes the pool has, and what they wait for."""
