@@ -17,7 +17,16 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from bench import calls, cli_start, coldstart, first_request, harness, memory, overhead
+from bench import (
+    calls,
+    cli_start,
+    coldstart,
+    first_request,
+    harness,
+    history_scale,
+    memory,
+    overhead,
+)
 
 BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "overhead": overhead.run,
@@ -26,6 +35,7 @@ BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "first_request": first_request.run,
     "calls": calls.run,
     "memory": memory.run,
+    "history": history_scale.run,
 }
 
 
