@@ -405,16 +405,12 @@ _TOTALS = (
     " COALESCE(SUM(cache_write_tokens), 0), COALESCE(SUM(cache_read_tokens), 0),"
     " COALESCE(SUM(usd), 0.0), COALESCE(AVG(duration_seconds), 0.0) FROM runs"
 )
-_MOST_USED = (
-    f"WITH per_run AS ({_PER_RUN}) SELECT name, COUNT(*) AS runs FROM per_run"
-    " GROUP BY name ORDER BY runs DESC, name LIMIT 5"
+_PER_AGENT = (
+    f"WITH per_run AS ({_PER_RUN}) SELECT name, COUNT(*), SUM(ok) FROM per_run GROUP BY name"
 )
-_MOST_RELIABLE = (
-    f"WITH per_run AS ({_PER_RUN}) SELECT name, SUM(ok), COUNT(*) AS runs FROM per_run"
-    " GROUP BY name HAVING runs >= 2"
-    " ORDER BY CAST(SUM(ok) AS REAL) / runs DESC, runs DESC, name LIMIT 5"
-)
-STATS_QUERIES = (_TOTALS, _MOST_USED, _MOST_RELIABLE)
+"""Per agent name: the runs it took part in, and those it succeeded in; one pass in the index's
+order (most used and most reliable are both chosen from these rows)."""
+STATS_QUERIES = (_TOTALS, _PER_AGENT)
 """What `stats` asks. Each reads a covering index (historydb's runs_totals and
 run_agents_by_name_run), in its order, not every row: 10,000 runs cost milliseconds."""
 
@@ -424,8 +420,10 @@ def stats() -> Stats:
 
     def read(db: sqlite3.Connection) -> Stats:
         totals = db.execute(_TOTALS).fetchone()
-        used = db.execute(_MOST_USED).fetchall()
-        trusted = db.execute(_MOST_RELIABLE).fetchall()
+        agents = [(str(name), int(runs), int(ok)) for name, runs, ok in db.execute(_PER_AGENT)]
+        used = sorted(agents, key=lambda agent: (-agent[1], agent[0]))[:5]
+        tried = [agent for agent in agents if agent[1] >= 2]
+        trusted = sorted(tried, key=lambda agent: (-agent[2] / agent[1], -agent[1], agent[0]))[:5]
         return Stats(
             runs=totals[0],
             succeeded=totals[1],
@@ -436,8 +434,8 @@ def stats() -> Stats:
             cache_read_tokens=totals[6],
             usd=totals[7],
             mean_duration_seconds=totals[8],
-            most_used_agents=[(name, runs) for name, runs in used],
-            most_reliable_agents=[(name, ok, runs) for name, ok, runs in trusted],
+            most_used_agents=[(name, runs) for name, runs, _ in used],
+            most_reliable_agents=[(name, ok, runs) for name, runs, ok in trusted],
         )
 
     return _query(read, Stats())

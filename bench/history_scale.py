@@ -288,12 +288,7 @@ def run(options: harness.Options) -> harness.Report:
             "template: " + ", ".join(f"{k} {v}" for k, v in data["template"].items()),
         ],
     )  # fmt: skip
-    summary = harness.Table(
-        "History targets",
-        ["figure", "value", "target", ""],
-        [[f.name, f.shown(), f.shown_target(), f.verdict] for f in figures],
-    )
-    return harness.Report("history", [table, summary], figures, data)
+    return harness.Report("history", [table], figures, data)
 
 
 def _template_facts(record: RunRecord) -> dict[str, Any]:
