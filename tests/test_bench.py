@@ -12,7 +12,15 @@ from bench.__main__ import BENCHMARKS, parse
 
 
 def test_every_benchmark_is_registered_and_callable() -> None:
-    assert list(BENCHMARKS) == ["overhead", "coldstart", "cli", "first_request", "calls", "memory"]
+    assert list(BENCHMARKS) == [
+        "overhead",
+        "coldstart",
+        "cli",
+        "first_request",
+        "calls",
+        "memory",
+        "history",
+    ]
     assert all(callable(run) for run in BENCHMARKS.values())
 
 
