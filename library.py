@@ -52,9 +52,10 @@ RETIRE_AFTER_LOSSES = 3
 INDEX_NAME = "index.json"
 LOCK_NAME = ".lock"
 INDEX_VERSION = 1
-HINT_MAX_CHARS = 4000
-"""The most the planner's view of the library may take (about 1,000 tokens at ~4 characters a
-token), whatever the library's size: past it, only the agents most relevant to the task."""
+HINT_MAX_CHARS = 3500
+"""The most the planner's view of the library may take (at most about 1,000 tokens: ~4
+characters a token for prose, fewer for snake_case names and counts), whatever the library's
+size: past it, only the agents most relevant to the task."""
 HINT_ROLE_CHARS = 200
 """A role longer than this is cut in the planner's view (the library keeps it whole)."""
 

@@ -24,6 +24,7 @@ from bench import (
     first_request,
     harness,
     history_scale,
+    library_scale,
     memory,
     overhead,
 )
@@ -36,6 +37,7 @@ BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "calls": calls.run,
     "memory": memory.run,
     "history": history_scale.run,
+    "library": library_scale.run,
 }
 
 

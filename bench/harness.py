@@ -255,6 +255,13 @@ def time_process(argv: Sequence[str], *, cwd: Path | None = None) -> float:
     return seconds
 
 
+def command_ms(argv: Sequence[str], runs: int) -> float:
+    """Median wall time of a whole command in milliseconds, after one untimed run that warms
+    the disk cache and the bytecode cache up."""
+    time_process(argv)
+    return median([time_process(argv) * 1000 for _ in range(runs)])
+
+
 def seconds_until_done(code: str, *, cwd: Path | None = None) -> float:
     """From just before starting `python -c code` to the moment the code has run.
 

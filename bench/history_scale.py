@@ -211,10 +211,6 @@ def _prefixes(database: Path, count: int) -> list[str]:
     return [run_id[:6] for run_id in chosen]
 
 
-def _command_ms(argv: list[str], runs: int) -> float:
-    return harness.median([harness.time_process(argv) * 1000 for _ in range(runs)])
-
-
 def run(options: harness.Options) -> harness.Report:
     repeat = options.repetitions(full=7, quick=3)
     record = template_record()
@@ -236,9 +232,9 @@ def run(options: harness.Options) -> harness.Report:
             prefixes = _prefixes(database, 20)
             show_ms = _each_ms(history.load, prefixes * 5)
             stats_ms = _in_process_ms(history.stats, repeat)
-            start_ms = _command_ms([*command, "history", "1", "--json"], repeat)
-            show_cmd_ms = _command_ms([*command, "show", prefixes[0], "--json"], repeat)
-            stats_cmd_ms = _command_ms([*command, "stats", "--json"], repeat)
+            start_ms = harness.command_ms([*command, "history", "1", "--json"], repeat)
+            show_cmd_ms = harness.command_ms([*command, "show", prefixes[0], "--json"], repeat)
+            stats_cmd_ms = harness.command_ms([*command, "stats", "--json"], repeat)
             facts = {
                 "fill_seconds": fill_seconds,
                 "database_bytes": database.stat().st_size,

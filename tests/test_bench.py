@@ -20,6 +20,7 @@ def test_every_benchmark_is_registered_and_callable() -> None:
         "calls",
         "memory",
         "history",
+        "library",
     ]
     assert all(callable(run) for run in BENCHMARKS.values())
 
