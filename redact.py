@@ -48,6 +48,17 @@ _SHAPES: tuple[str, ...] = ("", "start", "line", "", "", "")
 literal prefix speeds their search, so a long text is searched only around its clues,
 `_matches`): "start", every match begins with a clue; "line", every match lies within the line
 holding a clue (the pattern matches no line break); "" (the others): search the whole text."""
+_AFTER_CLUE: tuple[re.Pattern[bytes] | None, ...] = (
+    None,
+    None,
+    re.compile(rb"[a-z0-9_]*[ \t]*[=:]"),
+    None,
+    None,
+    None,
+)
+"""Per pattern, what must follow the clue a match holds, in the lowered ASCII text: a line whose
+clues are none of them so followed holds no match and is not searched (`name = value`: the
+clue's word, spaces or tabs, then `=` or `:`)."""
 _WINDOW_FROM = 64 * 1024
 """A text this long is searched around its clues (`_matches`): an attached file's 4 MB in tens
 of milliseconds rather than half a second."""
@@ -131,10 +142,11 @@ def contains_secret(text: str) -> bool:
     if any(len(secret) >= 8 and secret in text for secret in _live_secrets()):
         return True
     letters = _Letters(text)
-    for (pattern, clues, folded), shape in zip(_RULES, _SHAPES, strict=True):
-        if not _may_match(clues, folded, text):
-            continue
-        for match in _matches(pattern, clues, shape, text, letters):
+    windowed = len(text) >= _WINDOW_FROM
+    for (pattern, clues, folded), shape, after in zip(_RULES, _SHAPES, _AFTER_CLUE, strict=True):
+        if not (shape and windowed) and not _may_match(clues, folded, text):
+            continue  # (a pattern searched around its clues needs no look for them first)
+        for match in _matches(pattern, clues, shape, text, letters, after):
             if pattern.groups == 3:
                 value = match.group(3)
                 code_or_name = not _SECRET_VALUE.fullmatch(value) or value in _KEY_VARIABLES
@@ -165,9 +177,11 @@ class _Letters:
                 self._folded = self.text.encode("ascii", "replace").lower()
         return self._folded
 
-    def positions(self, clues: tuple[str, ...]) -> list[int] | None:
-        """Where the (lowercase ASCII) clues occur, ignoring case as the patterns do, in order;
-        None when that cannot be told this way."""
+    def positions(
+        self, clues: tuple[str, ...], after: re.Pattern[bytes] | None = None
+    ) -> list[int] | None:
+        """Where the (lowercase ASCII) clues occur, ignoring case as the patterns do, in order
+        (only those `after` matches right after); None when that cannot be told this way."""
         folded = self.folded()
         if folded is None:
             return None
@@ -176,17 +190,23 @@ class _Letters:
             needle = clue.encode("ascii")
             at = folded.find(needle)
             while at >= 0:
-                hits.append(at)
+                if after is None or after.match(folded, at + len(needle)):
+                    hits.append(at)
                 at = folded.find(needle, at + 1)
         return sorted(hits)
 
 
 def _matches(
-    pattern: re.Pattern[str], clues: tuple[str, ...], shape: str, text: str, letters: _Letters
+    pattern: re.Pattern[str],
+    clues: tuple[str, ...],
+    shape: str,
+    text: str,
+    letters: _Letters,
+    after: re.Pattern[bytes] | None = None,
 ) -> Iterator[re.Match[str]]:
     """`pattern.finditer(text)`, the same matches in the same order, found in a long text only
-    around the clues of a pattern whose matches hold one (`_SHAPES`)."""
-    hits = letters.positions(clues) if shape and len(text) >= _WINDOW_FROM else None
+    around the clues of a pattern whose matches hold one (`_SHAPES`, `_AFTER_CLUE`)."""
+    hits = letters.positions(clues, after) if shape and len(text) >= _WINDOW_FROM else None
     if hits is None:
         yield from pattern.finditer(text)
         return

@@ -18,6 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from bench import (
+    attachments_scale,
     calls,
     cli_start,
     coldstart,
@@ -38,6 +39,7 @@ BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "memory": memory.run,
     "history": history_scale.run,
     "library": library_scale.run,
+    "attachments": attachments_scale.run,
 }
 
 

@@ -17,12 +17,10 @@ again through `history.insert` under fresh run ids, as a year of runs would be. 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import random
 import sqlite3
 import statistics
 import time
-import zlib
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -109,35 +107,6 @@ def run(task, previous_outputs):
 """An agent's code of the size a real model writes (~2.5 KB), calling the scripted model."""
 
 
-def _english() -> str:
-    """Real English prose to make answers of: the standard library's own documentation (the
-    size and compressibility of text a model writes, unlike a repeated sentence)."""
-    import argparse
-    import csv
-    import json
-    import logging
-    import subprocess
-    import threading
-
-    modules = (argparse, csv, json, logging, subprocess, threading, sqlite3, contextlib)
-    parts = [inspect.getdoc(module) or "" for module in modules]
-    parts += [
-        inspect.getdoc(member) or ""
-        for module in modules
-        for _, member in inspect.getmembers(module, inspect.isclass)
-    ]
-    return " ".join(" ".join(parts).split())
-
-
-_ENGLISH = _english()
-
-
-def _prose(label: str, size: int) -> str:
-    """`size` characters of prose, a different stretch for each label."""
-    start = zlib.crc32(label.encode()) % max(len(_ENGLISH) - size, 1)
-    return f"{label}: " + _ENGLISH[start : start + size]
-
-
 def template_record() -> RunRecord:
     """One real 4-agent run, recorded by the product, as `history.load` gives it back."""
     settings = {**harness.TASK_SETTINGS, "SANDBOX": "off", "MAX_PARALLEL_AGENTS": "4"}
@@ -158,8 +127,8 @@ def template_record() -> RunRecord:
 def _script(factory: Factory) -> None:
     factory.plans = [plan_for(SHAPE)]
     factory.bodies = {name: [REALISTIC_BODY] for wave in wave_names(SHAPE) for name in wave}
-    factory.agent_reply = lambda name, request: f"result from {name}\n" + _prose(name, 2000)
-    factory.merge_reply = lambda request: _prose("the answer", 3000)
+    factory.agent_reply = lambda name, request: f"result from {name}\n" + harness.prose(name, 2000)
+    factory.merge_reply = lambda request: harness.prose("the answer", 3000)
 
 
 def fill(record: RunRecord, start: int, stop: int, database: Path) -> None:

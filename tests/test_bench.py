@@ -21,6 +21,7 @@ def test_every_benchmark_is_registered_and_callable() -> None:
         "memory",
         "history",
         "library",
+        "attachments",
     ]
     assert all(callable(run) for run in BENCHMARKS.values())
 

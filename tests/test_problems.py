@@ -311,8 +311,10 @@ def test_a_long_text_searched_around_its_clues_gives_every_match_a_whole_search_
     letters = redact._Letters(text)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(redact, "_WINDOW_FROM", 0)
-        for (pattern, clues, _), shape in zip(redact._RULES, redact._SHAPES, strict=True):
-            around = [m.span() for m in redact._matches(pattern, clues, shape, text, letters)]
+        rules = zip(redact._RULES, redact._SHAPES, redact._AFTER_CLUE, strict=True)
+        for (pattern, clues, _), shape, after in rules:
+            found = redact._matches(pattern, clues, shape, text, letters, after)
+            around = [m.span() for m in found]
             assert around == [m.span() for m in pattern.finditer(text)], (pattern.pattern, text)
         windowed = redact.contains_secret(text)
         patch.setattr(redact, "_WINDOW_FROM", 10**12)
