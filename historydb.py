@@ -409,13 +409,26 @@ def shared_parts(db: sqlite3.Connection, rows: Collection[int | None]) -> dict[i
 
 def _compact(db: sqlite3.Connection) -> None:
     """Give the disk back the pages a migration freed (a year of runtimes is most of the file),
-    when they are a good share of it; best effort: a history in use by another process, or a
-    disk without room for the copy, stays as it is and reuses those pages as runs come."""
+    when they are a good share of it, and say so; best effort: a history in use by another
+    process, or a disk without room for the copy, stays as it is and reuses those pages as runs
+    come. The write-ahead log is emptied before and after: the migration and the copy each pass
+    through it, and it would otherwise keep their size on disk until the last connection closes.
+    """
+    size = int(db.execute("PRAGMA page_size").fetchone()[0])
     pages = int(db.execute("PRAGMA page_count").fetchone()[0])
     free = int(db.execute("PRAGMA freelist_count").fetchone()[0])
-    if pages and free / pages >= _COMPACT_AT:
-        with contextlib.suppress(sqlite3.Error):
-            db.execute("VACUUM")
+    if not pages or free / pages < _COMPACT_AT:
+        return
+    with contextlib.suppress(sqlite3.Error):
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        after = int(db.execute("PRAGMA page_count").fetchone()[0])
+        _notice(
+            "the run history was upgraded in place: every agent's code now shares one copy of "
+            f"the runtime it inlines ({pages * size / 1e6:,.1f} MB -> {after * size / 1e6:,.1f} MB,"
+            " every run kept)"
+        )
 
 
 def _give_run_ids(db: sqlite3.Connection) -> None:
