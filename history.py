@@ -495,13 +495,13 @@ def _stored(db: sqlite3.Connection, row: int) -> RunRecord:
     agents = db.execute(
         "SELECT * FROM run_agents WHERE run_id = ? ORDER BY rowid", (row,)
     ).fetchall()
-    calls = db.execute("SELECT * FROM run_calls WHERE run_id = ? ORDER BY seq", (row,))
-    columns = set(agents[0].keys()) if agents else set()
+    columns = set(agents[0].keys()) if agents else set()  # a history too old to migrate: none
     split = [
         tuple(agent[name] if name in columns else None for name in historydb.SHARED_COLUMNS)
         for agent in agents
     ]
-    parts = historydb.shared_parts(db, [row for pair in split for row in pair])
+    parts = historydb.shared_parts(db, [part for pair in split for part in pair])
+    calls = db.execute("SELECT * FROM run_calls WHERE run_id = ? ORDER BY seq", (row,))
     return RunRecord(
         run_id=run["run_id"],
         task=run["task"],

@@ -3,7 +3,8 @@
 A one-shot task names the folder (`agentgod --json "… @notes/"`, the whole command, against the
 scripted model with no latency); the same task without it is the baseline. Measured:
 
-- the parent's peak memory over the whole run (its resident high-water mark, from wait4);
+- the parent's peak memory over the whole run (its own resident high-water mark: the command's
+  entry, `main.run`, in a process that reports it at the end);
 - the time from the command's start to its first model request, with the folder and without:
   what the folder adds, against the vetting pass itself (`attachments.gather` on the same
   folder in this process: every file read once, sniffed, scanned for secrets, described) and
@@ -16,9 +17,9 @@ words) with a link every fifty lines or so, a size and compressibility like real
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -81,18 +82,29 @@ def _vetting_seconds(folder: Path) -> float:
     return seconds
 
 
-def _peak_mb(argv: list[str], cwd: Path) -> float:
-    """The whole command's resident high-water mark (MB = 10^6 bytes), from wait4."""
-    process = subprocess.Popen(
-        argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+PEAK = (
+    "import resource, sys\n"
+    "from agentgod import cli, main\n"
+    "answered = cli.answer_early(sys.argv[1:])\n"
+    "code = answered if isinstance(answered, int) else main.run(answered)\n"
+    "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "sys.stdout.flush()\n"
+    "print(f'PEAK {peak} {code}', file=sys.stderr)\n"
+)
+"""The command's own entry (`main.run`, what the console script runs) in a process that then
+reports its own resident high-water mark: the parent's alone, not its agents'."""
+
+
+def _peak_mb(arguments: list[str], cwd: Path) -> float:
+    """The parent's resident high-water mark over a whole one-shot run (MB = 10^6 bytes)."""
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK, *arguments], cwd=cwd, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600,
     )  # fmt: skip
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    detail = process.stderr.read().decode("utf-8", "replace") if process.stderr else ""
-    if process.returncode != 0:
-        raise harness.BenchError(f"{' '.join(argv[-2:])} exited {process.returncode}: {detail}")
-    return usage.ru_maxrss * 1024 / 1e6
+    found = [line.split() for line in done.stderr.splitlines() if line.startswith("PEAK ")]
+    if not found or found[-1][2] != "0":
+        raise harness.BenchError(f"{' '.join(arguments[-1:])} failed: {done.stderr[-500:]}")
+    return int(found[-1][1]) * 1024 / 1e6
 
 
 def run(options: harness.Options) -> harness.Report:
@@ -104,8 +116,11 @@ def run(options: harness.Options) -> harness.Report:
         folder = home / "notes"
         make_notes(folder)
         _reading_seconds(folder)  # the files into the page cache, as a person's recent files are
-        plain = [*command, "--json", "--discard", TASK + " (none attached)"]
-        attached = [*command, "--json", "--discard", f"{TASK} @{folder}/"]
+        plain_arguments = ["--json", "--discard", TASK + " (none attached)"]
+        attached_arguments = ["--json", "--discard", f"{TASK} @{folder}/"]
+        plain = [*command, *plain_arguments]
+        attached = [*command, *attached_arguments]
+        arguments = {"plain": plain_arguments, "attached": attached_arguments}
         first: dict[str, list[float]] = {"plain": [], "attached": []}
         peaks: dict[str, list[float]] = {"plain": [], "attached": []}
         readings: list[float] = []
@@ -118,7 +133,7 @@ def run(options: harness.Options) -> harness.Report:
             for label, argv in (("plain", plain), ("attached", attached)):
                 factory.api.requests.clear()
                 first[label].append(harness.until_first_request(argv, factory.api) * 1000)
-                peaks[label].append(_peak_mb(argv, home))
+                peaks[label].append(_peak_mb(arguments[label], home))
     reading, vetting = harness.median(readings), harness.median(vettings)
     sdk = harness.median(imports)
     first_ms = {label: harness.median(times) for label, times in first.items()}
@@ -147,7 +162,8 @@ def run(options: harness.Options) -> harness.Report:
             f"the first request waits {delay:.2f} s for the folder: {delay - vetting:+.2f} s "
             f"past the vetting pass; the SDK's import ({sdk:.2f} s alone), which a run without "
             "files hides behind its other work, now shares the interpreter lock with that pass",
-            "peak: the whole command's resident high-water mark (wait4), MB = 10^6 bytes",
+            "peak: the parent's own resident high-water mark over the whole run (its agents are "
+            "processes of their own, not counted), MB = 10^6 bytes",
         ],
     )
     data = {
