@@ -12,20 +12,23 @@ aside and rebuilt from the Markdown run files runlog writes beside it, and the p
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
 from agentgod import config, runfile
+from agentgod.agent_runtime import BODY_END
 from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
@@ -181,6 +184,36 @@ _V5_STATEMENTS = (
 """Version 5 (issue 27): batches of runs (batchrecord.py reads and writes them). A batch's runs
 are linked from its tasks (batch_tasks.runs), so the runs table itself is unchanged."""
 
+_V6_STATEMENTS = (
+    """CREATE TABLE IF NOT EXISTS source_parts (
+    id INTEGER PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,
+    text TEXT NOT NULL
+)""",
+)
+_V6_COLUMNS = (
+    ("run_agents", "source_head INTEGER REFERENCES source_parts (id)"),
+    ("run_agents", "source_tail INTEGER REFERENCES source_parts (id)"),
+)
+_V6_INDEXES = (
+    "DROP INDEX IF EXISTS run_agents_by_name",
+    "CREATE INDEX IF NOT EXISTS run_agents_by_name_run ON run_agents (name, run_id, ok)",
+    "CREATE INDEX IF NOT EXISTS runs_totals ON runs (ok, llm_calls, input_tokens, output_tokens,"
+    " cache_write_tokens, cache_read_tokens, usd, duration_seconds)",
+)
+"""Version 6 (issue 30): a year of runs stays small and quick. Every agent's stored source
+inlines the same ~20 KB runtime and the same footer: those parts are kept once each, by their
+sha256, in `source_parts`, and an agent's row holds only its own part (`source`) between the two
+it names (`source_head`, `source_tail`; NULL: none), joined back byte for byte on reading
+(`store_source`, `whole_source`); that part and the agent's output are stored compressed when
+that saves room (`pack`, `unpack`). `stats` reads two
+covering indexes instead of every row: its totals from `runs_totals`, its per-agent counts from
+`run_agents_by_name_run` (which replaces the index on the name alone)."""
+_MIGRATION_BATCH = 200
+"""Agent rows whose sources a migration to version 6 splits at a time (bounded memory)."""
+_COMPACT_AT = 0.25
+"""After a migration freed at least this share of the file's pages, it is compacted (VACUUM)."""
+
 
 Rebuild = Callable[[Path, RunRecord, Path | None], None]
 """Writes one run's rows into the database at a path (history's _insert_rows): what a rebuild
@@ -208,8 +241,8 @@ def open_for_writing(path: Path, busy_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Conn
     try:
         db.execute(f"PRAGMA busy_timeout = {busy_ms}")
         db.execute("PRAGMA journal_mode = WAL")
-        if _version(db) < SCHEMA_VERSION:
-            _migrate(db)
+        if _version(db) < SCHEMA_VERSION and _migrate(db) < 6:
+            _compact(db)  # its sources shared their runtime: most of the file is free now
     except BaseException:
         db.close()
         raise
@@ -245,8 +278,9 @@ def _version(db: sqlite3.Connection) -> int:
     return int(db.execute("PRAGMA user_version").fetchone()[0])
 
 
-def _migrate(db: sqlite3.Connection) -> None:
+def _migrate(db: sqlite3.Connection) -> int:
     """Bring the schema up to SCHEMA_VERSION in place, in one transaction: every row is kept.
+    Returns the version found (SCHEMA_VERSION: another process had migrated it already).
 
     The version is read again under the write lock, so two agentgod processes opening an old
     history at once migrate it once.
@@ -278,12 +312,150 @@ def _migrate(db: sqlite3.Connection) -> None:
             _add_columns(db, (*_V3_COLUMNS, *_V4_COLUMNS))
             for statement in (*_V3_INDEXES, *_V5_STATEMENTS):
                 db.execute(statement)
+        if version < 6:
+            for statement in _V6_STATEMENTS:
+                db.execute(statement)
+            _add_columns(db, _V6_COLUMNS)
+            for statement in _V6_INDEXES:
+                db.execute(statement)
+            _share_sources(db)
         if version < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.commit()
     except BaseException:
         db.rollback()
         raise
+    return version
+
+
+def _share_sources(db: sqlite3.Connection) -> None:
+    """Version 5: every stored source split into the runtime and footer it shares with other
+    agents (kept once each, by digest) and its own part, and that part and every output stored
+    as `pack` stores them; a batch of rows at a time."""
+    last = 0
+    while True:
+        rows = db.execute(
+            "SELECT rowid, source, output FROM run_agents WHERE rowid > ?"
+            " AND source_head IS NULL AND source_tail IS NULL AND typeof(source) = 'text'"
+            " ORDER BY rowid LIMIT ?",
+            (last, _MIGRATION_BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        for rowid, source, output in rows:
+            own, head, tail = store_source(db, source)
+            packed = pack(output) if isinstance(output, str) else output
+            db.execute(
+                "UPDATE run_agents SET source = ?, source_head = ?, source_tail = ?, output = ?"
+                " WHERE rowid = ?",
+                (own, head, tail, packed, rowid),
+            )
+        last = rows[-1][0]
+
+
+# ---- agents' sources, their shared parts kept once ----------------------------------------------
+
+SHARED_COLUMNS = ("source_head", "source_tail")
+"""run_agents' columns naming an agent's shared parts, in the order they are joined around it."""
+SHARED_FROM = 1024
+"""A runtime shorter than this before an agent's identity is not worth a shared part (it is
+no runtime of ours)."""
+COMPRESS_FROM = 512
+"""A text this long or longer (an agent's own code, its output) is stored compressed when that
+saves room (`pack`)."""
+_IDENTITY = "\nAGENT_NAME = "
+"""Where an agent file's own part begins: its identity lines, after the runtime it inlines."""
+_FOOTER = f"\n{BODY_END}\n"
+"""Where it ends: the trusted footer, the same in every agent of one version."""
+
+
+def split_source(source: str) -> tuple[str, str, str]:
+    """(the runtime before the agent's own part, its own part, the footer after it): the parts
+    every agent of one AgentGOD version shares, and its own. Joined they give the source back
+    byte for byte, whatever it holds; a text that is not an agent file is all its own part."""
+    start = source.find(_IDENTITY)
+    head = source[: start + 1] if start >= SHARED_FROM else ""
+    end = source.rfind(_FOOTER)
+    tail = source[end:] if end >= len(head) else ""
+    return head, source[len(head) : len(source) - len(tail)], tail
+
+
+def store_source(db: sqlite3.Connection, source: str) -> tuple[str | bytes, int | None, int | None]:
+    """(the agent's own part as stored, the row of its shared head, of its shared tail) for
+    `source`; the shared parts are added to `source_parts` once each, by their sha256."""
+    head, own, tail = split_source(source)
+    return pack(own), _part(db, head), _part(db, tail)
+
+
+def pack(text: str) -> str | bytes:
+    """A long text as stored: compressed (zlib, a BLOB) when that makes it smaller, else as it
+    is. Code and prose compress to a third or so; `unpack` gives it back exactly."""
+    if len(text) >= COMPRESS_FROM:
+        with contextlib.suppress(UnicodeEncodeError):  # unstorable either way: left as it is
+            packed = zlib.compress(text.encode("utf-8"), 6)
+            if len(packed) < len(text):
+                return packed
+    return text
+
+
+def unpack(stored: str | bytes) -> str:
+    """A text as `pack` stored it (a text stored before version 6 is one it left as it is)."""
+    return zlib.decompress(stored).decode("utf-8") if isinstance(stored, bytes) else stored
+
+
+def _part(db: sqlite3.Connection, text: str) -> int | None:
+    if not text:
+        return None
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    found = db.execute("SELECT id FROM source_parts WHERE digest = ?", (digest,)).fetchone()
+    if found is not None:
+        return int(found[0])
+    cursor = db.execute("INSERT INTO source_parts (digest, text) VALUES (?, ?)", (digest, text))
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+def whole_source(
+    parts: dict[int, str], own: str | bytes, head: int | None, tail: int | None
+) -> str:
+    """An agent's source as it ran, from its own part as stored and the shared parts its row
+    names (`parts`: source_parts' texts by row, at least those two)."""
+    before = parts[head] if head is not None else ""
+    return before + unpack(own) + (parts[tail] if tail is not None else "")
+
+
+def shared_parts(db: sqlite3.Connection, rows: Collection[int | None]) -> dict[int, str]:
+    """The texts of these source_parts rows (None: no part), by row."""
+    wanted = sorted({row for row in rows if row is not None})
+    if not wanted:
+        return {}
+    marks = ", ".join("?" * len(wanted))
+    found = db.execute(f"SELECT id, text FROM source_parts WHERE id IN ({marks})", wanted)
+    return {int(row): text for row, text in found}
+
+
+def _compact(db: sqlite3.Connection) -> None:
+    """Give the disk back the pages a migration freed (a year of runtimes is most of the file),
+    when they are a good share of it, and say so; best effort: a history in use by another
+    process, or a disk without room for the copy, stays as it is and reuses those pages as runs
+    come. The write-ahead log is emptied before and after: the migration and the copy each pass
+    through it, and it would otherwise keep their size on disk until the last connection closes.
+    """
+    size = int(db.execute("PRAGMA page_size").fetchone()[0])
+    pages = int(db.execute("PRAGMA page_count").fetchone()[0])
+    free = int(db.execute("PRAGMA freelist_count").fetchone()[0])
+    if not pages or free / pages < _COMPACT_AT:
+        return
+    with contextlib.suppress(sqlite3.Error):
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        after = int(db.execute("PRAGMA page_count").fetchone()[0])
+        _notice(
+            "the run history was upgraded in place: every agent's code now shares one copy of "
+            f"the runtime it inlines ({pages * size / 1e6:,.1f} MB -> {after * size / 1e6:,.1f} MB,"
+            " every run kept)"
+        )
 
 
 def _add_columns(db: sqlite3.Connection, columns: tuple[tuple[str, str], ...]) -> None:

@@ -13,6 +13,14 @@ Storage, from most to least authoritative:
                 (for an agent whose sidecar is gone or corrupt: from what the old index still held,
                 else a fresh record read from the agent's header). No agent is ever lost to it.
 
+A library grows for as long as it is used, so nothing here costs more than one pass over it: the
+index is checked against the folder in one directory listing (no path resolved per agent), a run
+reads the whole library once (`read`, a `Shelf`) and a listing once, and a question about one agent
+(`reliable`, `lookup`) reads that agent's own files only. The planner is shown a bounded view
+(`Shelf.describe_for_planner`): the agents most relevant to the task, ranked locally by the words
+of their name and role against the task's and by their record, never more than about a thousand
+tokens however many agents are kept.
+
 Every write goes to a temporary file in the same folder and is renamed into place, and every
 read-modify-write runs under an `fcntl.flock` on `.lock` (plus a thread lock), so two agentgod
 processes can share one library without losing a tally.
@@ -24,9 +32,12 @@ import ast
 import contextlib
 import fcntl
 import json
+import math
 import os
+import re
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +52,12 @@ RETIRE_AFTER_LOSSES = 3
 INDEX_NAME = "index.json"
 LOCK_NAME = ".lock"
 INDEX_VERSION = 1
+HINT_MAX_CHARS = 3500
+"""The most the planner's view of the library may take (at most about 1,000 tokens: ~4
+characters a token for prose, fewer for snake_case names and counts), whatever the library's
+size: past it, only the agents most relevant to the task."""
+HINT_ROLE_CHARS = 200
+"""A role longer than this is cut in the planner's view (the library keeps it whole)."""
 
 _thread_lock = threading.Lock()
 
@@ -69,6 +86,129 @@ class LibraryEntry:
     """True when the last replacement was a repair of the kept agent rather than a user's choice."""
     path: Path
     """The agent's source file."""
+
+    @property
+    def reliable(self) -> bool:
+        """Not retired: at least RETIRE_AFTER_LOSSES losses and more losses than wins retire it."""
+        return not _retired(self)
+
+
+@dataclass(frozen=True)
+class Shelf:
+    """The library as one read saw it: what a run offers its planner, what a listing shows."""
+
+    agents: Mapping[str, LibraryEntry]
+    """Every kept agent by name, retired ones included."""
+
+    def reliable(self, name: str) -> bool:
+        """Whether `name` is kept and not retired, as of this read."""
+        entry = self.agents.get(name)
+        return entry is not None and entry.reliable
+
+    def describe_for_planner(self, task: str = "") -> str:
+        """The reliable agents most relevant to `task` as planner context ("" when none).
+
+        The whole library when it fits HINT_MAX_CHARS (so a small one is shown as it is);
+        otherwise the agents whose name or role shares words with the task, best first by
+        `rank`, as many as fit. An agent whose role matches the task is offered however many
+        others are kept, so the planner can still reuse it rather than design a near-duplicate.
+        """
+        keep = [entry for entry in self.agents.values() if entry.reliable]
+        if not keep:
+            return ""
+        lines = {entry.name: _hint_line(entry) for entry in keep}
+        if len(_HINT_HEADER) + sum(len(line) + 1 for line in lines.values()) > HINT_MAX_CHARS:
+            chosen: list[str] = []
+            room = HINT_MAX_CHARS - len(_HINT_HEADER_PARTIAL) - 40
+            for entry, relevance in rank(keep, task):
+                if relevance <= 0:
+                    break
+                if len(lines[entry.name]) + 1 > room:
+                    continue
+                chosen.append(entry.name)
+                room -= len(lines[entry.name]) + 1
+            if not chosen:
+                return ""
+            header = _HINT_HEADER_PARTIAL.format(shown=len(chosen), kept=len(keep))
+            return "\n".join([header, *(lines[name] for name in sorted(chosen))])
+        return "\n".join([_HINT_HEADER, *(lines[name] for name in sorted(lines))])
+
+
+_HINT_HEADER = (
+    "Agents already in the library (each exists and works; when one fits a step, reuse it by "
+    "giving that step exactly this name instead of designing a new agent):"
+)
+_HINT_HEADER_PARTIAL = (
+    "Agents already in the library that may fit this task ({shown} of the {kept} kept, chosen "
+    "by their names and roles; each exists and works; when one fits a step, reuse it by giving "
+    "that step exactly this name instead of designing a new agent):"
+)
+
+
+def _hint_line(entry: LibraryEntry) -> str:
+    role = entry.role
+    if len(role) > HINT_ROLE_CHARS:
+        role = role[: HINT_ROLE_CHARS - 1].rstrip() + "…"
+    return (
+        f"- {entry.name}: {role} "
+        f"(used {entry.uses} times, {entry.wins} wins / {entry.losses} losses)"
+    )
+
+
+# ---- relevance --------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STEM = 6
+"""Words are compared by their first letters only: a crude stem that makes "summarise",
+"summary" and "summaries", or "translate" and "translation", one word."""
+_STOP_TEXT = (
+    "the and for with from into onto over under about than then that this these those which "
+    "what when where who whom whose how why any each every all more most some such not are was "
+    "were has have had its their them they you your our ours his her its can could should would "
+    "will shall may might must does did done make makes made give gives given use uses using "
+    "used get gets one two also only just very agent agents"
+)
+_STOP_WORDS = frozenset(_STOP_TEXT.split())
+"""Words that say nothing about what an agent does (`agent` itself is in half the names)."""
+
+
+def terms(text: str) -> frozenset[str]:
+    """The words of a text that can tell agents apart, stemmed: lower case, split at anything
+    not a letter or digit (so snake_case names split into their words), short and stop words
+    dropped."""
+    return frozenset(
+        word[:_STEM]
+        for word in _WORD.findall(text.lower())
+        if len(word) > 2 and word not in _STOP_WORDS
+    )
+
+
+def rank(entries: list[LibraryEntry], task: str) -> list[tuple[LibraryEntry, float]]:
+    """`entries` with their relevance to `task`, most relevant first.
+
+    Relevance sums, over the words an agent's name or role shares with the task, how rare the
+    word is among these agents (inverse document frequency), a word of the name counting
+    double: a rare shared word says more than a common one. Ties go to the better record (more
+    wins than losses, then more uses), then to the name. Local and cheap: no model call.
+    """
+    wanted = terms(task)
+    named = {entry.name: terms(entry.name) for entry in entries}
+    described = {entry.name: terms(entry.role) for entry in entries}
+    frequency = Counter(word for e in entries for word in named[e.name] | described[e.name])
+    total = len(entries)
+
+    def relevance(entry: LibraryEntry) -> float:
+        shared = wanted & (named[entry.name] | described[entry.name])
+        return sum(
+            math.log(1 + total / frequency[word]) * (2 if word in named[entry.name] else 1)
+            for word in shared
+        )
+
+    scored = [(entry, relevance(entry)) for entry in entries]
+    scored.sort(
+        key=lambda pair: (-pair[1], pair[0].losses - pair[0].wins, -pair[0].uses, pair[0].name)
+    )
+    return scored
 
 
 # ---- public API ------------------------------------------------------------------------------
@@ -158,27 +298,27 @@ def record_outcome(name: str, won: bool, *, settings: config.Settings | None = N
 def reliable(name: str, *, settings: config.Settings | None = None) -> bool:
     """False once an agent has lost at least RETIRE_AFTER_LOSSES times and more often than it won.
 
-    An unknown name is not reliable either: there is nothing to reuse.
+    An unknown name is not reliable either: there is nothing to reuse. Reads this agent's own
+    record (its sidecar), not the library: the whole library is read only when that record is
+    gone or damaged, and then rebuilt.
     """
-    entry = _snapshot(settings).get(name)
-    return entry is not None and not _retired(entry)
+    folder = _folder(settings)
+    if _agent_path(folder, name) is None:
+        return False
+    entry = _entry(name, _read_json(folder / f"{name}.json"), folder)
+    if entry is None:
+        entry = _snapshot(settings).get(name)
+    return entry is not None and entry.reliable
 
 
-def describe_for_planner(*, settings: config.Settings | None = None) -> str:
-    """The reliable agents as planner context, or "" when there are none to offer."""
-    keep = [entry for entry in _snapshot(settings).values() if not _retired(entry)]
-    if not keep:
-        return ""
-    lines = [
-        "Agents already in the library (each exists and works; when one fits a step, reuse it by "
-        "giving that step exactly this name instead of designing a new agent):"
-    ]
-    lines += [
-        f"- {entry.name}: {entry.role} "
-        f"(used {entry.uses} times, {entry.wins} wins / {entry.losses} losses)"
-        for entry in sorted(keep, key=lambda entry: entry.name)
-    ]
-    return "\n".join(lines)
+def read(*, settings: config.Settings | None = None) -> Shelf:
+    """The whole library, read once: what a run plans with, what a listing shows."""
+    return Shelf(_snapshot(settings))
+
+
+def describe_for_planner(task: str = "", *, settings: config.Settings | None = None) -> str:
+    """The reliable agents most relevant to `task` as planner context (see Shelf), or ""."""
+    return read(settings=settings).describe_for_planner(task)
 
 
 def entries() -> list[LibraryEntry]:
@@ -295,8 +435,29 @@ def _agent_path(folder: Path, name: str) -> Path | None:
     return path if inside and path.is_file() else None
 
 
-def _agent_names(folder: Path) -> set[str]:
-    return {path.stem for path in folder.glob("*.py") if _agent_path(folder, path.stem)}
+def _listing(folder: Path) -> tuple[set[str], dict[str, os.DirEntry[str]]]:
+    """(the agents' names, each sidecar's directory entry by name) from one directory listing.
+
+    A plain file named like an agent is one; only a link is resolved (it counts when it stays in
+    the folder, as `_agent_path` says), so listing costs no path resolution per agent.
+    """
+    names: set[str] = set()
+    sidecars: dict[str, os.DirEntry[str]] = {}
+    with os.scandir(folder) as listing:
+        for entry in listing:
+            stem, dot, suffix = entry.name.rpartition(".")
+            if not dot or not _is_safe(stem):
+                continue
+            if suffix == "py":
+                try:
+                    plain = entry.is_file(follow_symlinks=False)
+                except OSError:
+                    plain = False
+                if plain or (entry.is_symlink() and _agent_path(folder, stem)):
+                    names.add(stem)
+            elif suffix == "json":
+                sidecars[stem] = entry
+    return names, sidecars
 
 
 def _read_text(path: Path) -> str | None:
@@ -397,10 +558,13 @@ def _snapshot(settings: config.Settings | None = None) -> dict[str, LibraryEntry
 
 def _load(folder: Path) -> dict[str, LibraryEntry]:
     """The index when it is current, otherwise a rebuilt one. Call with the lock held."""
-    names = _agent_names(folder)
+    try:
+        names, sidecars = _listing(folder)
+    except OSError:
+        return {}
     index_path = folder / INDEX_NAME
     salvaged, intact = _index_entries(_read_json(index_path), folder)
-    if intact and set(salvaged) == names and _newer_than_sidecars(index_path, names):
+    if intact and set(salvaged) == names and _newer_than_sidecars(index_path, names, sidecars):
         return salvaged
     return _rebuild(folder, names, salvaged)
 
@@ -418,14 +582,18 @@ def _index_entries(raw: Any, folder: Path) -> tuple[dict[str, LibraryEntry], boo
     return found, raw.get("version") == INDEX_VERSION and len(found) == len(agents)
 
 
-def _newer_than_sidecars(index_path: Path, names: set[str]) -> bool:
-    """Sidecars are written before the index, so a newer sidecar means the index missed a write."""
+def _newer_than_sidecars(
+    index_path: Path, names: set[str], sidecars: Mapping[str, os.DirEntry[str]]
+) -> bool:
+    """Sidecars are written before the index, so a newer sidecar means the index missed a write
+    (and a missing one that it must be rebuilt, to write it again)."""
     try:
         stamp = index_path.stat().st_mtime_ns
-        sidecars = [index_path.with_name(f"{name}.json").stat().st_mtime_ns for name in names]
+        return all(
+            name in sidecars and sidecars[name].stat().st_mtime_ns <= stamp for name in names
+        )
     except OSError:
         return False
-    return all(sidecar <= stamp for sidecar in sidecars)
 
 
 def _rebuild(

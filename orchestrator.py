@@ -130,6 +130,8 @@ class _Conductor:
         self.conversation = conversation
         """The session's earlier tasks and answers, when this task may follow up on them."""
         self.context = conversation.context() if conversation else ""
+        self.shelf: library.Shelf | None = None
+        """The library as this run read it, once, at its first plan."""
         self.space = space
         """This run's scratch: its id names the run's record, event log and artifacts."""
         self.settings = settings
@@ -255,10 +257,12 @@ class _Conductor:
         elif self.planning is not None and not self.rounds:
             plan = self.planning.result()  # asked for before the run began: no wait for it here
         else:
+            if self.shelf is None:
+                self.shelf = library.read(settings=self.settings)
             plan = planner.plan_agents(
                 task_text,
                 usage=self.usage.phase(Spend.PLAN),
-                library_hint=library.describe_for_planner(settings=self.settings),
+                library_hint=self.shelf.describe_for_planner(task_text),
                 effort=self.settings.effort,
                 settings=self.settings,
                 attachments=self.attached.describe(),

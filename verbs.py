@@ -278,6 +278,7 @@ class Reader:
 
 
 def library_rows() -> list[LibraryRow]:
+    """Every kept agent, from one read of the library (each row's verdict from its own record)."""
     return [
         LibraryRow(
             name=entry.name,
@@ -286,7 +287,7 @@ def library_rows() -> list[LibraryRow]:
             wins=entry.wins,
             losses=entry.losses,
             uses=entry.uses,
-            reliable=library.reliable(entry.name),
+            reliable=entry.reliable,
             evolved=entry.evolved,
         )
         for entry in library.entries()

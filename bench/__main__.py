@@ -18,6 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from bench import (
+    attachments_scale,
     batchrun,
     calls,
     cli_start,
@@ -25,6 +26,8 @@ from bench import (
     command,
     first_request,
     harness,
+    history_scale,
+    library_scale,
     memory,
     overhead,
     processes,
@@ -40,6 +43,9 @@ BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "memory": memory.run,
     "processes": processes.run,
     "batch": batchrun.run,
+    "history": history_scale.run,
+    "library": library_scale.run,
+    "attachments": attachments_scale.run,
 }
 
 

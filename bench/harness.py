@@ -8,6 +8,8 @@ in one place and printed the same way everywhere.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import os
 import shutil
 import signal
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -159,6 +162,38 @@ def render(table: Table) -> str:
     return "\n".join(out)
 
 
+# ---- text ----------------------------------------------------------------------------------------
+
+
+@functools.cache
+def english() -> str:
+    """Real English prose to make answers and files of: the standard library's own
+    documentation (the size and compressibility of text people and models write, unlike a
+    repeated sentence). The same for one Python version."""
+    import argparse
+    import csv
+    import json
+    import logging
+    import sqlite3
+    import threading
+
+    modules = (argparse, csv, json, logging, subprocess, threading, sqlite3, contextlib)
+    parts = [inspect.getdoc(module) or "" for module in modules]
+    parts += [
+        inspect.getdoc(member) or ""
+        for module in modules
+        for _, member in inspect.getmembers(module, inspect.isclass)
+    ]
+    return " ".join(" ".join(parts).split())
+
+
+def prose(label: str, size: int) -> str:
+    """`size` characters of prose after `label: `, a different stretch for each label."""
+    text = english()
+    start = zlib.crc32(label.encode()) % max(len(text) - size, 1)
+    return f"{label}: " + text[start : start + size]
+
+
 # ---- environment -------------------------------------------------------------------------------
 
 
@@ -257,6 +292,13 @@ def time_process(argv: Sequence[str], *, cwd: Path | None = None) -> float:
         detail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
         raise BenchError(f"{' '.join(argv)} exited with {done.returncode}: {detail}")
     return seconds
+
+
+def command_ms(argv: Sequence[str], runs: int) -> float:
+    """Median wall time of a whole command in milliseconds, after one untimed run that warms
+    the disk cache and the bytecode cache up."""
+    time_process(argv)
+    return median([time_process(argv) * 1000 for _ in range(runs)])
 
 
 def seconds_until_done(code: str, *, cwd: Path | None = None) -> float:

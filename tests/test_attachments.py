@@ -806,3 +806,103 @@ def test_key_shaped_values_are_still_secrets(attach: Attach, work: Path, text: s
     (work / "notes.txt").write_text(f"{text}\n", encoding="utf-8")
     with pytest.raises(AttachmentError, match="secret"):
         attach("read @notes.txt")
+
+
+# ---- big files, one at a time (issue 30) -------------------------------------------------------
+
+_LINKY = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "http://a.example/x",
+                "https://b.example/?next=https://c.example/",
+                "HTTPS:\\\\d.example\\p",
+                "Https:/e.example",
+                "http\u017f://f.example",
+                "[https://g.example](https://h.example)",
+                "(https://i.example/(x)).",
+                "https:",
+                "http",
+                "xhttps://j.example|data",
+                "\u3000",
+                " ",
+                "\n",
+                "\t",
+                ".",
+                ")",
+                "é",
+            ]
+        ),
+        st.text(max_size=6),
+    ),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=300)
+@given(_LINKY)
+def test_the_links_kept_of_a_text_hold_exactly_the_urls_the_broker_finds_in_it(text: str) -> None:
+    from agentgod import brokerrequest
+
+    spans = attachments.link_spans(text)
+    assert brokerrequest._urls(spans) == brokerrequest._urls(text)
+    assert len(spans) <= len(text)
+
+
+def test_known_urls_come_from_the_vetted_read_and_no_file_is_read_again(
+    attach: Attach, work: Path
+) -> None:
+    """The broker's known URLs are the links kept as each file was vetted: the text itself is
+    not held, and a file changed since gives nothing new (agents cannot read it either)."""
+    from agentgod import brokerrequest
+
+    lines = [f"line {n} of the notes, with words and more words" for n in range(20_000)]
+    lines[7_000] += " see https://docs.example/guide?page=2 for the rest"
+    notes = write(work / "notes" / "a.txt", "\n".join(lines))
+    write(work / "notes" / "b.txt", "Sources: [the paper](https://paper.example/pdf).\n")
+    got = attach("summarise @notes/ and https://task.example/brief")
+    assert [a.links for a in got.files] == [
+        "https://docs.example/guide?page=2",
+        "https://paper.example/pdf).",
+    ]
+    notes.write_text("now https://elsewhere.example/ instead\n", encoding="utf-8")
+    known = brokerrequest.KnownUrls(got.texts())
+    assert (
+        known.unknown(
+            "https://docs.example/guide?page=2 https://paper.example/pdf https://task.example/brief"
+        )
+        == []
+    )
+    assert known.unknown("https://elsewhere.example/") == ["https://elsewhere.example/"]
+    assert sum(len(text) for text in got.texts()) < 200
+
+
+def test_a_folder_of_big_text_files_is_vetted_one_file_at_a_time(work: Path) -> None:
+    """Fifty files of 4.5 MB: the parent's memory grows by about one file's worth, not fifty
+    (measured in a child process, its peak resident size against a baseline)."""
+    folder = work / "big"
+    folder.mkdir()
+    line = ("the quarterly figures were reviewed by the team and the notes kept; " * 2) + "\n"
+    block = (line * (4_500_000 // len(line) + 1)).encode()[:4_500_000]
+    for n in range(50):
+        (folder / f"note_{n:02d}.txt").write_bytes(f"https://x.example/{n}\n".encode() + block)
+    script = (
+        "import resource, sys; from pathlib import Path; from agentgod import attachments\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "got = attachments.gather('@big', cwd=Path(sys.argv[1]), max_bytes=100 * 2**20,"
+        " max_files=50, home=Path(sys.argv[1]))\n"
+        "texts = got.texts()\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(len(got.files), len(texts), (after - before) // 1024)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(work)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(IMPORT_ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    files, texts, grown_mb = map(int, done.stdout.split())
+    assert (files, texts) == (50, 51), "each file's link kept"
+    assert grown_mb < 60, f"the parent grew by {grown_mb} MB"

@@ -22,6 +22,9 @@ def test_every_benchmark_is_registered_and_callable() -> None:
         "memory",
         "processes",
         "batch",
+        "history",
+        "library",
+        "attachments",
     ]
     assert all(callable(run) for run in BENCHMARKS.values())
 

@@ -8,10 +8,13 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import IMPORT_ROOT
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentgod import config, library
 
@@ -205,6 +208,113 @@ def test_describe_for_planner_lists_reliable_agents_only() -> None:
         "- claim_finder: Finds claims (used 0 times, 0 wins / 0 losses)",
         "- writer_agent: Writes prose (used 3 times, 2 wins / 1 losses)",
     ]
+
+
+VERBS = (
+    "parses",
+    "summarises",
+    "translates",
+    "ranks",
+    "extracts",
+    "compares",
+    "classifies",
+    "formats",
+    "validates",
+    "scores",
+)
+THINGS = (
+    "emails logs tweets reviews contracts recipes tickets papers headlines resumes forecasts "
+    "invoices playlists lyrics budgets sermons patents menus timetables diagrams poems quotes "
+    "warrants leases manifests transcripts surveys charts glossaries itineraries bibliographies "
+    "changelogs datasets essays fables memos obituaries prescriptions riddles sonnets spreadsheets "
+    "syllabi telegrams trials vouchers webpages wikis yearbooks zines almanacs"
+)
+OBJECTS = tuple(THINGS.split())
+
+
+def crowd(size: int = 500) -> dict[str, library.LibraryEntry]:
+    """`size` kept agents as a year of use leaves them: one per verb and object, in memory."""
+    entries: dict[str, library.LibraryEntry] = {}
+    for verb in VERBS:
+        for thing in OBJECTS:
+            name = f"{thing}_{verb[:-1]}"
+            role = f"{verb.capitalize()} {thing} and reports what it found"
+            entries[name] = library.LibraryEntry(
+                name, role, 1, 1, 0, 1, "2026-01-01", "2026-01-01", False, Path(f"{name}.py")
+            )
+            if len(entries) == size:
+                return entries
+    return entries
+
+
+def test_a_crowded_library_is_shown_to_the_planner_within_the_bound() -> None:
+    shelf = library.Shelf(crowd())
+    whole = sum(len(f"- {e.name}: {e.role}") for e in shelf.agents.values())
+    assert whole > 5 * library.HINT_MAX_CHARS, "the library alone would not fit"
+    for task in ("Summarise these emails", "", "hello", "x " * 5000, "emails " * 2000):
+        assert len(shelf.describe_for_planner(task)) <= library.HINT_MAX_CHARS
+
+
+@given(st.sampled_from(sorted(crowd())), st.sampled_from(["Please", "Could you", "I need to"]))
+def test_out_of_500_the_agent_whose_role_matches_the_task_is_offered(
+    name: str, opening: str
+) -> None:
+    shelf = library.Shelf(crowd())
+    entry = shelf.agents[name]
+    thing, verb = entry.role.split()[1], entry.role.split()[0].lower()
+    hint = shelf.describe_for_planner(f"{opening} {verb.removesuffix('s')} my {thing}.")
+    assert f"\n- {name}: " in hint
+    assert "of the 500 kept" in hint.splitlines()[0]
+    assert "exactly this name" in hint.splitlines()[0]
+    assert len(hint) <= library.HINT_MAX_CHARS
+
+
+def test_the_view_ranks_by_words_of_name_and_role_then_by_record() -> None:
+    agents = crowd()
+    agents["invoice_total_checker"] = library.LibraryEntry(
+        "invoice_total_checker",
+        "Checks that the line items of an invoice add up to its stated total",
+        1, 4, 1, 5, "2026-01-01", "2026-01-01", False, Path("invoice_total_checker.py"),
+    )  # fmt: skip
+    ranked = library.rank(list(agents.values()), "Do the line items on this invoice add up?")
+    assert ranked[0][0].name == "invoice_total_checker", "it shares the most, and rarest, words"
+    relevant = [entry.name for entry, relevance in ranked if relevance > 0]
+    assert {"invoices_parse", "invoices_rank"} <= set(relevant)
+    assert all(relevance == 0 for _, relevance in ranked[len(relevant) :])
+    loser = replace(agents["invoices_parse"], wins=0, losses=2)
+    winner = replace(agents["invoices_rank"], wins=9, losses=0)
+    order = [e.name for e, _ in library.rank([loser, winner], "the invoices")]
+    assert order == ["invoices_rank", "invoices_parse"], "equal words: the better record first"
+
+
+def test_a_task_sharing_no_word_with_a_crowded_library_is_offered_none() -> None:
+    assert library.Shelf(crowd()).describe_for_planner("What is 2+2?") == ""
+
+
+def test_retired_agents_are_never_offered_however_relevant() -> None:
+    agents = crowd()
+    agents["invoices_parse"] = replace(agents["invoices_parse"], wins=0, losses=3)
+    hint = library.Shelf(agents).describe_for_planner("parse my invoices")
+    assert "invoices_parse" not in hint and "invoices_rank" in hint
+
+
+def test_a_long_role_is_cut_in_the_view_only() -> None:
+    role = "Writes " + "very " * 100 + "long prose"
+    library.remember("prose_writer", role, agent_source("prose_writer", "Writes"))
+    [line] = library.describe_for_planner("write prose").splitlines()[1:]
+    assert len(line) < library.HINT_ROLE_CHARS + 80 and "…" in line
+    assert library.entries()[0].role == " ".join(role.split())
+
+
+def test_one_read_gives_the_listing_its_verdicts() -> None:
+    library.remember("good_agent", "Works", agent_source("good_agent", "Works"))
+    library.remember("flaky_agent", "Flakes", agent_source("flaky_agent", "Flakes"))
+    score("flaky_agent", wins=0, losses=3)
+    shelf = library.read()
+    assert set(shelf.agents) == {"good_agent", "flaky_agent"}
+    assert shelf.reliable("good_agent") and not shelf.reliable("flaky_agent")
+    assert not shelf.reliable("never_kept")
+    assert [e.reliable for e in library.entries()] == [False, True]
 
 
 def test_entries_include_retired_agents_sorted_by_name() -> None:

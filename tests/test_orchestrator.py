@@ -422,6 +422,35 @@ def test_a_kept_agent_is_reused_and_three_losses_retire_it(
     assert [p.name for p in rebuilt.pending] == ["summariser"]
 
 
+def test_out_of_500_kept_agents_the_planner_is_offered_the_one_that_matches_and_reuses_it(
+    factory: Factory, isolated_home: Path
+) -> None:
+    """A year of keeping agents: the plan request carries a bounded view of the library, and the
+    kept agent whose role matches the task is in it, so it is reused rather than rebuilt."""
+    role = "Checks that the line items of an invoice add up to its stated total"
+    factory.plans = [plan(agent_spec("invoice_total_checker", role=role), complexity="simple")]
+    first = orchestrator.handle_task("check my invoice", settings=config.settings())
+    [pending] = first.pending
+    library.remember(pending.name, pending.role, pending.source)
+    folder = config.settings().inventory_dir / "agents"
+    for n in range(499):  # kept by hand: the files are the library, their records rebuilt
+        name = f"helper_{n:03d}_agent"
+        role_n = f"Handles chore number {n} of kind {n % 37} for reports and notes"
+        (folder / f"{name}.py").write_text(
+            f"AGENT_NAME = {name!r}\nAGENT_ROLE = {role_n!r}\n", encoding="utf-8"
+        )
+    assert len(library.entries()) == 500
+
+    task = "Do the line items on this invoice add up to the total?"
+    second = orchestrator.handle_task(task, settings=config.settings())
+    prompt = factory.of("plan")[1].prompt
+    hint = prompt.split("<agent_library>\n", 1)[1].split("\n</agent_library>", 1)[0]
+    assert f"- invoice_total_checker: {role} (used 0 times" in hint
+    assert len(hint) <= library.HINT_MAX_CHARS, "about 1,000 tokens, whatever the library's size"
+    assert len(factory.of("generate")) == 1, "the kept agent is reused, not written again"
+    assert second.agents[0].reused and second.agents[0].ok
+
+
 def test_a_repaired_library_agent_evolves_without_asking(
     factory: Factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -297,6 +297,30 @@ def test_redaction_is_what_every_pattern_applied_to_every_text_gives(text: str) 
     assert redact.redact(text) == expected
 
 
+@settings(max_examples=400)
+@given(_SECRETISH)
+@example("\u017fecret=abcdefgh")
+@example("api_\u212aey=abcdefgh")
+@example("bearer bearer\nabcdefghijklmnop")
+@example("key key=1234567x\nBEARER   abcdefghijkl0 token: 'abcdefgh1'")
+def test_a_long_text_searched_around_its_clues_gives_every_match_a_whole_search_gives(
+    text: str,
+) -> None:
+    """An attached file's 4 MB are searched for secrets only around the clues of the patterns
+    that ignore case: the same matches, in the same order, as searching the whole text."""
+    letters = redact._Letters(text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(redact, "_WINDOW_FROM", 0)
+        rules = zip(redact._RULES, redact._SHAPES, redact._AFTER_CLUE, strict=True)
+        for (pattern, clues, _), shape, after in rules:
+            found = redact._matches(pattern, clues, shape, text, letters, after)
+            around = [m.span() for m in found]
+            assert around == [m.span() for m in pattern.finditer(text)], (pattern.pattern, text)
+        windowed = redact.contains_secret(text)
+        patch.setattr(redact, "_WINDOW_FROM", 10**12)
+        assert redact.contains_secret(text) is windowed
+
+
 def test_a_foreign_class_with_an_sdk_name_is_not_taken_for_the_sdk_s() -> None:
     class ValidationError(Exception):
         """Another library's ValidationError: nothing to do with a structured reply."""
