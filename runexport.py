@@ -4,7 +4,9 @@ A run on a Ray worker records itself in a home of its own there; `export` takes 
 (its history rows, run file, event log and artifacts) as plain JSON-able data, and `take_in`
 writes it into this home, so `agentgod history`, `show` and `batch show` find it as if it had
 run here. Rows are copied column by column, only the columns both databases have, so a worker
-one schema older or newer still hands its run over. No model calls.
+one schema older or newer still hands its run over. An agent's code and output travel whole
+(a database keeps the runtime they share once, by its own row numbers, and may compress them):
+each home stores them its own way. No model calls.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def export(home: Path, run_id: str) -> dict[str, Any] | None:
             table: _rows(db, f"SELECT * FROM {table} WHERE run_id = ? ORDER BY rowid", (run["id"],))
             for table in RUN_TABLES
         }
+        tables["run_agents"] = _whole(db, tables["run_agents"])
     exported: dict[str, Any] = {"run": run, "tables": tables, "files": {}}
     run_file = Path(run["run_file"]) if run.get("run_file") else None
     if run_file is not None and run_file.is_file():
@@ -51,6 +54,20 @@ def export(home: Path, run_id: str) -> dict[str, Any] | None:
             relative = path.relative_to(folder).as_posix()
             exported["files"][relative] = base64.b64encode(path.read_bytes()).decode("ascii")
     return exported
+
+
+def _whole(db: sqlite3.Connection, agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Agent rows with their code and output whole and plain (no shared part, no compression)."""
+    shared = historydb.SHARED_COLUMNS
+    parts = historydb.shared_parts(db, [row.get(name) for row in agents for name in shared])
+    whole = []
+    for row in agents:
+        source = historydb.whole_source(
+            parts, row.get("source") or "", *(row.get(name) for name in shared)
+        )
+        plain = {name: value for name, value in row.items() if name not in shared}
+        whole.append({**plain, "source": source, "output": historydb.unpack(row["output"])})
+    return whole
 
 
 def _private_write(path: Path, data: bytes) -> None:
@@ -119,6 +136,10 @@ def _insert(path: Path, run: dict[str, Any], tables: dict[str, list[dict[str, An
             for each in tables.get(table, []):
                 values = {k: v for k, v in each.items() if k in known}
                 values["run_id"] = row
+                if table == "run_agents":  # stored as this home stores code and output
+                    own, head, tail = historydb.store_source(db, str(each.get("source") or ""))
+                    values |= {"source": own, "output": historydb.pack(str(each["output"]))}
+                    values |= dict(zip(historydb.SHARED_COLUMNS, (head, tail), strict=True))
                 names = ", ".join(values)
                 marks = ", ".join(f":{name}" for name in values)
                 db.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", values)
