@@ -34,7 +34,6 @@ from agentgod import (
     ledger,
     library,
     llm,
-    models,
     planner,
     signals,
     taskgraph,
@@ -210,11 +209,15 @@ class Crew:
         """Start agents' processes ahead of need (never under a budget: see agentpool)."""
         self._share_tokens = AGENT_SHARE_TOKENS if usage.budget_usd is not None else None
         """Under a budget, what one agent's calls may use together (the broker enforces it)."""
+        for ref in settings.models_in_use():  # what the agents' calls are billed at
+            usage.set_price(ref.model, settings.price_of(ref.model))
         self._broker = Broker(
-            functools.partial(llm.forward, settings=settings),
+            # Under a budget a call is held at its model's price: no dearer fallback then.
+            functools.partial(llm.forward, settings=settings, dearer=usage.budget_usd is None),
             usage.phase(Spend.AGENTS),
-            price=lambda model: models.price_of(model)[0],
-            effort_for_model=models.effort_for_model,
+            price=settings.price_of,
+            effort_for_model=settings.effort_for,
+            profile=settings.profile,
             budget_error=ledger.BudgetExhaustedError,
             web=settings.web,
             known_urls=attached.texts(),
