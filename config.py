@@ -103,12 +103,16 @@ class ConfigError(ValueError):
 
 
 class ModelsFileError(ConfigError):
-    """The home's models.toml cannot be used: not TOML, or an entry that says something wrong."""
+    """The home's models.toml cannot be used: not TOML, or an entry that says something wrong.
+
+    Its `setting` is the file's name: a read-only command that sets it aside (an empty override
+    of that name) goes on as if there were no file."""
 
     def __init__(self, path: Path, where: str, allowed: str, got: str) -> None:
-        super().__init__(f"{path.name} {where}".strip(), allowed, got)
+        super().__init__(MODELS_FILE, allowed, got)
         self.path = path
         self.where = where
+        self.args = (f"{path}: {where + ' ' if where else ''}must be {allowed}, got {got!r}",)
 
 
 class HomeError(RuntimeError):
@@ -448,6 +452,9 @@ _profiles_cache: dict[Path, tuple[int, tuple[ProfileOverride, ...]]] = {}
 def _profiles(where: Path) -> tuple[ProfileOverride, ...]:
     """The home's models.toml, parsed (re-read only when it changes); none without the file."""
     path = where / MODELS_FILE
+    reading = _reading.get()
+    if reading is not None and reading[2].get(MODELS_FILE) == "":
+        return ()  # set aside for this command (a read-only one, despite a broken file)
     try:
         stamp = path.stat().st_mtime_ns
     except OSError:

@@ -25,8 +25,10 @@ from agentgod import config, runfile
 from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 4
-"""Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
+SCHEMA_VERSION = 7
+"""Stored in PRAGMA user_version; an older database is migrated up in place (_migrate).
+(Versions 5 and 6 are another change's, issue 30's; 7 adds only columns, each added only when it
+is missing, so it holds whichever order the two arrive in.)"""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
 LOCK_POLL_MS = 50
@@ -148,6 +150,10 @@ _V4_COLUMNS = (
 """Version 4 (issue 29): whom each model call served, how long it took, the pages it fetched:
 what a run's timeline and trace place each call by."""
 
+_V7_COLUMNS = (("run_calls", "asked TEXT NOT NULL DEFAULT ''"),)
+"""Version 7 (issue 26): the model each call was asked of, beside `model`, the one that answered
+(another when a fallback did; '' in rows written before: `model`)."""
+
 
 Rebuild = Callable[[Path, RunRecord, Path | None], None]
 """Writes one run's rows into the database at a path (history's _insert_rows): what a rebuild
@@ -241,12 +247,20 @@ def _migrate(db: sqlite3.Connection) -> None:
         if version < 4:
             for table, column in _V4_COLUMNS:
                 db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+        if version < 7:
+            for table, column in _V7_COLUMNS:
+                if column.split()[0] not in _columns(db, table):
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         if version < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.commit()
     except BaseException:
         db.rollback()
         raise
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
 
 
 def _give_run_ids(db: sqlite3.Connection) -> None:

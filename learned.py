@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agentgod.kinds import Structured
+from agentgod.models import Profile
 
 FILE_NAME = "learned-models.json"
 DEFAULT_ENDPOINT = "https://api.anthropic.com"
@@ -70,6 +71,18 @@ def remember(home: Path, base_url: str | None, model: str, structured: Structure
         known.update(_read(path(home)))  # another process may have learned something meanwhile
         known[(where, model)] = entry
         _write(path(home), list(known.values()))
+
+
+def start(profile: Profile, home: Path, base_url: str | None) -> tuple[Structured, str]:
+    """Where a structured call to `profile`'s model at `base_url` starts on the ladder, and
+    why: models.toml's word, else the step learned there, else the profile's own."""
+    if profile.structured_told:
+        return profile.structured, profile.source
+    with _lock:
+        found = _entries(home).get((endpoint(base_url), profile.model))
+    if found is not None:
+        return found.structured, f"learned {found.at[:10]} ({path(home)})"
+    return profile.structured, profile.source
 
 
 def everything(home: Path) -> list[Learned]:

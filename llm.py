@@ -811,17 +811,8 @@ class _StepDown(Exception):
 Call = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def start_step(settings: config.Settings, route: Route) -> Structured:
-    """Where the ladder starts for `route`: models.toml's word, else what was learned there,
-    else the profile's (native)."""
-    if route.profile.structured_told:
-        return route.profile.structured
-    found = learned.step(settings.home, route.base_url, route.model)
-    return found or route.profile.structured
-
-
 def _ladder(settings: config.Settings, route: Route, ask: _Ask[ModelT], call: Call) -> ModelT:
-    start = start_step(settings, route)
+    start, _ = learned.start(route.profile, settings.home, route.base_url)
     steps = STRUCTURED_STEPS[STRUCTURED_STEPS.index(start) :]
     for index, step in enumerate(steps):
         try:
