@@ -34,7 +34,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[FakeMessagesAPI]:
         yield api
 
 
-def local_run(home: Path, api: FakeMessagesAPI, *args: str, **env: str) -> dict:
+def local_run(home: Path, api: FakeMessagesAPI, *args: str) -> dict:
     """`agentgod --json --no-input` on the local model at `api`, with no key at all."""
     done = agentgod(
         home,
@@ -44,7 +44,6 @@ def local_run(home: Path, api: FakeMessagesAPI, *args: str, **env: str) -> dict:
         *args,
         ANTHROPIC_BASE_URL=api.base_url,
         MODEL=LOCAL,
-        **env,
     )
     assert done.returncode == 0, done.stderr
     reply: dict = json.loads(done.stdout)
