@@ -52,10 +52,10 @@ findings = st.builds(
     ),
 )
 prose = st.text(
-    alphabet=st.characters(blacklist_characters="{", blacklist_categories=("Cs",)), max_size=80
+    alphabet=st.characters(blacklist_characters="{", blacklist_categories=["Cs"]), max_size=80
 )
 """Text before the JSON: anything but an opening brace (so nothing in it can be an object)."""
-anything = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80)
+anything = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=80)
 
 
 def written(obj: dict, before: str, after: str, fenced: bool, indent: int | None) -> str:
