@@ -436,7 +436,7 @@ def _fallbacks() -> tuple[ModelRef, ...]:
         name, at, url = item.rpartition("@")
         if not (at and re.match(r"https?://", url, re.IGNORECASE)):
             name, url = item, ""
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:@/\-]{1,99}", name):
+        if "://" in name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:@/\-]{1,99}", name):
             raise ConfigError("MODEL_FALLBACKS", allowed, item)
         if url:
             _url("MODEL_FALLBACKS", url)
