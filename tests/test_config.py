@@ -153,13 +153,13 @@ def test_the_key_goes_only_to_its_own_endpoint_and_the_anthropic_api(
 def test_models_toml_is_read_from_the_home_and_a_broken_one_says_where(
     isolated_home: Path,
 ) -> None:
-    from agentgod import problems
+    from agentgod import models, problems
 
     models_file = isolated_home / config.MODELS_FILE
     models_file.write_text('[models."qwen*"]\nweb = true\nprice = [1, 2]\n', encoding="utf-8")
     settings = config.settings({"MODEL": "qwen3:8b"})
     assert settings.profile("qwen3:8b").web and settings.web
-    assert settings.price_of("qwen3:8b") == config.Price(1.0, 2.0, 0.1)
+    assert settings.price_of("qwen3:8b") == models.Price(1.0, 2.0, 0.1)
     models_file.write_text('[models."qwen*"]\nstructured = "json"\n', encoding="utf-8")
     with pytest.raises(config.ModelsFileError) as raised:
         config.settings()
