@@ -7,15 +7,19 @@ lacks (no effort, no web tools), needing no key and costing nothing.
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import agentgod
 from fakeapi import FakeMessagesAPI, Request
 from scripted import Factory, agent_spec, plan
 
-from agentgod import learned, planner
+from agentgod import agent_runtime, broker, config, learned, llm, planner
+from agentgod.ledger import BudgetExhaustedError, Usage
 
 LOCAL = "qwen3:8b"
 TASK = "write a short comparative survey of three sorting algorithms for a newsletter"
@@ -107,3 +111,81 @@ def test_the_step_learned_on_a_server_is_where_the_next_run_starts(isolated_home
     stored = json.loads((isolated_home / learned.FILE_NAME).read_text())
     assert stored["steps"][0]["structured"] == "tool"
     assert (isolated_home / learned.FILE_NAME).stat().st_mode & 0o777 == 0o600
+
+
+# ---- the broker sends an agent's call only what its model takes --------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+def local_broker(api: FakeMessagesAPI, spent: Usage) -> broker.Broker:
+    settings = config.settings({"ANTHROPIC_BASE_URL": api.base_url, "MODEL": LOCAL})
+    return broker.Broker(
+        lambda request: llm.forward(request, settings),
+        spent,
+        price=settings.price_of,
+        effort_for_model=settings.effort_for,
+        profile=settings.profile,
+        budget_error=BudgetExhaustedError,
+        web=True,
+    )
+
+
+def frame(channel: broker.Channel, **asked: Any) -> dict[str, Any]:
+    """One messages frame on the agent's end, as its runtime writes it; the broker's answer."""
+    request = {"max_tokens": 50, "messages": [{"role": "user", "content": "read it"}]}
+    body = {"op": "messages", "request": {**request, **asked.pop("request", {})}, **asked}
+    with socket.socket(fileno=os.dup(channel.child_fd)) as sock:
+        sock.sendall(agent_runtime.encode_frame({"web": False, "files": [], **body}))
+        size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
+        answer: dict[str, Any] = json.loads(sock.recv(size, socket.MSG_WAITALL))
+    return answer
+
+
+def test_a_pdf_an_image_or_the_web_for_a_model_that_lacks_them_is_refused_saying_why(
+    tmp_path: Path,
+) -> None:
+    pdf, png = tmp_path / "paper.pdf", tmp_path / "chart.png"
+    pdf.write_bytes(b"%PDF-1.4 fake")
+    png.write_bytes(PNG)
+    with FakeMessagesAPI(mode="vllm") as api, local_broker(api, Usage()) as door:
+        channel = door.open_channel(
+            "reader",
+            model=LOCAL,
+            files={"paper.pdf": pdf, "chart.png": png},
+            web_allowed=True,
+            max_searches=5,
+        )
+        for name, said in (
+            ("paper.pdf", "reads no PDF documents"),
+            ("chart.png", "reads no images"),
+        ):
+            answer = frame(channel, files=[name])
+            assert answer["ok"] is False and answer["error"]["type"] == "invalid"
+            message = answer["error"]["message"]
+            assert said in message and LOCAL in message and "models.toml" in message
+        web = frame(channel, web=True)
+        assert web["ok"] is False and "runs no web tools" in web["error"]["message"]
+        assert api.messages() == [], "nothing reached the server, which would have said 400"
+
+
+def test_an_agents_call_carries_no_effort_or_cache_hint_its_model_does_not_take(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the notes", encoding="utf-8")
+    spent = Usage()
+    with FakeMessagesAPI(mode="ollama") as api, local_broker(api, spent) as door:
+        channel = door.open_channel("writer", model=LOCAL, effort="high", files={"n": notes})
+        system = [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]
+        answer = frame(
+            channel,
+            request={"system": system, "output_config": {"effort": "high"}},
+            files=["n"],
+        )
+        assert answer["ok"] is True, answer
+        [sent] = api.messages()
+    assert "output_config" not in sent.body, "no effort: on Ollama it would turn thinking on"
+    assert "cache_control" not in json.dumps(sent.body)
+    assert "the notes" in json.dumps(sent.body), "text files still go"
+    assert spent.cost_usd() == 0.0 and answer["model"] == LOCAL

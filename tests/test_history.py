@@ -756,3 +756,34 @@ def test_an_old_history_is_migrated_once_when_two_runs_archive_onto_it_at_once()
         thread.join()
     assert errors == []
     assert len(history.history(limit=20)) == 3 + 4
+
+
+def test_a_version_4_history_gains_the_model_each_call_was_asked_of() -> None:
+    """Issue 26 (schema 7): run_calls gains `asked`; an older call reads as asked of the model
+    that answered it, and a fallback's call keeps both."""
+    from dataclasses import replace
+
+    runlog.archive(full_record())
+    path = historydb.database()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("ALTER TABLE run_calls DROP COLUMN asked")
+        db.execute("PRAGMA user_version = 4")
+        db.commit()
+    stored = history.load("3f9a0c1d")
+    assert stored is not None
+    assert query("PRAGMA user_version") == [(historydb.SCHEMA_VERSION,)]
+    assert all(c.asked_model == c.model and not c.fell_back for c in stored.calls)
+    record = full_record(run_id="6a6a6a6a")
+    record.calls = [
+        replace(c, asked="claude-sonnet-5-5", model="claude-haiku-5-5") for c in record.calls
+    ]
+    runlog.archive(record)
+    again = history.load("6a6a6a6a")
+    assert again is not None and again.calls == record.calls
+    assert again.fallbacks() == [
+        {"asked": "claude-sonnet-5-5", "answered": "claude-haiku-5-5", "calls": len(record.calls)}
+    ]
+    with contextlib.closing(sqlite3.connect(path)) as db:  # opened again: nothing to add twice
+        db.execute("PRAGMA user_version = 6")
+        db.commit()
+    assert history.load("6a6a6a6a") == again
