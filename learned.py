@@ -82,7 +82,7 @@ def start(profile: Profile, home: Path, base_url: str | None) -> tuple[Structure
         found = _entries(home).get((endpoint(base_url), profile.model))
     if found is not None:
         return found.structured, f"learned {found.at[:10]} ({path(home)})"
-    return profile.structured, profile.source
+    return profile.structured, "the default: steps down by itself where it does not work"
 
 
 def everything(home: Path) -> list[Learned]:

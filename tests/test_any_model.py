@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from fakeapi import FakeMessagesAPI, Request
 from scripted import Factory, agent_spec, plan
 
 from agentgod import agent_runtime, broker, config, learned, llm, planner
+from agentgod.kinds import Structured
 from agentgod.ledger import BudgetExhaustedError, Usage
 
 LOCAL = "qwen3:8b"
@@ -189,3 +191,49 @@ def test_an_agents_call_carries_no_effort_or_cache_hint_its_model_does_not_take(
     assert "cache_control" not in json.dumps(sent.body)
     assert "the notes" in json.dumps(sent.body), "text files still go"
     assert spent.cost_usd() == 0.0 and answer["model"] == LOCAL
+
+
+# ---- agentgod models --------------------------------------------------------------------------
+
+
+def test_agentgod_models_lists_the_profiles_in_use_and_where_each_came_from(
+    isolated_home: Path,
+) -> None:
+    base = "http://127.0.0.1:11434"
+    (isolated_home / config.MODELS_FILE).write_text(
+        '[models."qwen*"]\nimages = true\neffort = ["low", "high"]\n', encoding="utf-8"
+    )
+    learned.remember(isolated_home, base, LOCAL, Structured.TOOL)
+    chain = "claude-haiku-5-5@https://api.anthropic.com,claude-mystery-2"
+
+    def models(*args: str) -> subprocess.CompletedProcess[str]:
+        return agentgod(
+            isolated_home, None, *args, ANTHROPIC_BASE_URL=base, MODEL=LOCAL, MODEL_FALLBACKS=chain
+        )
+
+    done = models("--json", "models")
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    rows = {row["model"]: row for row in reply["models"]}
+    assert list(rows) == [LOCAL, "claude-haiku-5-5", "claude-mystery-2"]
+    local = rows[LOCAL]
+    assert local["roles"] == ["MODEL", "FAST_MODEL", "DEEP_MODEL"]
+    assert (local["endpoint"], local["structured"]) == (base, "tool")
+    assert local["structured_from"].startswith("learned ")
+    assert local["efforts"] == ["low", "high"] and local["images"] and not local["web"]
+    assert local["source"] == 'models.toml [models."qwen*"]'
+    assert local["price"] == {"input": 0.0, "output": 0.0, "cache_read": 0.0}
+    assert local["price_from"] == "served locally: free" and not local["needs_key"]
+    haiku = rows["claude-haiku-5-5"]
+    assert haiku["roles"] == ["fallback 1"] and haiku["endpoint"] == "https://api.anthropic.com"
+    assert haiku["price_from"] == "the price table" and haiku["needs_key"]
+    mystery = rows["claude-mystery-2"]
+    assert mystery["price"] is None and mystery["price_from"] == "unknown"
+    assert reply["profiles_file_exists"] is True
+    drawn = models("models")
+    assert drawn.returncode == 0, drawn.stderr
+    assert f"{LOCAL}  (MODEL, FAST_MODEL, DEEP_MODEL)  at {base}" in drawn.stdout
+    assert "price unknown (counted as $0)" in drawn.stdout
+    (isolated_home / config.MODELS_FILE).write_text("[models\n", encoding="utf-8")
+    broken = models("models")
+    assert broken.returncode == 0 and "valid TOML" in broken.stderr, "named, and set aside"
