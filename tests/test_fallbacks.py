@@ -92,6 +92,16 @@ def test_a_run_whose_model_is_overloaded_on_every_try_is_answered_by_the_fallbac
         assert call["usd"] == pytest.approx(priced), "priced as the model that answered"
     assert sorted(c["asked"] for c in shown["calls"]) == sorted([MAIN] * 6 + [FALLBACK] * 2)
     assert shown["fallbacks"] == reply["fallbacks"]
+    traced = agentgod(isolated_home, None, "show", reply["run_id"], "--trace", "-")
+    assert traced.returncode == 0, traced.stderr
+    [resource] = json.loads(traced.stdout)["resourceSpans"]
+    chats = [
+        {item["key"]: item["value"].get("stringValue") for item in span["attributes"]}
+        for span in resource["scopeSpans"][0]["spans"]
+        if span["name"].startswith("chat ")
+    ]
+    pairs = sorted((c["gen_ai.request.model"], c["gen_ai.response.model"]) for c in chats)
+    assert pairs == sorted([(MAIN, FALLBACK)] * 6 + [(FALLBACK, FALLBACK)] * 2)
 
 
 def test_four_parallel_agents_under_a_429_cooldown_make_one_failing_request_between_them(
