@@ -10,14 +10,15 @@ import json
 import os
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import agentgod
+from conftest import agentgod, scripted_env
 from fakeapi import FakeMessagesAPI, Request
 from scripted import Factory, agent_spec, plan
+from terminal import Terminal
 
 from agentgod import agent_runtime, broker, config, learned, llm, planner
 from agentgod.kinds import Structured
@@ -237,3 +238,18 @@ def test_agentgod_models_lists_the_profiles_in_use_and_where_each_came_from(
     (isolated_home / config.MODELS_FILE).write_text("[models\n", encoding="utf-8")
     broken = models("models")
     assert broken.returncode == 0 and "valid TOML" in broken.stderr, "named, and set aside"
+
+
+def test_slash_models_at_the_prompt_shows_the_sessions_own_models(
+    fake_api: FakeMessagesAPI, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    env = scripted_env(isolated_home, fake_api, TERM="xterm", COLUMNS="120")
+    terminal = open_terminal(env, "--model", "claude-opus-5-5", "--fallback", "claude-haiku-5-5")
+    terminal.expect("agentgod> ")
+    terminal.type("/models\n")
+    terminal.expect(r"claude-opus-5-5  \(MODEL, DEEP_MODEL\)")
+    terminal.expect(r"claude-haiku-5-5  \(FAST_MODEL, fallback 1\)")
+    terminal.expect("agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    assert fake_api.messages() == [], "looking costs nothing"
