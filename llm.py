@@ -416,15 +416,15 @@ def _adapted(request: dict[str, Any], route: Route, *, strict: bool) -> dict[str
     server tools, PDF documents, images."""
     out = {**request, "model": route.model}
     profile = route.profile
-    settings_ = dict(out.get("output_config") or {})
-    if "effort" in settings_:
-        level = models.profile_efforts(profile, str(settings_["effort"]))
+    options = dict(out.get("output_config") or {})
+    if "effort" in options:
+        level = models.profile_efforts(profile, str(options["effort"]))
         if level is None:
-            del settings_["effort"]
+            del options["effort"]
         else:
-            settings_["effort"] = level.value
-    if settings_:
-        out["output_config"] = settings_
+            options["effort"] = level.value
+    if options:
+        out["output_config"] = options
     else:
         out.pop("output_config", None)
     if not profile.caching:
