@@ -38,8 +38,8 @@ object as its input (stop_reason `tool_use`).
   here): `output_config.format` is dropped silently, so a structured request is answered in
   prose with no JSON in it; a JSON reply to a plain request comes back as people write it
   (prose, a fenced block, a closing remark); an effort turns thinking on (a thinking block comes
-  first); forced tools work; document blocks are dropped unread; usage has input and output
-  tokens only; no key is needed.
+  first); forced tools work; usage has input and output tokens only; no key is needed. (Ollama
+  also drops document blocks unread; AgentGOD never sends them one, so the fake does not say.)
 - "vllm" (vLLM ≥ 0.22): structured output and effort work; a tool without `input_schema` (the
   API's server tools) and a `document` block are 400s; usage has no server-tool counts.
 - "bare" (llama-server started without --jinja): neither the format nor tools are honoured,
