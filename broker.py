@@ -68,6 +68,7 @@ from typing import Any, Protocol, TypeVar
 from agentgod import agent_runtime, brokerrequest, redact
 from agentgod.brokerrequest import Grant, KnownUrls, Refusal, checked, listed, shown
 from agentgod.ledger import search_usd, tokens_in_bytes, usage_count, usage_searches
+from agentgod.models import Profile
 from agentgod.replies import TokenUsage
 from agentgod.signals import shield_from_signals
 
@@ -127,6 +128,19 @@ class Price(Protocol):
     def cache_write(self) -> float: ...
 
 
+@dataclass(frozen=True)
+class _Free:
+    """The price of a model whose price is unknown: its tokens are billed at $0."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+_FREE = _Free()
+
+
 class HoldLike(Protocol):
     """What a ledger sets aside for one call: `tokens` is the max_tokens it can pay for,
     `extra_input` the input beyond the call's own it can pay for (the pages a fetch reads)."""
@@ -152,7 +166,9 @@ class Ledger(Protocol[HoldT]):
         searches: int = 0,
         extra_input: int = 0,
     ) -> HoldT: ...
-    def record(self, model: str, usage: Any, *, agent: str = "", seconds: float = 0.0) -> None: ...
+    def record(
+        self, model: str, usage: Any, *, agent: str = "", seconds: float = 0.0, asked: str = ""
+    ) -> None: ...
     def release(self, hold: HoldT) -> None: ...
 
 
@@ -163,7 +179,8 @@ class Recorder(Protocol):
 
 
 Send = Callable[[dict[str, Any]], Any]
-"""The road to the model: Messages keyword arguments -> the reply's JSON body (llm.forward)."""
+"""The road to the model: Messages keyword arguments -> the reply's JSON body (llm.forward),
+its `model` the one that answered (a fallback's, when the road fell back)."""
 
 
 class Upload(Protocol):
@@ -420,8 +437,11 @@ class Channel:
         text = redact.redact(message, secrets=self._broker.secrets)
         return {"ok": False, "error": {"type": kind, "message": text}}
 
-    def _bill(self, model: str, usage: Any, price: Price) -> tuple[dict[str, int], int]:
-        """Count one reply's usage (a dict) for this agent; its token counts and searches."""
+    def _bill(self, model: str, usage: Any, price: Price | None) -> tuple[dict[str, int], int]:
+        """Count one reply's usage (a dict) for this agent; its token counts and searches (a
+        model without a known price bills its tokens at $0; its searches still cost)."""
+        if price is None:
+            price = _FREE
         counts = {name: usage_count(usage, name) for name in USAGE_FIELDS}
         searches = usage_searches(usage)
         if self._meter is not None:
@@ -455,9 +475,10 @@ class Broker:
         send: Send,
         ledger: Ledger[Any],
         *,
-        price: Callable[[str], Price],
+        price: Callable[[str], Price | None],
         effort_for_model: Callable[[str, str], str | None],
         budget_error: type[BaseException],
+        profile: Callable[[str], Profile] | None = None,
         web: bool = False,
         known_urls: Collection[str] = (),
         artifacts: Artifacts | None = None,
@@ -472,9 +493,11 @@ class Broker:
             BYTE_BURST,
         ),
     ) -> None:
-        """`send` is the road (it adds the key and retries transient errors); `ledger.hold`
-        raises `budget_error` when the run's budget is spent. `price(model)` prices the bills,
-        `effort_for_model(model, level)` lowers an effort to what the model accepts (None: omit).
+        """`send` is the road (it adds the key, retries transient errors and falls back);
+        `ledger.hold` raises `budget_error` when the run's budget is spent. `price(model)`
+        prices the bills (None: unknown, billed $0), `effort_for_model(model, level)` lowers an
+        effort to what the model accepts (None: omit), `profile(model)` says what else it takes
+        (the web, documents, images, cache hints; None: all of them).
         `web` turns the server tools on for the run (a grant must still allow them);
         `known_urls` are the URLs of the task and its attached text, the ones a web request may
         hold besides those results brought; `artifacts` keeps the agents' files (None: this
@@ -486,6 +509,7 @@ class Broker:
         self._ledger = ledger
         self._price = price
         self._effort_for_model = effort_for_model
+        self._profile = profile
         self._budget_error = budget_error
         self.web = web
         self._artifacts = artifacts
@@ -601,6 +625,7 @@ class Broker:
             max_tokens_cap=self.max_tokens_cap,
             max_api_bytes=self.max_api_bytes,
             effort_for_model=self._effort_for_model,
+            profile=self._profile,
         )
         return self._call(channel, grant, request, size + added)
 
@@ -686,7 +711,7 @@ class Broker:
         return {
             "ok": True,
             "text": text,
-            "model": request["model"],
+            "model": legs[-1]["model"],
             "stop_reason": legs[-1]["stop_reason"],
             "max_tokens": max_tokens,
             "usage": usage,
@@ -764,8 +789,10 @@ class Broker:
             reply = _plain(sent)  # junk from the road is the broker's bug: an internal failure
             usage = reply.get("usage") or {}
             took = time.monotonic() - began
-            self._ledger.record(model, usage, agent=channel.name, seconds=took)
-            counts, searched = channel._bill(model, usage, self._price(model))
+            answered = reply.get("model")  # a fallback, when the road fell back
+            by = answered if isinstance(answered, str) and answered else model
+            self._ledger.record(by, usage, agent=channel.name, seconds=took, asked=model)
+            counts, searched = channel._bill(by, usage, self._price(by))
         finally:
             self._ledger.release(hold)
         content = reply.get("content")
@@ -774,6 +801,7 @@ class Broker:
             "stop_reason": reply.get("stop_reason"),
             "counts": counts,
             "searches": searched,
+            "model": by,
         }
         return leg, hold.tokens, request, pages or 0
 

@@ -6,7 +6,10 @@ instead. A request holds only fields from an allowlist and text blocks the agent
 model it was granted, asks for no more effort than the grant's (lowered for the model) and at
 most `max_tokens_cap`; a web call gets the API's server tools with `max_uses` the agent's
 searches left; the agent's granted files go in front of its last user message as the blocks the
-API reads them in (at most MAX_IMAGES images). Nothing here sends, bills or reads a socket:
+API reads them in (at most MAX_IMAGES images). What the model's profile (models.Profile) says it
+cannot take is never sent: a PDF or an image to a model without documents or images is refused
+with a message that says so (the agent can still read the file in its own code), and cache
+hints are left out for a model that takes none. Nothing here sends, bills or reads a socket:
 broker.py does, and decides what a request may cost.
 
 What a page can make an agent do. Search results and fetched pages are written by strangers and
@@ -40,6 +43,7 @@ from typing import Any
 from agentgod import agent_runtime
 from agentgod.attachments import file_identity
 from agentgod.kinds import EFFORT_LEVELS
+from agentgod.models import Profile
 
 MAX_IMAGES = 100
 """The API's limit on images in one request (on 200k-context models; others take more)."""
@@ -122,12 +126,14 @@ def build(
     max_tokens_cap: int,
     max_api_bytes: int,
     effort_for_model: Callable[[str, str], str | None],
+    profile: Callable[[str], Profile] | None = None,
 ) -> tuple[dict[str, Any], int]:
     """The Messages request to send, from what the agent asked and what it was granted,
     and how many bytes the broker added to it (tools, attachments).
 
     `searches_used` are the agent's web searches so far; `web` whether the run has the web on;
-    `effort_for_model(model, level)` lowers an effort to what the model accepts (None: omit).
+    `effort_for_model(model, level)` lowers an effort to what the model accepts (None: omit);
+    `profile(model)` says what else the model takes (None: every Claude feature).
     """
     unknown = sorted(set(frame) - MESSAGES_FIELDS)
     if unknown:
@@ -166,14 +172,51 @@ def build(
     names = frame.get("files", [])
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise Refusal("invalid", "'files' must be a list of names")
+    takes = profile(model) if profile is not None else None
     if wants_web:
+        if takes is not None and not takes.web:
+            raise Refusal(
+                "forbidden",
+                f"the model {model} runs no web tools (its profile says so), so this run has no "
+                "web",
+            )
         request["tools"] = _web_tools(grant, request, searches_used, web, known)
         added += len(json.dumps(request["tools"]))
     if names:
         blocks = _attachments(grant, list(dict.fromkeys(names)), max_api_bytes)
+        if takes is not None:
+            _readable(takes, names, blocks)
         _attach(request, blocks)
         added += sum(len(json.dumps(block)) for block in blocks)
+    if takes is not None and not takes.caching:
+        _drop_cache_hints(request)
     return request, added
+
+
+def _readable(takes: Profile, names: list[str], blocks: list[dict[str, Any]]) -> None:
+    """Refuse a file the model cannot read as what it is: a PDF to a model without documents,
+    an image to a model without images (its profile says; models.toml can say otherwise)."""
+    for name, block in zip(dict.fromkeys(names), blocks, strict=True):
+        lacking = {"document": (takes.documents, "PDF documents", "documents")}
+        lacking["image"] = (takes.images, "images", "images")
+        found = lacking.get(block["type"])
+        if found is not None and not found[0]:
+            raise Refusal(
+                "invalid",
+                f"the model {takes.model} reads no {found[1]}, so file {shown(name)} cannot be "
+                f"shown to it (read it in the agent's own code instead, or set {found[2]} = "
+                "true for the model in models.toml if it does read them)",
+            )
+
+
+def _drop_cache_hints(request: dict[str, Any]) -> None:
+    """No cache_control for a model that takes none: a hint, so leaving it out changes nothing
+    the agent relies on."""
+    for content in [request.get("system"), *(m["content"] for m in request["messages"])]:
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict):
+                    block.pop("cache_control", None)
 
 
 def _web_tools(

@@ -38,7 +38,7 @@ EXITS_BY_SIGNAL: dict[int, int] = {
 }
 """The exit code of a run a stop signal ended, by the signal."""
 
-VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key", "ui")
+VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key", "ui", "models")
 BATCH_ACTIONS = ("show", "resume")
 """`agentgod batch show [ID]` and `batch resume ID`; any other word after batch is its FILE."""
 MAX_PARALLEL = 64
@@ -89,6 +89,8 @@ class Invocation:
     json: bool = False
     """One JSON object on stdout (--json)."""
     model: str | None = None
+    fallbacks: tuple[str, ...] = ()
+    """Models to try in order when MODEL fails (--fallback, repeatable: sets MODEL_FALLBACKS)."""
     effort: str | None = None
     council: str | None = None
     keep: bool | None = None
@@ -163,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="An agent factory: plans, writes, guards and runs a team of LLM agents "
         "for your task, then merges and judges their answer.",
         epilog="verbs (only as the whole command): library | history [N] | stats | last | "
-        "forget NAME | show [RUN] | retry [RUN] | ui | batch FILE|- | batch show [ID] | "
+        "forget NAME | show [RUN] | retry [RUN] | ui | models | batch FILE|- | batch show [ID] | "
         "batch resume ID | gateway.  With no task at a terminal, an interactive prompt starts; "
         "with piped stdin, stdin is the task.",
     )
@@ -177,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", action="store_true", help="print one JSON object")
     run = parser.add_argument_group("this run")
     run.add_argument("-m", "--model", metavar="M", help="model id (sets MODEL)")
+    run.add_argument(
+        "--fallback",
+        action="append",
+        default=[],
+        metavar="M",
+        help="a model to try when the one asked fails with 429, 529, 5xx or a timeout "
+        "(repeatable, in order; M@URL for one served elsewhere; sets MODEL_FALLBACKS)",
+    )
     run.add_argument(
         "--effort", choices=[e.value for e in Effort], help="reasoning effort (sets LLM_EFFORT)"
     )
@@ -325,6 +335,7 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         "quiet": args.quiet,
         "json": args.json,
         "model": args.model,
+        "fallbacks": tuple(args.fallback),
         "effort": args.effort,
         "council": args.council,
         "keep": True if args.keep else (False if args.discard else None),
@@ -354,6 +365,8 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         raise UsageError("--out needs a folder")
     if args.model is not None and not args.model.strip():
         raise UsageError("--model needs a model id")
+    if any(not model.strip() for model in args.fallback):
+        raise UsageError("--fallback needs a model id")
     if args.version:
         return Invocation("version", **options)
     if args.completion:
@@ -484,6 +497,7 @@ def overrides(invocation: Invocation) -> dict[str, str]:
     environment and .env); a flag not given sets nothing."""
     given = {
         "MODEL": invocation.model,
+        "MODEL_FALLBACKS": ",".join(invocation.fallbacks) if invocation.fallbacks else None,
         "LLM_EFFORT": invocation.effort,
         "COUNCIL": invocation.council,
         "BUDGET_USD": None if invocation.budget is None else repr(invocation.budget),

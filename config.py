@@ -7,6 +7,11 @@ frozen snapshot; a run reads it once and passes it down, so a flag or a test can
 setting between runs but never in the middle of one. A bad value raises `ConfigError`
 naming the setting, what is allowed and what it got. The key is read here too, and registered
 for redaction the moment it is.
+
+Models: the snapshot holds the fallback chain (MODEL_FALLBACKS, `--fallback`) and the home's
+`models.toml` (what AgentGOD may assume about a model, per name or pattern: models.Profile), and
+answers for any model its profile (`Settings.profile`), price and effort. A model that is no
+Claude model, served somewhere other than the Anthropic API, needs no key.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
-from agentgod import redact
+from agentgod import models, redact
 from agentgod.kinds import CouncilMode, Effort, SandboxMode, Switch
-from agentgod.models import DEFAULT_FAST_MODEL, DEFAULT_MODEL
+from agentgod.models import DEFAULT_FAST_MODEL, DEFAULT_MODEL, Price, Profile, ProfileOverride
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 SETTING_NAMES = (
@@ -37,6 +42,7 @@ SETTING_NAMES = (
     "MODEL",
     "FAST_MODEL",
     "DEEP_MODEL",
+    "MODEL_FALLBACKS",
     "LLM_EFFORT",
     "MAX_AGENTS",
     "MAX_PARALLEL_AGENTS",
@@ -77,6 +83,8 @@ RUNS_DIR = "runs"
 """The home's folder of the runs' records: run files, history.db, event logs, artifacts."""
 VENV_DIR = ".agent_venv"
 """The home's venv the agents run on."""
+MODELS_FILE = "models.toml"
+"""The home's file of model profiles (what AgentGOD may send a model, and its price)."""
 
 
 MIN_FREE_BYTES = 20 * 2**20
@@ -92,6 +100,19 @@ class ConfigError(ValueError):
         self.allowed = allowed
         self.got = got
         super().__init__(f"{setting} must be {allowed}, got {got!r}")
+
+
+class ModelsFileError(ConfigError):
+    """The home's models.toml cannot be used: not TOML, or an entry that says something wrong.
+
+    Its `setting` is the file's name: a read-only command that sets it aside (an empty override
+    of that name) goes on as if there were no file."""
+
+    def __init__(self, path: Path, where: str, allowed: str, got: str) -> None:
+        super().__init__(MODELS_FILE, allowed, got)
+        self.path = path
+        self.where = where
+        self.args = (f"{path}: {where + ' ' if where else ''}must be {allowed}, got {got!r}",)
 
 
 class HomeError(RuntimeError):
@@ -121,6 +142,18 @@ class Tracing:
     """OTEL_EXPORTER_OTLP_(TRACES_)HEADERS: key=value pairs (a backend's key: never shown)."""
     timeout_seconds: float = 10.0
     """OTEL_EXPORTER_OTLP_TIMEOUT (milliseconds there): how long one export may take."""
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A model in the fallback chain: its id, and the endpoint it is served at when that is not
+    ANTHROPIC_BASE_URL (`name@http://127.0.0.1:11434`)."""
+
+    model: str
+    base_url: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.model}@{self.base_url}" if self.base_url else self.model
 
 
 @dataclass(frozen=True)
@@ -183,6 +216,48 @@ class Settings:
     the agents' inputs and outputs and the plan too."""
     service_name: str = "agentgod"
     """OTEL_SERVICE_NAME: the service a trace is filed under."""
+    fallbacks: tuple[ModelRef, ...] = ()
+    """MODEL_FALLBACKS (or --fallback): the models tried in order when a call fails with 429,
+    529, 5xx, a timeout or a dropped connection after its own retries."""
+    profiles: tuple[ProfileOverride, ...] = ()
+    """The home's models.toml entries, in the file's order (models.resolve reads them)."""
+
+    def endpoint_of(self, model: str) -> str | None:
+        """Where `model` is served: the endpoint its fallback entry names, else
+        ANTHROPIC_BASE_URL (None: the Anthropic API)."""
+        for entry in self.fallbacks:
+            if entry.model == model and entry.base_url:
+                return entry.base_url
+        return self.base_url
+
+    def profile(self, model: str, base_url: str | None = None) -> Profile:
+        """What may be sent to `model` (at `base_url`, else where it is served) and its price."""
+        where = base_url if base_url is not None else self.endpoint_of(model)
+        return models.resolve(model, local=models.is_local(where), overrides=self.profiles)
+
+    def price_of(self, model: str) -> Price | None:
+        """`model`'s price per million tokens; None when unknown."""
+        return self.profile(model).price
+
+    def effort_for(self, model: str, effort: str) -> str | None:
+        """The effort to send `model` for a wanted level (lowered to what its profile takes);
+        None: send none."""
+        level = models.profile_efforts(self.profile(model), effort)
+        return level.value if level is not None else None
+
+    def models_in_use(self) -> list[ModelRef]:
+        """The models this snapshot may call, each once: MODEL, FAST_MODEL, DEEP_MODEL, then the
+        fallbacks."""
+        found: list[ModelRef] = []
+        for ref in (
+            ModelRef(self.model),
+            ModelRef(self.fast_model),
+            ModelRef(self.deep_model),
+            *self.fallbacks,
+        ):
+            if ref not in found:
+                found.append(ref)
+        return found
 
     @property
     def agents_dir(self) -> Path:
@@ -349,6 +424,62 @@ def _model(name: str, default: str) -> str:
     return raw
 
 
+def _fallbacks() -> tuple[ModelRef, ...]:
+    """MODEL_FALLBACKS: model ids separated by commas or spaces, each optionally with its own
+    endpoint after an @ (`qwen3:8b@http://127.0.0.1:11434`)."""
+    raw = env("MODEL_FALLBACKS")
+    allowed = "model ids separated by commas, each optionally name@http://host:port"
+    found: list[ModelRef] = []
+    for item in re.split(r"[\s,]+", raw) if raw else ():
+        if not item:
+            continue
+        name, at, url = item.rpartition("@")
+        if not (at and re.match(r"https?://", url, re.IGNORECASE)):
+            name, url = item, ""
+        if "://" in name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:@/\-]{1,99}", name):
+            raise ConfigError("MODEL_FALLBACKS", allowed, item)
+        if url:
+            _url("MODEL_FALLBACKS", url)
+        ref = ModelRef(name, url.rstrip("/") or None)
+        if ref not in found:
+            found.append(ref)
+    return tuple(found)
+
+
+_profiles_cache: dict[Path, tuple[int, tuple[ProfileOverride, ...]]] = {}
+
+
+def _profiles(where: Path) -> tuple[ProfileOverride, ...]:
+    """The home's models.toml, parsed (re-read only when it changes); none without the file."""
+    path = where / MODELS_FILE
+    reading = _reading.get()
+    if reading is not None and reading[2].get(MODELS_FILE) == "":
+        return ()  # set aside for this command (a read-only one, despite a broken file)
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return ()
+    with _dotenv_lock:
+        cached = _profiles_cache.get(path)
+        if cached and cached[0] == stamp:
+            return cached[1]
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ModelsFileError(path, "", "a readable file", error.strerror or str(error)) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ModelsFileError(path, "", "valid TOML", str(error)) from None
+    try:
+        parsed = models.parse_profiles(data)
+    except models.ProfileError as error:
+        raise ModelsFileError(path, error.where, error.allowed, str(error.got)) from None
+    with _dotenv_lock:
+        _profiles_cache[path] = (stamp, parsed)
+    return parsed
+
+
 def _budget() -> float | None:
     if not env("BUDGET_USD"):
         return None
@@ -419,9 +550,13 @@ def settings(overrides: Overrides | None = None) -> Settings:
 
 def _read_settings(where: Path) -> Settings:
     model = _model("MODEL", DEFAULT_MODEL)
+    base_url = env("ANTHROPIC_BASE_URL") or None
+    profiles = _profiles(where)
+    main = models.resolve(model, local=models.is_local(base_url), overrides=profiles)
     return Settings(
         model=model,
-        fast_model=_model("FAST_MODEL", DEFAULT_FAST_MODEL),
+        # Beside a model that is no Claude model (a local one), the fast jobs use it too.
+        fast_model=_model("FAST_MODEL", DEFAULT_FAST_MODEL if models.is_claude(model) else model),
         deep_model=_model("DEEP_MODEL", model),
         effort=_choice("LLM_EFFORT", Effort.MEDIUM, Effort),
         max_agents=_number("MAX_AGENTS", "6", 1, 12, int),
@@ -435,17 +570,20 @@ def _read_settings(where: Path) -> Settings:
         council=_choice("COUNCIL", CouncilMode.AUTO, CouncilMode),
         sandbox=_choice("SANDBOX", SandboxMode.AUTO, SandboxMode),
         budget_usd=_budget(),
-        web=_choice("WEB", Switch.ON, Switch) is Switch.ON,
+        # A model without the API's server tools gets none: the planner is told the web is off.
+        web=_choice("WEB", Switch.ON, Switch) is Switch.ON and main.web,
         max_searches_per_agent=_number("MAX_SEARCHES_PER_AGENT", "5", 0, 100, int),
         attach_max_bytes=_megabytes("ATTACH_MAX_MB", "100"),
         attach_max_files=_number("ATTACH_MAX_FILES", "50", 1, 1000, int),
         artifacts_max_bytes=_megabytes("ARTIFACTS_MAX_MB", "100"),
         home=where,
-        base_url=env("ANTHROPIC_BASE_URL") or None,
+        base_url=base_url,
         api_key=_registered(env("ANTHROPIC_API_KEY")) or None,
         tracing=_tracing(),
         trace_content=_choice("TRACE_CONTENT", Switch.OFF, Switch) is Switch.ON,
         service_name=env("OTEL_SERVICE_NAME", "agentgod"),
+        fallbacks=_fallbacks(),
+        profiles=profiles,
     )
 
 
@@ -456,17 +594,49 @@ def _registered(key: str) -> str:
     return key
 
 
+def needs_key(model: str, base_url: str | None) -> bool:
+    """Whether calling `model` at `base_url` needs the Anthropic key: always on the Anthropic
+    API, and for a Claude model anywhere (a proxy to it); a local server's own model needs none."""
+    return is_anthropic(base_url) or models.is_claude(model)
+
+
+def is_anthropic(base_url: str | None) -> bool:
+    """Whether an endpoint is the Anthropic API itself (None: the default, which is)."""
+    from urllib.parse import urlsplit
+
+    if not base_url:
+        return True
+    try:
+        return (urlsplit(base_url).hostname or "").lower() == "api.anthropic.com"
+    except ValueError:
+        return False
+
+
 def api_key(overrides: Overrides | None = None) -> str:
     """The key, from the overrides, the environment or .env; registered for redaction the moment
-    it is read."""
+    it is read. "" when none is set and none is needed (a local server's own model)."""
     key = _registered(env("ANTHROPIC_API_KEY", overrides=overrides))
     if not key:
+        model = env("MODEL", DEFAULT_MODEL, overrides=overrides)
+        if not needs_key(model, env("ANTHROPIC_BASE_URL", overrides=overrides) or None):
+            return ""
         raise MissingApiKeyError("ANTHROPIC_API_KEY is not set")
     return key
 
 
 def key_of(snapshot: Settings) -> str:
-    """The snapshot's key, or MissingApiKeyError: what a model call needs first."""
-    if not snapshot.api_key:
+    """The snapshot's key, or MissingApiKeyError: what a model call needs first ("" when its main
+    model needs none)."""
+    return key_for(snapshot, snapshot.model, snapshot.base_url)
+
+
+def key_for(snapshot: Settings, model: str, base_url: str | None) -> str:
+    """The key to send with a call to `model` at `base_url`: the snapshot's to ANTHROPIC_BASE_URL
+    and to the Anthropic API; none to any other endpoint (a fallback's own local server never
+    sees it). MissingApiKeyError when one is needed and there is none."""
+    ours = base_url == snapshot.base_url or is_anthropic(base_url)
+    if ours and snapshot.api_key:
+        return snapshot.api_key
+    if ours and needs_key(model, base_url):
         raise MissingApiKeyError("ANTHROPIC_API_KEY is not set")
-    return snapshot.api_key
+    return ""

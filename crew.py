@@ -34,7 +34,6 @@ from agentgod import (
     ledger,
     library,
     llm,
-    models,
     planner,
     signals,
     taskgraph,
@@ -206,11 +205,14 @@ class Crew:
         settings, usage, attached = run.settings, run.usage, run.attached
         self._share_tokens = AGENT_SHARE_TOKENS if usage.budget_usd is not None else None
         """Under a budget, what one agent's calls may use together (the broker enforces it)."""
+        for ref in settings.models_in_use():  # what the agents' calls are billed at
+            usage.set_price(ref.model, settings.price_of(ref.model))
         self._broker = Broker(
             self._forward,
             usage.phase(Spend.AGENTS),
-            price=lambda model: models.price_of(model)[0],
-            effort_for_model=models.effort_for_model,
+            price=settings.price_of,
+            effort_for_model=settings.effort_for,
+            profile=settings.profile,
             budget_error=ledger.BudgetExhaustedError,
             web=settings.web,
             known_urls=attached.texts(),
@@ -579,8 +581,10 @@ class Crew:
     def _forward(self, request: dict[str, Any]) -> dict[str, Any]:
         """The broker's road to the model (llm.forward), telling the pool the moment an agent's
         request is out: that agent's start is over, and the model's time is idle CPU."""
+        # Under a budget a call is held at its model's price: no dearer fallback then.
+        dearer = self._run.usage.budget_usd is None
         with llm.while_waiting(self._pool.calling):
-            return llm.forward(request, settings=self._run.settings)
+            return llm.forward(request, settings=self._run.settings, dearer=dearer)
 
     def _open_door(self, name: str) -> Channel:
         """A broker channel for one agent process: its only way to the model, metered.

@@ -305,6 +305,7 @@ def add_calls(db: sqlite3.Connection, run: int, calls: list[Call], *, first: int
                 "agent": call.agent,
                 "seconds": call.seconds,
                 "web_fetches": call.web_fetches,
+                "asked": call.asked,
             }
             for seq, call in enumerate(calls, start=first)
         ],
@@ -582,6 +583,14 @@ def _stored(db: sqlite3.Connection, row: int) -> RunRecord:
     )
 
 
+def _column(row: sqlite3.Row, name: str, missing: str) -> str:
+    """A column a history not yet migrated (one this user may only read) does not have."""
+    try:
+        return str(row[name])
+    except IndexError:
+        return missing
+
+
 def call_of(row: sqlite3.Row) -> Call:
     """A run_calls row back as the call it records."""
     return Call(
@@ -597,6 +606,7 @@ def call_of(row: sqlite3.Row) -> Call:
         agent=row["agent"],
         seconds=row["seconds"],
         web_fetches=row["web_fetches"],
+        asked=_column(row, "asked", ""),
     )
 
 

@@ -28,7 +28,7 @@ from agentgod.agent_runtime import BODY_END
 from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
@@ -214,6 +214,10 @@ _MIGRATION_BATCH = 200
 _COMPACT_AT = 0.25
 """After a migration freed at least this share of the file's pages, it is compacted (VACUUM)."""
 
+_V7_COLUMNS = (("run_calls", "asked TEXT NOT NULL DEFAULT ''"),)
+"""Version 7 (issue 26): the model each call was asked of, beside `model`, the one that answered
+(another when a fallback did; '' in rows written before: `model`)."""
+
 
 Rebuild = Callable[[Path, RunRecord, Path | None], None]
 """Writes one run's rows into the database at a path (history's _insert_rows): what a rebuild
@@ -319,6 +323,8 @@ def _migrate(db: sqlite3.Connection) -> int:
             for statement in _V6_INDEXES:
                 db.execute(statement)
             _share_sources(db)
+        if version < 7:
+            _add_columns(db, _V7_COLUMNS)
         if version < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.commit()

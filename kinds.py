@@ -167,3 +167,20 @@ class EngineName(StrEnum):
 
     LOCAL = "local"
     RAY = "ray"
+
+
+class Structured(StrEnum):
+    """How a structured call asks for its JSON: the ladder's steps, surest first.
+
+    NATIVE: `output_config.format` (the API constrains the reply to the schema); TOOL: one forced
+    tool call whose `input_schema` is the schema; PROMPT: the schema in the prompt, the first JSON
+    object of the reply taken, one retry with the validation error.
+    """
+
+    NATIVE = "native"
+    TOOL = "tool"
+    PROMPT = "prompt"
+
+
+STRUCTURED_STEPS: tuple[Structured, ...] = tuple(Structured)
+"""The ladder, in the order a call steps down it."""

@@ -1,10 +1,13 @@
 """ledger.py — what a run has spent, and the hard budget it spends against.
 
 `Usage` totals calls, the four token kinds and server-side web searches per model, thread-safely,
-and prices them from `models.PRICES` and `models.WEB_SEARCH_USD_PER_1000`; it also keeps every
-call it counted, in order (`call_log`), so a run's record can say what each call was for. Under a
-budget every call first takes a `hold` for its worst case, so holds and spending together never
-exceed the cap: a run can stop short but never overspend.
+and prices them at the prices the run knows them by (`set_price`: the model's profile, which the
+road tells it; else `models.PRICES`) and `models.WEB_SEARCH_USD_PER_1000`; a model with no known
+price counts $0 and is named in the summary's `unpriced`, never priced as another model. It also
+keeps every call it counted, in order (`call_log`), with the model asked for and the one that
+answered (a fallback), so a run's record can say what each call was for. Under a budget every
+call first takes a `hold` for its worst case, so holds and spending together never exceed the
+cap: a run can stop short but never overspend.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentgod.models import WEB_SEARCH_USD_PER_1000, Price, price_of
+from agentgod.models import FREE, WEB_SEARCH_USD_PER_1000, Price, table_price
 from agentgod.replies import CostSummary
 
 
@@ -73,12 +76,25 @@ class Call:
     `at - seconds`. 0.0 when not measured (a run recorded before calls were timed)."""
     web_fetches: int = 0
     """Pages its reply says the web fetch tool read (usage.server_tool_use.web_fetch_requests)."""
+    asked: str = ""
+    """The model the call was made for; `model` is the one that answered, another when a
+    fallback did. "" in a record made before fallbacks existed: `model` then."""
+
+    @property
+    def asked_model(self) -> str:
+        return self.asked or self.model
+
+    @property
+    def fell_back(self) -> bool:
+        """Another model than the one asked for answered it (MODEL_FALLBACKS)."""
+        return bool(self.asked) and self.asked != self.model
 
     def to_json(self) -> dict[str, Any]:
         """As `agentgod show --json` lists it."""
         return {
             "phase": self.phase,
             "agent": self.agent,
+            "asked": self.asked_model,
             "model": self.model,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -171,6 +187,8 @@ class Usage:
     _listeners: list[Callable[[list[Call]], None]] = field(
         default_factory=list, repr=False, compare=False
     )
+    _prices: dict[str, Price | None] = field(default_factory=dict, repr=False, compare=False)
+    """The run's price of each model it was told of (set_price); None: known to be unknown."""
     _lock: threading.Condition = field(
         default_factory=lambda: threading.Condition(threading.RLock()), repr=False, compare=False
     )
@@ -224,16 +242,46 @@ class Usage:
         the generation of its code. It counts and holds through this ledger like a phase view."""
         return Usage(parent=self, phase_name=self.phase_name, agent_name=name)
 
+    def _root(self) -> Usage:
+        return self.parent._root() if self.parent is not None else self
+
+    @property
+    def capped(self) -> bool:
+        """Whether the run's ledger has a budget (a phase view answers for its run)."""
+        return self._root().budget_usd is not None
+
+    def set_price(self, model: str, price: Price | None) -> None:
+        """The price this run counts `model`'s calls at (its profile's); None when it has none
+        known: its calls then count $0 and the summary names it in `unpriced`."""
+        root = self._root()
+        with root._lock:
+            root._prices[model] = price
+
+    def price(self, model: str) -> Price | None:
+        """The price `model`'s calls count at: the one set for it, else the price table's;
+        None when neither knows it."""
+        root = self._root()
+        with root._lock:
+            if model in root._prices:
+                return root._prices[model]
+        return table_price(model)
+
+    def _usd(self, model: str, row: ModelUsage) -> float:
+        return row.cost_usd(self.price(model) or FREE)
+
     def phases(self) -> dict[str, CostSummary]:
         """What each phase has cost so far, in the order the phases first spent."""
         with self._lock:
             views = list(self._phases.items())
         return {name: view.cost_summary() for name, view in views}
 
-    def record(self, model: str, usage: Any, *, agent: str = "", seconds: float = 0.0) -> None:
+    def record(
+        self, model: str, usage: Any, *, agent: str = "", seconds: float = 0.0, asked: str = ""
+    ) -> None:
         """Count one API reply's `usage` (an SDK object or the raw dict an agent reports),
         its web searches included (`server_tool_use.web_search_requests`), and log the call:
-        for `agent` (else this view's agent), taking `seconds` from request to reply."""
+        for `agent` (else this view's agent), taking `seconds` from request to reply, made for
+        model `asked` (else `model`) and answered by `model`, at whose price it counts."""
         row = ModelUsage(
             calls=1,
             input_tokens=usage_count(usage, "input_tokens"),
@@ -255,11 +303,12 @@ class Usage:
                     cache_write_tokens=row.cache_write_tokens,
                     cache_read_tokens=row.cache_read_tokens,
                     web_searches=row.searches,
-                    usd=row.cost_usd(price_of(model)[0]),
+                    usd=self._usd(model, row),
                     at=datetime.now(UTC),
                     agent=agent or self.agent_name,
                     seconds=max(0.0, seconds),
                     web_fetches=usage_fetches(usage),
+                    asked=asked or model,
                 )
             ]
         )
@@ -292,7 +341,12 @@ class Usage:
 
     def merge(self, other: Usage) -> None:
         """Fold another ledger (a finished run's, or the calls made before a run) into this one:
-        its totals and its calls, which keep their phases and times."""
+        its totals and its calls, which keep their phases and times, and the prices it knew."""
+        theirs = other._root()
+        with theirs._lock:
+            prices = dict(theirs._prices)
+        for model, price in prices.items():
+            self.set_price(model, price)
         self._log(other.call_log())
         for model, row in other.snapshot().items():
             self.add_row(model, row)
@@ -309,7 +363,7 @@ class Usage:
         return total
 
     def cost_usd(self) -> float:
-        return sum(row.cost_usd(price_of(model)[0]) for model, row in self.snapshot().items())
+        return sum(self._usd(model, row) for model, row in self.snapshot().items())
 
     def hold(
         self,
@@ -371,7 +425,7 @@ class Usage:
             with self._lock:
                 self._in_flight.add(held)
             return held
-        price = price_of(model)[0]
+        price = self.price(model) or FREE
         least = min(min_tokens, max_tokens)
         fixed_usd = input_tokens * price.cache_write / 1_000_000 + search_usd(searches)
         fixed_usd += least * price.output / 1_000_000
@@ -431,7 +485,7 @@ class Usage:
             self._lock.notify_all()
         for call in unanswered:
             view = self if call.phase == OTHER_PHASE else self.phase(call.phase)
-            worst = _worst_case(call)
+            worst = _worst_case(call, self.price(call.model) or FREE)
             view.add(
                 call.model,
                 cache_write_tokens=worst.cache_write_tokens,
@@ -443,12 +497,12 @@ class Usage:
 
     @property
     def is_estimate(self) -> bool:
-        """True when some model's price was not in the table."""
+        """True when some model used has no known price (its calls counted $0)."""
         return bool(self.unpriced())
 
     def unpriced(self) -> list[str]:
-        """The models used whose price is not in the table (their cost is a guess)."""
-        return sorted(model for model in self.snapshot() if price_of(model)[1])
+        """The models used whose price is unknown: their calls are counted at $0."""
+        return sorted(model for model in self.snapshot() if self.price(model) is None)
 
     def cost_summary(self) -> CostSummary:
         """Plain numbers for displays, JSON output and the run archive."""
@@ -473,7 +527,7 @@ def _when(call: Call) -> datetime:
     return call.at
 
 
-def _worst_case(held: Hold) -> Call:
+def _worst_case(held: Hold, price: Price) -> Call:
     """A call that was never answered, as the record keeps it: at the most it may have cost —
     its input at the cache-write price (the dearest), all its output tokens, every search."""
     row = ModelUsage(
@@ -490,8 +544,9 @@ def _worst_case(held: Hold) -> Call:
         cache_write_tokens=held.input_tokens,
         cache_read_tokens=0,
         web_searches=held.searches,
-        usd=row.cost_usd(price_of(held.model)[0]),
+        usd=row.cost_usd(price),
         at=datetime.now(UTC),
+        asked=held.model,
     )
 
 

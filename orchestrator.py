@@ -177,8 +177,11 @@ class _Conductor:
         """The run in the history from its first moment (see journal.py): once no gate can
         withdraw it any more."""
         self.usage.listen(self.journal.calls)
+        self.fallen_back: set[tuple[str, str]] = set()
+        """(asked, answered) of each fallback the run has said so about."""
         if self.gate is None:
             self.journal.start(self.head())
+            self.usage.listen(self.fell_back)
         self.finished: TaskResult | None = None
         """What the run returns, once it has it (a trace not exported is a warning there too)."""
 
@@ -248,6 +251,7 @@ class _Conductor:
                 self.planning = replanned
                 self.task = task_text = replanned.task
             self.journal.start(self.head())
+            self.usage.listen(self.fell_back)
         self.events.phase_started(Phase.PLAN)
         phase = time.monotonic()
         if self.retry is not None and not self.rounds:
@@ -328,6 +332,21 @@ class _Conductor:
         if self.convenes(plan.complexity):
             this_round.answer = self.convene_council(task_text, this_round.answer, effort)
         return this_round.answer
+
+    def fell_back(self, calls: list[ledger.Call]) -> None:
+        """Say so, once per pair, when another model answered calls made for the one asked
+        (MODEL_FALLBACKS): the run goes on, on the fallback, while the other is set aside."""
+        for call in calls:
+            pair = (call.asked, call.model)
+            with self.warnings_lock:
+                new = call.fell_back and pair not in self.fallen_back
+                self.fallen_back.add(pair)
+            if new:
+                why = llm.set_aside(call.asked, self.settings.endpoint_of(call.asked))
+                self.warn(
+                    f"{call.asked} did not answer{f' ({why})' if why else ''}: {call.model}, a "
+                    "fallback, answered instead (and is priced as itself)"
+                )
 
     def warn(self, text: str) -> None:
         """Something the run survives: shown now, and kept in the run's record."""

@@ -330,14 +330,16 @@ class _Builder:
         span = self.add(
             _Span(
                 f"call#{placed.index}",
-                f"chat {call.model}",
+                f"chat {call.asked_model}",
                 CLIENT,
                 placed.start,
                 placed.end,
                 parent,
                 {
                     "gen_ai.operation.name": "chat",
-                    "gen_ai.request.model": call.model,
+                    "gen_ai.request.model": call.asked_model,
+                    # the model that answered: another one when a fallback did (MODEL_FALLBACKS)
+                    "gen_ai.response.model": call.model,
                     "gen_ai.agent.name": call.agent or MAIN_AGENT,
                     "agentgod.phase": call.phase,
                     **_usage([placed]),

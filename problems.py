@@ -357,13 +357,38 @@ def _generic(error: BaseException) -> Problem:
     )
 
 
+def _models_file(error: BaseException) -> Problem:
+    path = getattr(error, "path", "models.toml")
+    where = getattr(error, "where", "")
+    return Problem(
+        f"The models file {path} cannot be used.",
+        f"Fix {where or 'the file'}: it must be {getattr(error, 'allowed', 'valid')} "
+        "(README: Local models and fallbacks), or move the file aside.",
+        _technical(error),
+        "config",
+    )
+
+
+def _unpriced(error: BaseException) -> Problem:
+    model = getattr(error, "model", "the model")
+    return Problem(
+        f"The model {model} has no known price, so the budget cannot be kept.",
+        f"Give {model} a price in models.toml in AgentGOD's home (price = [input, output] in "
+        "USD per million tokens; [0, 0] if it costs nothing), or run without --budget.",
+        _technical(error),
+        "unpriced",
+    )
+
+
 Translator = Callable[[BaseException], Problem]
 
 # (module, class) → translator. The most specific class in the MRO wins, so OverloadedError is
 # not mistaken for its parent InternalServerError, nor APITimeoutError for APIConnectionError.
 _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
     ("agentgod.config", "MissingApiKeyError", _missing_key),
+    ("agentgod.config", "ModelsFileError", _models_file),
     ("agentgod.config", "ConfigError", _config),
+    ("agentgod.llm", "UnpricedModelError", _unpriced),
     ("agentgod.config", "HomeError", _home),
     ("agentgod.attachments", "AttachmentError", _attachment),
     ("agentgod.wire", "AuthenticationError", _wrong_key),

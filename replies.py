@@ -121,6 +121,16 @@ class ArtifactReply(FileReply):
     """The agent that saved it (the broker knows; the agent's word is not needed)."""
 
 
+class FallbackReply(TypedDict):
+    """Calls another model answered because the one asked failed (MODEL_FALLBACKS)."""
+
+    asked: str
+    """The model the calls were made for."""
+    answered: str
+    """The model that answered them (at whose price they are counted)."""
+    calls: int
+
+
 class RunReply(TypedDict):
     """The one object `agentgod --json` prints for a run that produced an answer."""
 
@@ -157,6 +167,8 @@ class RunReply(TypedDict):
     attachments: list[AttachmentReply]
     artifacts: list[ArtifactReply]
     """Files the agents made, in the order they were saved; `--out DIR` copies them."""
+    fallbacks: list[FallbackReply]
+    """Each model that answered calls made for another (empty when none fell back)."""
 
 
 def cost_reply(cost: CostSummary) -> CostReply:
@@ -199,6 +211,7 @@ def chat_reply(task: str, answer: str, cost: CostSummary) -> RunReply:
         warnings=[],
         attachments=[],
         artifacts=[],
+        fallbacks=[],
     )
 
 
@@ -222,6 +235,52 @@ class ErrorReply(TypedDict):
     """An answer the run had paid for before it was stopped, when it had one."""
     unjudged: NotRequired[bool]
     """True with `answer`: the judge never read it."""
+
+
+class ModelPrice(TypedDict):
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cache_read: float
+
+
+class ModelRow(TypedDict):
+    """One model a run may call, as `agentgod models` shows it: what it is sent, what it costs,
+    and where each of those came from."""
+
+    model: str
+    endpoint: str
+    """The base URL it is served at (the Anthropic API's when none is set)."""
+    roles: list[str]
+    """MODEL, FAST_MODEL, DEEP_MODEL, fallback N: what it does for a run."""
+    structured: str
+    """The ladder's step a structured call starts at (kinds.Structured)."""
+    structured_from: str
+    efforts: list[str]
+    """The effort levels it is sent; empty: none."""
+    web: bool
+    documents: bool
+    images: bool
+    caching: bool
+    price: ModelPrice | None
+    """None: unknown (its calls count $0, and the cost says so)."""
+    price_from: str
+    source: str
+    """Where the profile came from: the Claude rules, models.toml, an unknown model's defaults."""
+    needs_key: bool
+    """Whether calls to it carry the Anthropic key."""
+
+
+class ModelsReply(TypedDict):
+    """`agentgod models --json`: the profiles in use."""
+
+    models: list[ModelRow]
+    profiles_file: str
+    """The home's models.toml (it may not exist)."""
+    profiles_file_exists: bool
+    learned_file: str
+    """Where the ladder's learned steps are kept (learned.py)."""
 
 
 class LibraryRow(TypedDict):

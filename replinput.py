@@ -21,6 +21,7 @@ SLASH_COMMANDS = [
     ("/show [RUN]", "one run whole: plan, agents, their inputs and outputs (default: the last)"),
     ("/stats", "runs, success rate, tokens, dollars, best agents"),
     ("/cost", "this session's tokens and dollars"),
+    ("/models", "the models a run calls: what each is sent, its price, where that came from"),
     ("/new", "start a new conversation: the next task is planned without the earlier ones"),
     ("/clear", "clear the screen"),
     ("/quit", "leave (also quit, exit, Ctrl-D)"),

@@ -25,6 +25,7 @@ from agentgod.replies import (
     AttachmentReply,
     CostSummary,
     FailureReply,
+    FallbackReply,
     RunReply,
     TokenUsage,
     Transcript,
@@ -257,7 +258,20 @@ class RunRecord:
             warnings=list(self.warnings),
             attachments=list(self.attachments),
             artifacts=list(self.artifacts),
+            fallbacks=self.fallbacks(),
         )
+
+    def fallbacks(self) -> list[FallbackReply]:
+        """Which model answered calls made for another, how many, in the order it first did."""
+        counted: dict[tuple[str, str], int] = {}
+        for call in self.calls:
+            if call.fell_back:
+                pair = (call.asked, call.model)
+                counted[pair] = counted.get(pair, 0) + 1
+        return [
+            FallbackReply(asked=asked, answered=answered, calls=calls)
+            for (asked, answered), calls in counted.items()
+        ]
 
     def transcript(self) -> Transcript:
         """What the transcript after the answer draws."""
@@ -300,6 +314,7 @@ class RunRecord:
             "cost": dict(self.cost),
             "phases": {name: dict(spent) for name, spent in self.phases.items()},
             "calls": [call.to_json() for call in self.calls],
+            "fallbacks": [dict(each) for each in self.fallbacks()],
             "warnings": list(self.warnings),
             "sandbox": list(self.sandbox),
             "outputs": dict(self.outputs),

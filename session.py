@@ -546,6 +546,7 @@ class Session:
             "/last": "last",
             "/forget": "forget",
             "/show": "show",
+            "/models": "models",
         }
         if command == "/history" and argument and not cli.is_positive_number(argument):
             self.ui.problem(

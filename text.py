@@ -132,13 +132,17 @@ def cost_text(summary: CostSummary, duration_seconds: float | None = None) -> st
 
 
 def estimate_note(summary: CostSummary) -> str | None:
-    """Why the dollars are a guess ("estimated: MODEL has no known price"); None when exact."""
+    """Why the dollars are not exact ("estimated: MODEL has no known price, counted as $0");
+    None when they are. A model with no known price is never priced as another."""
     if not summary["estimate"]:
         return None
     notes = []
     names = summary.get("unpriced") or []
     if names:
-        notes.append(f"{', '.join(names)} {'have' if len(names) > 1 else 'has'} no known price")
+        notes.append(
+            f"{', '.join(names)} {'have' if len(names) > 1 else 'has'} no known price, counted "
+            "as $0 (models.toml can set one)"
+        )
     unfinished = summary.get("unfinished", 0)
     if unfinished:
         calls = "call" if unfinished == 1 else "calls"

@@ -38,6 +38,7 @@ from agentgod.replies import (
     HistoryRow,
     KeepChoice,
     LibraryRow,
+    ModelsReply,
     PlannedAgent,
     StatsReply,
     Transcript,
@@ -297,6 +298,34 @@ class PlainUI(asking.Questions):
                 f"{e['wins']:>3} won {e['losses']:>3} lost {e['uses']:>4} uses  "
                 f"{status:<8}{evolved}  {one_line(e.get('role', ''), 80)}"
             )
+
+    def models(self, reply: ModelsReply) -> None:
+        """`agentgod models`: each model a run may call, what it is sent, what it costs, and
+        where each of those came from."""
+        for row in reply["models"]:
+            price = row["price"]
+            cost = (
+                "price unknown (counted as $0)"
+                if price is None
+                else f"${price['input']:g} in / ${price['output']:g} out / "
+                f"${price['cache_read']:g} cache read per M tokens"
+            )
+            efforts = "/".join(row["efforts"]) or "none"
+            flags = {
+                "web": row["web"],
+                "documents": row["documents"],
+                "images": row["images"],
+                "cache hints": row["caching"],
+            }
+            takes = [name for name, yes in flags.items() if yes]
+            self._result(f"{row['model']}  ({', '.join(row['roles'])})  at {row['endpoint']}")
+            self._result(f"  structured  {row['structured']}  ({row['structured_from']})")
+            self._result(f"  effort      {efforts}")
+            self._result(f"  takes       {', '.join(takes) or 'text only'}")
+            self._result(f"  price       {cost}  ({row['price_from']})")
+            self._result(f"  profile     {row['source']}")
+        told = "" if reply["profiles_file_exists"] else " (none yet)"
+        self._result(f"profiles: {reply['profiles_file']}{told}; learned: {reply['learned_file']}")
 
     def history(self, rows: list[HistoryRow]) -> None:
         if not rows:

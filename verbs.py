@@ -1,5 +1,6 @@
 """verbs.py — the commands that read what earlier runs left: library, history, stats, last,
-forget, and show (one run whole: its plan, every agent's inputs, output and code, its replay).
+forget, and show (one run whole: its plan, every agent's inputs, output and code, its replay);
+and `models`, the profiles of the models a run would call and where each came from.
 
 They need no key and spend nothing, so a bad setting or a missing key never stops them; each
 prints one JSON object with `--json`, else draws through the UI. Kept apart from the session so
@@ -17,9 +18,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentgod import cli, config, eventlog, history, historydb, library
+from agentgod import cli, config, eventlog, history, historydb, learned, library
 from agentgod.agent_runtime import artifact_name_problem
-from agentgod.replies import HistoryRow, LibraryRow, StatsReply, TokenTotals
+from agentgod.replies import (
+    HistoryRow,
+    LibraryRow,
+    ModelPrice,
+    ModelRow,
+    ModelsReply,
+    StatsReply,
+    TokenTotals,
+)
 from agentgod.runrecord import RunRecord
 from agentgod.text import visible_code
 from agentgod.ui import PlainUI, isatty
@@ -59,6 +68,9 @@ class Reader:
             return self.show_run(argument, code=code, replay=replay, html=html, trace=trace)
         if verb == "ui":
             return self.serve(port)
+        if verb == "models":
+            reply = models_reply(self.settings or config.settings())
+            return self.show(reply, self.ui.models, "")
         if verb == "library":
             return self.show(library_rows(), self.ui.library, "The library is empty.")
         if verb == "history":
@@ -275,6 +287,56 @@ class Reader:
             cli.print_json({"ok": False, "error": error})
         self.ui.problem(headline, advice, "")
         return cli.EXIT_FAILED
+
+
+def models_reply(settings: config.Settings) -> ModelsReply:
+    """The profiles of every model `settings` may call (MODEL, FAST_MODEL, DEEP_MODEL, the
+    fallbacks), each once, with what it is sent and costs and where each came from."""
+    rows: list[ModelRow] = []
+    roles: dict[tuple[str, str | None], list[str]] = {}
+    named = [
+        ("MODEL", settings.model, settings.endpoint_of(settings.model)),
+        ("FAST_MODEL", settings.fast_model, settings.endpoint_of(settings.fast_model)),
+        ("DEEP_MODEL", settings.deep_model, settings.endpoint_of(settings.deep_model)),
+    ]
+    named += [
+        (f"fallback {n}", entry.model, entry.base_url or settings.base_url)
+        for n, entry in enumerate(settings.fallbacks, start=1)
+    ]
+    for role, model, base in named:
+        roles.setdefault((model, base), []).append(role)
+    for (model, base), said in roles.items():
+        profile = settings.profile(model, base)
+        step, step_from = learned.start(profile, settings.home, base)
+        price = profile.price
+        rows.append(
+            ModelRow(
+                model=model,
+                endpoint=learned.endpoint(base),
+                roles=said,
+                structured=step.value,
+                structured_from=step_from,
+                efforts=[level.value for level in profile.efforts],
+                web=profile.web,
+                documents=profile.documents,
+                images=profile.images,
+                caching=profile.caching,
+                price=None
+                if price is None
+                else ModelPrice(
+                    input=price.input, output=price.output, cache_read=price.cache_read
+                ),
+                price_from=profile.price_source,
+                source=profile.source,
+                needs_key=config.needs_key(model, base),
+            )
+        )
+    return ModelsReply(
+        models=rows,
+        profiles_file=str(settings.home / config.MODELS_FILE),
+        profiles_file_exists=(settings.home / config.MODELS_FILE).is_file(),
+        learned_file=str(learned.path(settings.home)),
+    )
 
 
 def library_rows() -> list[LibraryRow]:

@@ -403,7 +403,7 @@ def post(
         "content-type": "application/json",
         "accept": "application/json",
         "anthropic-version": API_VERSION,
-        "x-api-key": key,
+        **({"x-api-key": key} if key else {}),  # a local server's own model needs none
         "user-agent": "agentgod",
         **(headers or {}),
     }

@@ -27,6 +27,24 @@ with the stop_reason and the whole usage, message_stop. `Reply(stream_delay=...)
 `pieces` splits the text, `hold` keeps the reply open after `hold_after` text deltas until a test
 lets it go, and `stream_error` / `stream_cut` end it after `fail_after` text deltas as the API
 does once its 200 is sent: an `error` event, or a connection dropped mid-body.
+
+A forced tool call (`tool_choice: {"type": "tool", "name": N}`) is answered as the model answers
+it: a scripted reply whose text is a JSON object becomes the `tool_use` block of N with that
+object as its input (stop_reason `tool_use`).
+
+`FakeMessagesAPI(mode=...)` behaves as another server that speaks the Messages API does, per
+../shared/reference/models.md (MODES):
+- "ollama" (Ollama ≥ 0.14; llama.cpp's llama-server with --jinja behaves alike for what matters
+  here): `output_config.format` is dropped silently, so a structured request is answered in
+  prose with no JSON in it; a JSON reply to a plain request comes back as people write it
+  (prose, a fenced block, a closing remark); an effort turns thinking on (a thinking block comes
+  first); forced tools work; usage has input and output tokens only; no key is needed. (Ollama
+  also drops document blocks unread; AgentGOD never sends them one, so the fake does not say.)
+- "vllm" (vLLM ≥ 0.22): structured output and effort work; a tool without `input_schema` (the
+  API's server tools) and a `document` block are 400s; usage has no server-tool counts.
+- "bare" (llama-server started without --jinja): neither the format nor tools are honoured,
+  every reply is prose (a JSON reply to a plain request as people write it); usage has input
+  and output tokens only, no cache and no server-tool counts.
 """
 
 from __future__ import annotations
@@ -50,6 +68,8 @@ from urllib.parse import urlsplit
 
 HOST = "127.0.0.1"
 """The only address the fake listens on: nothing beyond this machine can reach it."""
+MODES = ("anthropic", "ollama", "vllm", "bare")
+"""The servers the fake can behave as (see the module's docstring)."""
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -302,7 +322,12 @@ class FakeMessagesAPI:
         latency: float = 0.0,
         valid_keys: set[str] | None = None,
         known_models: set[str] | None = None,
+        mode: str = "anthropic",
     ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
+        """Which server the fake behaves as (MODES)."""
         self.handler: Handler = handler or default_reply
         self.latency = latency
         """Default per-request latency, added to each reply's own."""
@@ -433,14 +458,16 @@ class FakeMessagesAPI:
         content = reply.content if reply.content is not None else [{"text": reply.text}]
         server = _server_counts(request, content)
         if reply.usage is not None:
-            return {
-                "input_tokens": 0,
-                "output_tokens": 0,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                **({"server_tool_use": server} if server else {}),
-                **reply.usage,
-            }
+            return self._as_reported(
+                {
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    **({"server_tool_use": server} if server else {}),
+                    **reply.usage,
+                }
+            )
         cached = ""
         system = request.body.get("system")
         if isinstance(system, list):
@@ -457,13 +484,24 @@ class FakeMessagesAPI:
                     self._cached_prefixes.add(cached)
                     cache_write = len(cached) // 4 + 1
         text = "".join(str(block.get("text") or "") for block in content)
-        return {
-            "input_tokens": uncached,
-            "output_tokens": len(text) // 4 + 1,
-            "cache_creation_input_tokens": cache_write,
-            "cache_read_input_tokens": cache_read,
-            **({"server_tool_use": server} if server else {}),
-        }
+        return self._as_reported(
+            {
+                "input_tokens": uncached,
+                "output_tokens": len(text) // 4 + 1,
+                "cache_creation_input_tokens": cache_write,
+                "cache_read_input_tokens": cache_read,
+                **({"server_tool_use": server} if server else {}),
+            }
+        )
+
+    def _as_reported(self, usage: dict[str, Any]) -> dict[str, Any]:
+        """Usage as this mode's server reports it: input and output only (ollama, bare), no
+        server-tool counts (vllm)."""
+        if self.mode in ("ollama", "bare"):
+            return {"input_tokens": usage["input_tokens"], "output_tokens": usage["output_tokens"]}
+        if self.mode == "vllm":
+            return {name: value for name, value in usage.items() if name != "server_tool_use"}
+        return usage
 
     def _answer(self, request: Request) -> tuple[int, dict[str, str], Any, Reply | None]:
         """Status, headers, the JSON payload (or raw text), and the scripted reply if there was one.
@@ -475,7 +513,7 @@ class FakeMessagesAPI:
             return 200, {}, {"input_tokens": len(json.dumps(request.body)) // 4 + 1}, None
         if not request.path.endswith("/v1/messages"):
             return (*_error(404, f"Not found: {request.path}"), None)
-        if not request.api_key or (
+        if (not request.api_key and self.mode == "anthropic") or (
             self.valid_keys is not None and request.api_key not in self.valid_keys
         ):
             return (*_error(401), None)
@@ -489,8 +527,52 @@ class FakeMessagesAPI:
             return (*_error(400, problem), None)
         if problem is not None and problem.web is not None:
             return (*self._reply(request, Reply(web=problem.web.turn), model, problem.web), None)
-        reply = self._choose(request)
+        reply = self._as_server(request, self._choose(request))
         return (*self._reply(request, reply, model), reply)
+
+    def _as_server(self, request: Request, reply: Reply) -> Reply:
+        """The scripted reply as this mode's server would send it (see the module's docstring):
+        a JSON answer to a forced tool call as that tool's use, and what a server that drops the
+        format or the tools makes of the rest."""
+        if reply.status >= 400 or reply.content is not None or reply.web is not None:
+            return reply
+        if reply.body is not None:
+            return reply
+        payload = _json_object(reply.text)
+        choice = request.body.get("tool_choice")
+        forced = (
+            choice.get("name")
+            if isinstance(choice, dict) and choice.get("type") == "tool"
+            else None
+        )
+        tools_heard = self.mode != "bare"
+        thinking = self.mode == "ollama" and bool(
+            (request.body.get("output_config") or {}).get("effort")
+        )
+        head = (
+            [{"type": "thinking", "thinking": "Thinking it over.", "signature": ""}]
+            if thinking
+            else []
+        )
+        if payload is not None and forced and tools_heard:
+            use = {
+                "type": "tool_use",
+                "id": f"toolu_fake{next(self._ids):06d}",
+                "name": forced,
+                "input": payload,
+            }
+            return replace(reply, content=[*head, use], stop_reason="tool_use")
+        if payload is not None and self.mode in ("ollama", "bare"):
+            if request.schema is not None or forced:
+                text = _in_words(payload)  # it never saw the schema: it answers in prose
+            else:
+                text = _as_people_write(payload)
+            return replace(
+                reply, text=text, content=[*head, {"type": "text", "text": text}] if head else None
+            )
+        if head:
+            return replace(reply, content=[*head, {"type": "text", "text": reply.text}])
+        return reply
 
     def _reply(
         self, request: Request, reply: Reply, model: str, resume: _WebState | None = None
@@ -548,6 +630,10 @@ class FakeMessagesAPI:
             if not isinstance(tools, list):
                 return "tools: Input should be a valid list"
             for index, tool in enumerate(tools):
+                if self.mode == "vllm" and not (
+                    isinstance(tool, dict) and isinstance(tool.get("input_schema"), dict)
+                ):
+                    return f"tools.{index}.input_schema: Field required"
                 problem = _tool_problem(index, tool)
                 if problem:
                     return problem
@@ -577,6 +663,16 @@ class FakeMessagesAPI:
                         f"{where}: tool {block.get('name')!r} is used in the conversation but "
                         "is not in tools"
                     )
+        if self.mode == "vllm":
+            for m, message in enumerate(messages if isinstance(messages, list) else []):
+                content = message.get("content") if isinstance(message, dict) else None
+                for b, block in enumerate(content if isinstance(content, list) else []):
+                    if isinstance(block, dict) and block.get("type") == "document":
+                        return (
+                            f"messages.{m}.content.{b}: Input tag 'document' found using 'type' "
+                            "does not match any of the expected tags: 'text', 'image', "
+                            "'tool_use', 'tool_result', 'thinking'"
+                        )
         return _media_problem(request)
 
     def _continued(self, request: Request) -> _Paused | str | None:
@@ -1123,6 +1219,38 @@ def _server_counts(request: Request, content: list[dict[str, Any]]) -> dict[str,
             and got.get("type") == "web_fetch_result"
         ),
     }
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """The reply's text as a JSON object, when that is all it is (a structured answer)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _in_words(payload: dict[str, Any]) -> str:
+    """What a model that never saw the schema writes instead: prose, no JSON object in it."""
+    words = " ".join(_words_of(payload)) or "nothing to add"
+    return f"Sure! Here is what I think, in a few words: {words}. Let me know what else you need."
+
+
+def _words_of(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [word for item in value.values() for word in _words_of(item)]
+    if isinstance(value, list):
+        return [word for item in value for word in _words_of(item)]
+    return [str(value).replace("{", "(").replace("}", ")")]
+
+
+def _as_people_write(payload: dict[str, Any]) -> str:
+    """A JSON answer as a chatty model writes one: prose around a fenced block."""
+    return (
+        "Here is the JSON you asked for {as requested}:\n\n```json\n"
+        + json.dumps(payload, indent=2)
+        + "\n```\n\nHope this helps! Tell me if you want any field changed }."
+    )
 
 
 def _tool_problem(index: int, tool: Any) -> str | None:

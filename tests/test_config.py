@@ -87,3 +87,86 @@ def test_the_default_home_is_never_the_source_checkout(
     monkeypatch.setenv("HOME", str(tmp_path))
     assert config.home() == tmp_path / ".agentgod"
     assert config.settings().home == tmp_path / ".agentgod"
+
+
+# ---- models: fallbacks, profiles, keys (issue 26) ---------------------------------------------
+
+
+def test_model_fallbacks_name_models_and_their_own_endpoints(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentgod import cli
+
+    monkeypatch.setenv(
+        "MODEL_FALLBACKS",
+        "claude-haiku-5-5, qwen3:8b@http://127.0.0.1:11434/ vertex-model@20250929",
+    )
+    refs = config.settings().fallbacks
+    assert [str(ref) for ref in refs] == [
+        "claude-haiku-5-5",
+        "qwen3:8b@http://127.0.0.1:11434",
+        "vertex-model@20250929",
+    ], "an @ that starts no URL is the model id's own"
+    told = cli.overrides(cli.parse(["--fallback", "a-model", "--fallback", "bb@http://h:1", "x"]))
+    assert told["MODEL_FALLBACKS"] == "a-model,bb@http://h:1"
+    assert [str(ref) for ref in config.settings(told).fallbacks] == ["a-model", "bb@http://h:1"]
+    monkeypatch.setenv("MODEL_FALLBACKS", "ok-model, bad model!")
+    with pytest.raises(config.ConfigError, match="MODEL_FALLBACKS"):
+        config.settings()
+    monkeypatch.setenv("MODEL_FALLBACKS", "m@ftp://host")
+    with pytest.raises(config.ConfigError, match="MODEL_FALLBACKS"):
+        config.settings()
+
+
+def test_a_local_model_does_the_fast_jobs_too_has_no_web_and_needs_no_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MODEL", "qwen3:8b")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:11434")
+    settings = config.settings()
+    assert (settings.fast_model, settings.deep_model) == ("qwen3:8b", "qwen3:8b")
+    assert settings.web is False, "no server tools: the planner is told the web is off"
+    assert config.api_key() == "" and config.key_of(settings) == ""
+    assert settings.effort_for("qwen3:8b", "high") is None
+    monkeypatch.setenv("MODEL", "claude-sonnet-5-5")
+    with pytest.raises(config.MissingApiKeyError):
+        config.api_key()  # a Claude model, even through a local proxy, needs the key
+    monkeypatch.delenv("ANTHROPIC_BASE_URL")
+    monkeypatch.setenv("MODEL", "qwen3:8b")
+    with pytest.raises(config.MissingApiKeyError):
+        config.api_key()  # the Anthropic API always does
+
+
+def test_the_key_goes_only_to_its_own_endpoint_and_the_anthropic_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-00000000000000000")
+    settings = config.settings()
+    assert config.key_for(settings, "claude-haiku-5-5", None) == settings.api_key
+    assert config.key_for(settings, "claude-haiku-5-5", "https://api.anthropic.com") == (
+        settings.api_key
+    )
+    assert config.key_for(settings, "qwen3:8b", "http://127.0.0.1:11434") == ""
+    assert config.key_for(settings, "claude-haiku-5-5", "https://proxy.example") == ""
+
+
+def test_models_toml_is_read_from_the_home_and_a_broken_one_says_where(
+    isolated_home: Path,
+) -> None:
+    from agentgod import models, problems
+
+    models_file = isolated_home / config.MODELS_FILE
+    models_file.write_text('[models."qwen*"]\nweb = true\nprice = [1, 2]\n', encoding="utf-8")
+    settings = config.settings({"MODEL": "qwen3:8b"})
+    assert settings.profile("qwen3:8b").web and settings.web
+    assert settings.price_of("qwen3:8b") == models.Price(1.0, 2.0, 0.1)
+    models_file.write_text('[models."qwen*"]\nstructured = "json"\n', encoding="utf-8")
+    with pytest.raises(config.ModelsFileError) as raised:
+        config.settings()
+    assert str(models_file) in str(raised.value) and "structured" in str(raised.value)
+    problem = problems.explain(raised.value)
+    assert str(models_file) in problem.headline and "native, tool, prompt" in problem.advice
+    assert config.settings({config.MODELS_FILE: ""}).profiles == (), "set aside for a verb"
+    models_file.write_text("[models\n", encoding="utf-8")
+    with pytest.raises(config.ModelsFileError, match="valid TOML"):
+        config.settings()

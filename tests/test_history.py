@@ -939,7 +939,9 @@ def test_a_version_4_history_is_migrated_in_place_keeping_every_row_and_every_co
     assert kept.stdout == sources["kept_writer"]
 
     assert query("SELECT * FROM runs ORDER BY id") == runs_before
-    assert query("SELECT * FROM run_calls ORDER BY run_id, seq") == calls_before
+    assert query("SELECT * FROM run_calls ORDER BY run_id, seq") == [
+        (*row, "") for row in calls_before  # version 7's `asked`: '' reads as `model`
+    ]
     assert query(f"SELECT {AGENT_COLUMNS} FROM run_agents ORDER BY rowid") == [
         row[:-1] for row in agents_before
     ]
@@ -1005,3 +1007,34 @@ def test_a_run_is_found_by_its_id_and_stats_are_counted_through_indexes() -> Non
     for statement in history.STATS_QUERIES:
         assert "COVERING INDEX" in plan_of(statement)
         assert re.search(r"SCAN (runs|run_agents)(?! USING)", plan_of(statement)) is None
+
+
+def test_a_version_4_history_gains_the_model_each_call_was_asked_of() -> None:
+    """Issue 26 (schema 7): run_calls gains `asked`; an older call reads as asked of the model
+    that answered it, and a fallback's call keeps both."""
+    from dataclasses import replace
+
+    runlog.archive(full_record())
+    path = historydb.database()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("ALTER TABLE run_calls DROP COLUMN asked")
+        db.execute("PRAGMA user_version = 4")
+        db.commit()
+    stored = history.load("3f9a0c1d")
+    assert stored is not None
+    assert query("PRAGMA user_version") == [(historydb.SCHEMA_VERSION,)]
+    assert all(c.asked_model == c.model and not c.fell_back for c in stored.calls)
+    record = full_record(run_id="6a6a6a6a")
+    record.calls = [
+        replace(c, asked="claude-sonnet-5-5", model="claude-haiku-5-5") for c in record.calls
+    ]
+    runlog.archive(record)
+    again = history.load("6a6a6a6a")
+    assert again is not None and again.calls == record.calls
+    assert again.fallbacks() == [
+        {"asked": "claude-sonnet-5-5", "answered": "claude-haiku-5-5", "calls": len(record.calls)}
+    ]
+    with contextlib.closing(sqlite3.connect(path)) as db:  # opened again: nothing to add twice
+        db.execute("PRAGMA user_version = 6")
+        db.commit()
+    assert history.load("6a6a6a6a") == again

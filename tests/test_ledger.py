@@ -26,12 +26,33 @@ def test_usage_cost_includes_cache_prices() -> None:
     assert usage.is_estimate is False
 
 
-def test_unknown_model_is_priced_as_default_and_flagged() -> None:
+def test_an_unknown_model_is_never_priced_as_another_it_counts_nothing_and_is_named() -> None:
     usage = ledger.Usage()
     usage.add("claude-mystery-1", input_tokens=1_000_000)
-    assert usage.cost_usd() == pytest.approx(2.0)
+    assert usage.cost_usd() == 0.0, "no guessed Claude price"
     assert usage.is_estimate is True
-    assert usage.cost_summary()["estimate"] is True
+    summary = usage.cost_summary()
+    assert summary["estimate"] is True and summary["unpriced"] == ["claude-mystery-1"]
+
+
+def test_the_price_a_run_is_told_counts_for_its_views_and_its_merges() -> None:
+    """The road tells the run's ledger each model's price (its profile's): a local model is
+    free and known to be, a models.toml price counts, and both survive a merge."""
+    run = ledger.Usage()
+    run.set_price("qwen3:8b", models.FREE)
+    run.set_price("my-model", models.Price(1.0, 2.0, 0.1))
+    run.phase("plan").record("qwen3:8b", {"input_tokens": 1_000_000, "output_tokens": 10})
+    run.phase("agents").record(
+        "my-model", {"input_tokens": 1_000_000}, asked="claude-sonnet-5-5", agent="a"
+    )
+    assert run.cost_usd() == pytest.approx(1.0)
+    assert run.unpriced() == [] and not run.is_estimate
+    fallback = run.call_log()[-1]
+    assert (fallback.asked, fallback.model, fallback.usd) == ("claude-sonnet-5-5", "my-model", 1.0)
+    assert fallback.fell_back and not run.call_log()[0].fell_back
+    session = ledger.Usage()
+    session.merge(run)
+    assert session.cost_usd() == pytest.approx(1.0) and session.unpriced() == []
 
 
 def test_dated_model_ids_use_the_base_price() -> None:

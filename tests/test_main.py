@@ -96,8 +96,9 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
         "revisions",
         "council_improved", "kept", "cost", "phases", "duration_seconds", "run_file", "sandbox",
         "budget_usd", "budget_exhausted", "warnings", "attachments", "artifacts", "retry_of",
-        "carried",
+        "carried", "fallbacks",
     }  # fmt: skip
+    assert data["fallbacks"] == [], "no model fell back"
     assert data["ok"] is True and data["task"] == "a json task"
     assert data["answer"] == "MERGED: fact_finder"
     assert data["complexity"] == "simple"
@@ -174,9 +175,10 @@ def test_a_budget_too_small_for_anything_fails_before_any_call(
     done = agentgod(isolated_home, fake_api, "--json", "--budget", "0.001", "a task")
     assert done.returncode == 1
     assert json.loads(done.stdout)["error"]["type"] == "budget"
-    # Only the small-talk check (one cheap call, within the budget) reached the API: the plan
-    # asked for beside it could not be paid for, so it never left.
-    assert [r.system == intake.INTAKE_PROMPT for r in fake_api.messages()] == [True]
+    # Only the small-talk check (cheap calls, within the budget: the fake's "ok" is no JSON, so
+    # it goes down the ladder) reached the API: the plan asked for beside it could not be paid
+    # for, so it never left.
+    assert {r.system == intake.INTAKE_PROMPT for r in fake_api.messages()} == {True}
 
 
 def test_missing_key_without_a_terminal_exits_1_with_advice(isolated_home: Path) -> None:

@@ -427,7 +427,10 @@ def test_an_estimated_cost_says_once_which_model_has_no_known_price(width: int) 
     view.cost(guessed, 1.0)
     view.cost({**SUMMARY, "estimate": False, "unpriced": []}, 1.0)
     estimate, exact = err.getvalue().splitlines()
-    assert estimate.endswith("~$0.0123 | 1.0s | ~ estimated: claude-mystery-9 has no known price")
+    assert estimate.endswith(
+        "~$0.0123 | 1.0s | ~ estimated: claude-mystery-9 has no known price, counted as $0 "
+        "(models.toml can set one)"
+    )
     assert "estimated" not in exact
     console = recording_at(width)
     RichUI(console=console).cost(guessed, 1.0)
