@@ -55,6 +55,7 @@ SETTING_NAMES = (
     "ATTACH_MAX_FILES",
     "ARTIFACTS_MAX_MB",
     "AGENTGOD_HOME",
+    "LIBRARY_DIR",
     "AGENTGOD_PLAIN",
     "TRACE_ENDPOINT",
     "TRACE_CONTENT",
@@ -183,6 +184,9 @@ class Settings:
     the agents' inputs and outputs and the plan too."""
     service_name: str = "agentgod"
     """OTEL_SERVICE_NAME: the service a trace is filed under."""
+    library_dir: Path | None = None
+    """LIBRARY_DIR: a library of its own instead of the home's inventory/ (an eval gives each
+    arm one, so its runs neither see nor change yours)."""
 
     @property
     def agents_dir(self) -> Path:
@@ -190,7 +194,7 @@ class Settings:
 
     @property
     def inventory_dir(self) -> Path:
-        return self.home / INVENTORY_DIR
+        return self.library_dir or self.home / INVENTORY_DIR
 
     @property
     def runs_dir(self) -> Path:
@@ -228,8 +232,13 @@ def agents_dir() -> Path:
 
 
 def inventory_dir() -> Path:
-    """The home's library folder, from AGENTGOD_HOME alone."""
-    return home() / INVENTORY_DIR
+    """The library's folder: LIBRARY_DIR when set, else the home's inventory/."""
+    return _library_dir() or home() / INVENTORY_DIR
+
+
+def _library_dir() -> Path | None:
+    raw = env("LIBRARY_DIR")
+    return Path(raw).expanduser().resolve() if raw else None
 
 
 def check_home() -> Path:
@@ -446,6 +455,7 @@ def _read_settings(where: Path) -> Settings:
         tracing=_tracing(),
         trace_content=_choice("TRACE_CONTENT", Switch.OFF, Switch) is Switch.ON,
         service_name=env("OTEL_SERVICE_NAME", "agentgod"),
+        library_dir=_library_dir(),
     )
 
 

@@ -25,7 +25,7 @@ from agentgod import config, runfile
 from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 8
 """Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
@@ -181,6 +181,56 @@ _V5_STATEMENTS = (
 """Version 5 (issue 27): batches of runs (batchrecord.py reads and writes them). A batch's runs
 are linked from its tasks (batch_tasks.runs), so the runs table itself is unchanged."""
 
+_V8_STATEMENTS = (
+    """CREATE TABLE IF NOT EXISTS evals (
+    eval_id TEXT PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    suite TEXT NOT NULL,
+    arms TEXT NOT NULL DEFAULT '[]',
+    options TEXT NOT NULL DEFAULT '{}',
+    batch_id TEXT,
+    usd REAL NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0
+)""",
+    """CREATE TABLE IF NOT EXISTS eval_cases (
+    eval_id TEXT NOT NULL REFERENCES evals (eval_id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    case_id TEXT NOT NULL,
+    line INTEGER NOT NULL DEFAULT 0,
+    task TEXT NOT NULL,
+    files TEXT NOT NULL DEFAULT '[]',
+    expect TEXT NOT NULL DEFAULT '{}',
+    budget_usd REAL,
+    PRIMARY KEY (eval_id, seq)
+)""",
+    """CREATE TABLE IF NOT EXISTS eval_results (
+    eval_id TEXT NOT NULL REFERENCES evals (eval_id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    arm TEXT NOT NULL,
+    task_seq INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    score REAL,
+    detail TEXT NOT NULL DEFAULT '',
+    answer TEXT NOT NULL DEFAULT '',
+    error_kind TEXT NOT NULL DEFAULT '',
+    error TEXT NOT NULL DEFAULT '',
+    run_id TEXT,
+    usd REAL NOT NULL DEFAULT 0,
+    calls INTEGER NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0,
+    judge_usd REAL NOT NULL DEFAULT 0,
+    judge_calls INTEGER NOT NULL DEFAULT 0,
+    verdicts TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (eval_id, seq, arm)
+)""",
+    "CREATE INDEX IF NOT EXISTS evals_by_start ON evals (started_at)",
+)
+"""Version 8 (issue 28): evals (evalrecord.py reads and writes them). An eval's runs ran as one
+batch (evals.batch_id, a batch of kind 'eval' whose parent is the eval); each case's result in
+each arm names its run (eval_results.run_id). Versions 6 and 7 are other branches'."""
+
 
 Rebuild = Callable[[Path, RunRecord, Path | None], None]
 """Writes one run's rows into the database at a path (history's _insert_rows): what a rebuild
@@ -277,6 +327,9 @@ def _migrate(db: sqlite3.Connection) -> None:
             # tables in it and without 3's and 4's columns: those are added wherever missing.
             _add_columns(db, (*_V3_COLUMNS, *_V4_COLUMNS))
             for statement in (*_V3_INDEXES, *_V5_STATEMENTS):
+                db.execute(statement)
+        if version < 8:
+            for statement in _V8_STATEMENTS:
                 db.execute(statement)
         if version < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -197,8 +197,13 @@ def response_text(message: Any) -> str:
     return "".join(parts).strip()
 
 
+Prompt = str | list[dict[str, Any]]
+"""A user message's content: its text, or content blocks (files as the API reads them, then
+the text)."""
+
+
 def _request(
-    prompt: str, *, model: str, effort: str | None, system: str | None, max_tokens: int
+    prompt: Prompt, *, model: str, effort: str | None, system: str | None, max_tokens: int
 ) -> dict[str, Any]:
     """The Messages request body. Never a temperature."""
     request: dict[str, Any] = {
@@ -461,7 +466,7 @@ def prepare_forks(output_formats: Iterable[type[BaseModel]] = ()) -> None:
 
 
 def completion(
-    prompt: str,
+    prompt: Prompt,
     *,
     model: str,
     effort: str | None,
@@ -470,14 +475,16 @@ def completion(
     usage: Usage | None = None,
     settings: config.Settings | None = None,
     on_text: TextSink | None = None,
+    cancel: Cancel | None = None,
 ) -> Completion:
     """One plain call; returns its text and stop_reason. `effort=None` sends no effort at all.
 
     With `on_text` the reply is streamed, and each piece of its text is passed on as it arrives
     (see TextSink: "" when what was passed is void); the Completion is the same either way.
+    `cancel` lets another thread stop it (see Cancel): it then raises Cancelled.
     """
     request = _request(prompt, model=model, effort=effort, system=system, max_tokens=max_tokens)
-    reply = _send(request, usage, settings or config.settings(), on_text=on_text)
+    reply = _send(request, usage, settings or config.settings(), on_text=on_text, cancel=cancel)
     stop_reason = reply.get("stop_reason")
     return Completion(response_text(reply), stop_reason if isinstance(stop_reason, str) else None)
 

@@ -42,6 +42,7 @@ from agentgod.replies import (
     BatchProgress,
     BatchSummaryLine,
     CostSummary,
+    EvalReport,
     HistoryRow,
     KeepChoice,
     LibraryRow,
@@ -60,7 +61,15 @@ from agentgod.richtext import (
     stats_grid,
 )
 from agentgod.text import clean, cost_text, dollars, duration, one_line
-from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, batch_summary_text
+from agentgod.ui import (
+    EVAL_COLUMNS,
+    FIELD_WIDTH,
+    PHASES,
+    PlainUI,
+    batch_summary_text,
+    eval_footer,
+    eval_row,
+)
 
 WORDMARK = r"""
    _                     _       ___   ___   ___
@@ -750,3 +759,39 @@ class RichUI(PlainUI):
         if not self.quiet:
             style = "green" if summary["status"] == "done" and not summary["failed"] else "yellow"
             self.console.print(Text(batch_summary_text(summary), style=style))
+
+    # ---- an eval ---------------------------------------------------------------------------
+
+    def eval_report(self, report: EvalReport) -> None:
+        """The arms as a table, then a bar per arm: its score, its interval shaded around it."""
+        from rich.bar import Bar
+
+        self._stop_live()
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        for column in EVAL_COLUMNS:
+            table.add_column(column, justify="left" if column == "arm" else "right")
+        for arm in report["arms"]:
+            cells = eval_row(arm)
+            difference = arm["vs_single"]
+            style = ""
+            if difference is not None and difference["significant"]:
+                style = "green" if difference["mean"] > 0 else "red"
+            table.add_row(
+                *[Text(cell, style=style if i == 2 else "") for i, cell in enumerate(cells)]
+            )
+        self.answer_console.print(table)
+        bars = Table.grid(padding=(0, 1))
+        bars.add_column(no_wrap=True)
+        bars.add_column(width=32)
+        bars.add_column(justify="right")
+        for arm in report["arms"]:
+            score = arm["score"]
+            colour = "cyan" if arm["arm"] == "single" else "green"
+            bar = Group(
+                Bar(1.0, 0.0, score["mean"], width=32, color=colour),
+                Bar(1.0, score["low"], score["high"], width=32, color="grey50"),
+            )
+            bars.add_row(Text(arm["arm"]), bar, Text(f"{score['mean']:.2f}"))
+        self.answer_console.print(bars)
+        for text in eval_footer(report):
+            self.answer_console.print(Text(text, style="dim"))

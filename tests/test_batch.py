@@ -578,7 +578,7 @@ def test_a_history_from_before_batches_is_migrated_in_place(isolated_home: Path)
     assert batchrecord.load(made.batch_id) is not None
     assert history.load("0123abcd") is not None
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == historydb.SCHEMA_VERSION == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == historydb.SCHEMA_VERSION
 
 
 OLD_RUN = (
@@ -612,7 +612,7 @@ def test_a_history_this_branch_wrote_before_its_merge_gains_the_columns_it_misse
         db.execute("PRAGMA user_version = 3")
     assert history.load("0123abcd") is not None
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == historydb.SCHEMA_VERSION
         columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
         calls = {row[1] for row in db.execute("PRAGMA table_info(run_calls)")}
         indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
