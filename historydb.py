@@ -250,8 +250,14 @@ def open_for_writing(path: Path, busy_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Conn
 
     SQLite gives the -wal and -shm files the database's own permissions. `busy_ms` is how long
     one statement waits for another writer's lock.
+
+    The file is opened here only to create it: closing any descriptor of it would drop every
+    POSIX lock this process holds on it, those of another thread's SQLite connection included,
+    and let another process write under that connection's feet (a malformed database).
     """
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE))
+    if not path.exists():
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
     with contextlib.suppress(OSError):
         path.chmod(PRIVATE_FILE)
     db = sqlite3.connect(path, timeout=busy_ms / 1000)
