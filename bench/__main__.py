@@ -23,6 +23,7 @@ from bench import (
     cli_start,
     coldstart,
     command,
+    evalrun,
     first_request,
     harness,
     memory,
@@ -38,6 +39,7 @@ BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "calls": calls.run,
     "memory": memory.run,
     "batch": batchrun.run,
+    "eval": evalrun.run,
 }
 
 
