@@ -594,3 +594,40 @@ def test_opening_the_history_never_drops_a_lock_another_connection_of_this_proce
     assert path.with_name(path.name + "-wal").exists(), "the WAL of a live connection was deleted"
     assert path.with_name(path.name + "-shm").exists()
     holder.close()
+
+
+def test_the_ablations_run_as_their_settings_say_and_the_warm_arm_keeps_its_own_library(
+    fake_api: FakeMessagesAPI, isolated_home: Path, tmp_path: Path
+) -> None:
+    """factory-nojudge makes no judge call, factory-nocouncil no critic call (the others run
+    with COUNCIL=always here), factory-warm reuses the agent its first case kept, and no arm
+    reads or writes the user's own library."""
+    model = Model(fake_api)
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(case("w1", "first", {"not_contains": "x-x"}) + "\n"
+                     + case("w2", "second", {"not_contains": "x-x"}))  # fmt: skip
+    arms = "factory,factory-nojudge,factory-nocouncil,factory-warm"
+    done = run_eval(isolated_home, fake_api, str(suite), "--arms", arms, "--parallel", "1",
+                    "--json", COUNCIL="always")  # fmt: skip
+    report = reply_of(done)
+    record = evalrecord.load(report["eval_id"])
+    assert record is not None
+    kinds: dict[tuple[str, str], list[str]] = {}
+    for result in record.results:
+        stored = history.load(result.run_id)
+        assert stored is not None
+        kinds[result.arm, record.cases[result.seq].case_id] = [c.phase for c in stored.calls]
+    assert "judge" in kinds["factory", "w1"] and "council" in kinds["factory", "w1"]
+    assert "judge" not in kinds["factory-nojudge", "w1"]
+    assert "council" not in kinds["factory-nocouncil", "w1"]
+    assert "generate" in kinds["factory-warm", "w1"]
+    assert "generate" not in kinds["factory-warm", "w2"], "the second case reuses the kept agent"
+    assert "generate" in kinds["factory", "w2"], "a cold arm builds its agent again"
+    from agentgod import evaluation
+
+    warm = evaluation.folder(report["eval_id"]) / "library-warm" / "agents"
+    assert (warm / "solver.py").is_file()
+    assert not (isolated_home / "inventory" / "agents" / "solver.py").exists()
+    cold = evaluation.folder(report["eval_id"]) / "library-cold" / "agents"
+    assert not list(cold.glob("*.py")) if cold.is_dir() else True
+    del model
