@@ -184,7 +184,7 @@ def score_text(expect: Mapping[str, Any], answer: str) -> Score:
         if number is None:
             failed.append("holds no number")
         elif abs(number - float(expect["number"])) > tolerance:
-            failed.append(f"ends with {number:g}, not {float(expect['number']):g}")
+            failed.append(f"ends with {number:.12g}, not {float(expect['number']):.12g}")
     if failed:
         return Score(0.0, "the answer " + "; ".join(failed))
     return Score(1.0, "every check holds")

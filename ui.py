@@ -672,8 +672,10 @@ def eval_footer(report: EvalReport) -> list[str]:
         f"effort {report['effort'] or '?'}",
         f"spent {dollars(report['usd'])} ({dollars(report['judge_usd'])} judging), "
         f"{report['calls']} model calls, {duration(report['seconds'])}",
-        "score: mean over the cases every arm answered, 1 = passed; vs single: the same cases' "
-        "paired difference; * = its 95 % interval excludes 0 (a real difference)",
+        "score: the mean over the cases every arm has a score for (1 = passed), [its 95 % "
+        "interval];",
+        "vs single: the paired difference on the same cases; * = its interval excludes 0 "
+        "(a real difference)",
     ]
 
 
