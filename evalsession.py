@@ -9,14 +9,13 @@ changed between two; `eval list` lists them. main dispatches here; errors reach 
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
 from agentgod import cli, config, evalrecord, evalreport
 from agentgod.evalrecord import EvalRow
 from agentgod.kinds import BatchStatus
 from agentgod.replies import BatchProgress
-from agentgod.ui import PlainUI, isatty
+from agentgod.ui import PlainUI
 
 if TYPE_CHECKING:
     from agentgod.session import Session
@@ -59,9 +58,10 @@ class _Watcher:
 
 
 def _ui(session: Session, invocation: cli.Invocation) -> PlainUI:
+    """The session's ui, silent with --json (stdout then holds only the one object)."""
     ui = session.ui
-    if invocation.json or not isatty(sys.stdout):
-        ui.quiet = ui.quiet or invocation.json
+    if invocation.json:
+        ui.quiet = True
     return ui
 
 
