@@ -588,7 +588,8 @@ def test_opening_the_history_never_drops_a_lock_another_connection_of_this_proce
     holder.commit()
     historydb.open_for_writing(path).close()  # another thread's write, as an eval's are
     code = (
-        "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute('SELECT 1'); db.close()"
+        "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "
+        "db.execute('SELECT count(*) FROM sqlite_master').fetchone(); db.close()"
     )
     subprocess.run([sys.executable, "-c", code, str(path)], check=True)
     assert path.with_name(path.name + "-wal").exists(), "the WAL of a live connection was deleted"
