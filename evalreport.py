@@ -51,6 +51,8 @@ def complete_cases(record: EvalRow) -> list[int]:
 def _failure(result: ResultRow) -> str | None:
     if not result.status.finished:
         return result.status.value if result.status.value != "pending" else None
+    if result.score is not None and result.score >= 1:
+        return None  # passed, even without an answer (a budget kept to)
     if result.error_kind:
         return result.error_kind
     if result.score is None:

@@ -475,9 +475,11 @@ class Sitting:
         if reply is None and task.run_id:
             reply = _stored_reply(task.run_id)
         reply = reply or {}
-        if case.budget_usd is not None and task.status is TaskStatus.BUDGET and task.usd > 0:
-            # Its own budget stopped it: that is its answer (within_budget scores it), and
-            # resume must not pay for it again.
+        started = not task.error.startswith("not started")
+        if case.budget_usd is not None and task.status is TaskStatus.BUDGET and started:
+            # A budget stop of a case with a budget of its own is that budget's (even before
+            # its first call): that is its answer (within_budget scores it), and resume must
+            # not pay for it again.
             task.status = TaskStatus.FAILED
             if self.batch is not None:
                 batchrecord.update_task(self.batch.batch_id, task)
