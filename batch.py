@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -291,6 +291,20 @@ class Options:
         )
 
 
+@dataclass(frozen=True)
+class RunShape:
+    """What one task's run gets beyond the batch's own options: more flags (after the batch's,
+    so they win) and settings as environment variables. An eval runs its arms in one batch this
+    way (`--council off`, `TASK_REVISIONS=0`, a library of the arm's own)."""
+
+    flags: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+Shaper = Callable[[TaskRow], RunShape]
+"""Says how each task's run differs from the batch's options (None: it does not)."""
+
+
 def out_folder(options: Options, task: TaskRow) -> Path | None:
     """Where a task's artifacts are copied: <out>/<its id, or line-N>."""
     if options.out is None:
@@ -316,8 +330,10 @@ class Batch:
         cwd: Path | None = None,
         listen: tuple[str, int] | None = None,
         gateway_url: str | None = None,
+        shape: Shaper | None = None,
     ) -> None:
         self.batch = batch
+        self.shape = shape
         self.options = options
         self.settings = settings or config.settings()
         self.engine: Engine = engine or LocalEngine()
@@ -479,6 +495,7 @@ class Batch:
         """The task's next run, made ready: its id, its capability, its command line; linked in
         the record before it starts, so a crash cannot lose it."""
         run_id = _fresh_run_id()
+        shape = self.shape(task) if self.shape is not None else RunShape()
         capability = the_gateway.mint(
             run_id,
             self.batch.batch_id,
@@ -488,8 +505,8 @@ class Batch:
         )
         job = Job(
             run_id=run_id,
-            args=tuple(self._args(task, run_id)),
-            env={"ANTHROPIC_API_KEY": capability, "ANTHROPIC_BASE_URL": url},
+            args=tuple(self._args(task, run_id, shape.flags)),
+            env={**shape.env, "ANTHROPIC_API_KEY": capability, "ANTHROPIC_BASE_URL": url},
             cwd=str(self.cwd),
         )
         task.runs.append(run_id)
@@ -538,10 +555,10 @@ class Batch:
             if not freed:
                 slots.release()
 
-    def _args(self, task: TaskRow, run_id: str) -> list[str]:
+    def _args(self, task: TaskRow, run_id: str, flags: Sequence[str] = ()) -> list[str]:
         """The command line of the task's run: a fresh run, or a retry of its stopped one that
         keeps what that one had paid for (its plan and the agents that delivered)."""
-        args = ["--json", "--no-input", "--run-id", run_id, *self.options.flags]
+        args = ["--json", "--no-input", "--run-id", run_id, *self.options.flags, *flags]
         if task.budget_usd is not None:
             args += ["--budget", repr(task.budget_usd)]
         folder = out_folder(self.options, task)

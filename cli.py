@@ -40,6 +40,9 @@ EXITS_BY_SIGNAL: dict[int, int] = {
 
 VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key", "ui", "models")
 BATCH_ACTIONS = ("show", "resume")
+EVAL_ACTIONS = ("show", "resume", "compare", "list")
+"""`agentgod eval show [ID]`, `eval resume ID`, `eval compare ID1 ID2`, `eval list`; any other
+word after eval is its SUITE."""
 """`agentgod batch show [ID]` and `batch resume ID`; any other word after batch is its FILE."""
 MAX_PARALLEL = 64
 RUN_ID = re.compile(r"[0-9a-f]{8}")
@@ -128,6 +131,14 @@ class Invocation:
     """show: write the run's trace as OTLP JSON into this file, "-" for stdout (--trace FILE)."""
     port: int | None = None
     """ui: the port to listen on (--port N); None for any free one."""
+    arms: str | None = None
+    """eval: the arms to run, comma-separated (--arms)."""
+    from_history: int | None = None
+    """eval: take the last N tasks of the history as the suite (--from-history N)."""
+    limit: int | None = None
+    """eval: only the suite's first N cases (--limit N)."""
+    verb_arg2: str | None = None
+    """eval compare: the second eval's ID."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,6 +162,12 @@ def _positive_count(text: str) -> int:
     return int(text)
 
 
+def _positive_whole(text: str) -> int:
+    if not is_positive_number(text) or int(text) > 100_000:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 100000, got {text!r}")
+    return int(text)
+
+
 def _port(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
         raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
@@ -166,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         "for your task, then merges and judges their answer.",
         epilog="verbs (only as the whole command): library | history [N] | stats | last | "
         "forget NAME | show [RUN] | retry [RUN] | ui | models | batch FILE|- | batch show [ID] | "
-        "batch resume ID | gateway.  With no task at a terminal, an interactive prompt starts; "
+        "batch resume ID | gateway | eval SUITE | eval show|resume|compare|list.  "
+        "With no task at a terminal, an interactive prompt starts; "
         "with piped stdin, stdin is the task.",
     )
     parser.add_argument("words", nargs="*", metavar="TASK", help="the task; '-' reads stdin")
@@ -248,6 +266,22 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument(
         "--gateway-url", metavar="URL", help="how runs reach the gateway (a TLS proxy, a tunnel)"
     )
+    judged = parser.add_argument_group(
+        "eval SUITE | eval --from-history N | eval show [ID] | eval resume ID | "
+        "eval compare ID1 ID2 | eval list"
+    )
+    judged.add_argument(
+        "--arms",
+        metavar="A,B",
+        help="arms beside single: factory, factory-nojudge, factory-nocouncil, factory-warm",
+    )
+    judged.add_argument(
+        "--from-history",
+        type=_positive_whole,
+        metavar="N",
+        help="the suite is your last N tasks, judged pairwise",
+    )
+    judged.add_argument("--limit", type=_positive_whole, metavar="N", help="the first N cases")
     parser.add_argument("-V", "--version", action="store_true", help="print the version")
     parser.add_argument(
         "--completion", choices=SHELLS, help="print a shell completion script for SHELL"
@@ -355,6 +389,9 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         "html": args.html,
         "trace": args.trace,
         "port": args.port,
+        "arms": args.arms,
+        "from_history": args.from_history,
+        "limit": args.limit,
     }
     _check_batch_flags(args)
     if args.resume not in (None, "last") and not RUN_REF.fullmatch(args.resume):
@@ -376,6 +413,12 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         if words:
             raise UsageError("give the task either as words or after --task, not both")
         return Invocation("task", task=_clean_task(task_text, "--task"), **options)
+    evaluated = _eval_words(words, args)
+    if evaluated is not None:
+        action, first, second = evaluated
+        return Invocation("eval", verb=action, verb_arg=first, verb_arg2=second, **options)
+    if any(options[name] is not None for name in ("arms", "from_history", "limit")):
+        raise UsageError("--arms, --from-history and --limit belong to 'agentgod eval'")
     many = _many(words)
     if many is not None:
         mode, action, arg = many
@@ -462,6 +505,50 @@ def _many(words: list[str]) -> tuple[str, str, str | None] | None:
     return None
 
 
+def _eval_words(
+    words: list[str], args: argparse.Namespace
+) -> tuple[str, str | None, str | None] | None:
+    """`eval SUITE`, `eval --from-history N`, `eval show [ID]`, `eval resume ID`,
+    `eval compare ID1 ID2`, `eval list`: (action, arg, second arg). Only as the whole command
+    line; `--task` runs such words as a task."""
+    if not words or words[0] != "eval":
+        return None
+    as_task = f"to run it as a task: agentgod --task {' '.join(words)}"
+    rest = words[1:]
+    viewing = [flag for flag in ("code", "replay", "trace", "port") if getattr(args, flag)]
+    if viewing or args.html is not None or args.run_id is not None:
+        raise UsageError("--code, --replay, --html, --trace, --port and --run-id are not eval's")
+    if args.engine is not None or args.gateway_url is not None:
+        raise UsageError("an eval runs on this machine: --engine and --gateway-url are batch's")
+    if rest and rest[0] in EVAL_ACTIONS:
+        action, refs = rest[0], rest[1:]
+        wanted = {"show": (0, 1), "resume": (1, 1), "compare": (2, 2), "list": (0, 0)}[action]
+        if not wanted[0] <= len(refs) <= wanted[1]:
+            shapes = {
+                "show": "eval show [ID]",
+                "resume": "eval resume ID",
+                "compare": "eval compare ID1 ID2",
+                "list": "eval list",
+            }
+            raise UsageError(f"that is not {shapes[action]}", "see 'agentgod eval list'")
+        for ref in refs:
+            if not RUN_REF.fullmatch(ref):
+                raise UsageError(f"eval {action} takes eval ids such as 3f9a2b1c, got {ref!r}")
+        if args.from_history is not None or args.limit is not None or args.arms is not None:
+            raise UsageError(f"--arms, --from-history and --limit start an eval, not {action}")
+        return action, refs[0] if refs else None, refs[1] if len(refs) > 1 else None
+    if args.from_history is not None:
+        if rest:
+            raise UsageError("give a SUITE or --from-history N, not both", as_task)
+        return "run", None, None
+    if len(rest) != 1 or not rest[0].strip():
+        raise UsageError(
+            "eval needs a SUITE: a JSONL file of cases, adversarial or humaneval",
+            "e.g. agentgod eval adversarial; or agentgod eval --from-history 20",
+        )
+    return "run", rest[0], None
+
+
 def _check_batch_flags(args: argparse.Namespace) -> None:
     if args.run_id is not None and not RUN_ID.fullmatch(args.run_id):
         raise UsageError(f"--run-id takes a run id of 8 hex characters, got {args.run_id!r}")
@@ -518,7 +605,7 @@ def completion_script(shell: str) -> str:
         for option in action.option_strings
         if option.startswith("--")
     )
-    verbs = [*VERBS, "batch", "gateway"]
+    verbs = [*VERBS, "batch", "gateway", "eval"]
     if shell == "fish":
         lines = [f"complete -c agentgod -f -n __fish_use_subcommand -a {verb}" for verb in verbs]
         lines += [f"complete -c agentgod -l {flag[2:]}" for flag in flags]

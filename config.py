@@ -61,6 +61,7 @@ SETTING_NAMES = (
     "ATTACH_MAX_FILES",
     "ARTIFACTS_MAX_MB",
     "AGENTGOD_HOME",
+    "LIBRARY_DIR",
     "AGENTGOD_PLAIN",
     "TRACE_ENDPOINT",
     "TRACE_CONTENT",
@@ -221,6 +222,9 @@ class Settings:
     529, 5xx, a timeout or a dropped connection after its own retries."""
     profiles: tuple[ProfileOverride, ...] = ()
     """The home's models.toml entries, in the file's order (models.resolve reads them)."""
+    library_dir: Path | None = None
+    """LIBRARY_DIR: a library of its own instead of the home's inventory/ (an eval gives each
+    arm one, so its runs neither see nor change yours)."""
 
     def endpoint_of(self, model: str) -> str | None:
         """Where `model` is served: the endpoint its fallback entry names, else
@@ -265,7 +269,7 @@ class Settings:
 
     @property
     def inventory_dir(self) -> Path:
-        return self.home / INVENTORY_DIR
+        return self.library_dir or self.home / INVENTORY_DIR
 
     @property
     def runs_dir(self) -> Path:
@@ -303,8 +307,13 @@ def agents_dir() -> Path:
 
 
 def inventory_dir() -> Path:
-    """The home's library folder, from AGENTGOD_HOME alone."""
-    return home() / INVENTORY_DIR
+    """The library's folder: LIBRARY_DIR when set, else the home's inventory/."""
+    return _library_dir() or home() / INVENTORY_DIR
+
+
+def _library_dir() -> Path | None:
+    raw = env("LIBRARY_DIR")
+    return Path(raw).expanduser().resolve() if raw else None
 
 
 def check_home() -> Path:
@@ -584,6 +593,7 @@ def _read_settings(where: Path) -> Settings:
         service_name=env("OTEL_SERVICE_NAME", "agentgod"),
         fallbacks=_fallbacks(),
         profiles=profiles,
+        library_dir=_library_dir(),
     )
 
 

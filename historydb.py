@@ -28,7 +28,7 @@ from agentgod.agent_runtime import BODY_END
 from agentgod.runrecord import RunRecord, new_run_id
 
 DB_NAME = "history.db"
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Stored in PRAGMA user_version; an older database is migrated up in place (_migrate)."""
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another agentgod process to finish its insert."""
@@ -218,6 +218,56 @@ _V7_COLUMNS = (("run_calls", "asked TEXT NOT NULL DEFAULT ''"),)
 """Version 7 (issue 26): the model each call was asked of, beside `model`, the one that answered
 (another when a fallback did; '' in rows written before: `model`)."""
 
+_V8_STATEMENTS = (
+    """CREATE TABLE IF NOT EXISTS evals (
+    eval_id TEXT PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    suite TEXT NOT NULL,
+    arms TEXT NOT NULL DEFAULT '[]',
+    options TEXT NOT NULL DEFAULT '{}',
+    batch_id TEXT,
+    usd REAL NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0
+)""",
+    """CREATE TABLE IF NOT EXISTS eval_cases (
+    eval_id TEXT NOT NULL REFERENCES evals (eval_id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    case_id TEXT NOT NULL,
+    line INTEGER NOT NULL DEFAULT 0,
+    task TEXT NOT NULL,
+    files TEXT NOT NULL DEFAULT '[]',
+    expect TEXT NOT NULL DEFAULT '{}',
+    budget_usd REAL,
+    PRIMARY KEY (eval_id, seq)
+)""",
+    """CREATE TABLE IF NOT EXISTS eval_results (
+    eval_id TEXT NOT NULL REFERENCES evals (eval_id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    arm TEXT NOT NULL,
+    task_seq INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    score REAL,
+    detail TEXT NOT NULL DEFAULT '',
+    answer TEXT NOT NULL DEFAULT '',
+    error_kind TEXT NOT NULL DEFAULT '',
+    error TEXT NOT NULL DEFAULT '',
+    run_id TEXT,
+    usd REAL NOT NULL DEFAULT 0,
+    calls INTEGER NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0,
+    judge_usd REAL NOT NULL DEFAULT 0,
+    judge_calls INTEGER NOT NULL DEFAULT 0,
+    verdicts TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (eval_id, seq, arm)
+)""",
+    "CREATE INDEX IF NOT EXISTS evals_by_start ON evals (started_at)",
+)
+"""Version 8 (issue 28): evals (evalrecord.py reads and writes them). An eval's runs ran as one
+batch (evals.batch_id, a batch of kind 'eval' whose parent is the eval); each case's result in
+each arm names its run (eval_results.run_id)."""
+
 
 Rebuild = Callable[[Path, RunRecord, Path | None], None]
 """Writes one run's rows into the database at a path (history's _insert_rows): what a rebuild
@@ -237,8 +287,14 @@ def open_for_writing(path: Path, busy_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Conn
 
     SQLite gives the -wal and -shm files the database's own permissions. `busy_ms` is how long
     one statement waits for another writer's lock.
+
+    The file is opened here only to create it: closing any descriptor of it would drop every
+    POSIX lock this process holds on it, those of another thread's SQLite connection included,
+    and let another process write under that connection's feet (a malformed database).
     """
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE))
+    if not path.exists():
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
     with contextlib.suppress(OSError):
         path.chmod(PRIVATE_FILE)
     db = sqlite3.connect(path, timeout=busy_ms / 1000)
@@ -325,6 +381,9 @@ def _migrate(db: sqlite3.Connection) -> int:
             _share_sources(db)
         if version < 7:
             _add_columns(db, _V7_COLUMNS)
+        if version < 8:
+            for statement in _V8_STATEMENTS:
+                db.execute(statement)
         if version < SCHEMA_VERSION:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.commit()

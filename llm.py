@@ -379,8 +379,13 @@ def response_text(message: Any) -> str:
     return "".join(parts).strip()
 
 
+Prompt = str | list[dict[str, Any]]
+"""A user message's content: its text, or content blocks (files as the API reads them, then
+the text)."""
+
+
 def _request(
-    prompt: str, *, route: Route, effort: str | None, system: str | None, max_tokens: int
+    prompt: Prompt, *, route: Route, effort: str | None, system: str | None, max_tokens: int
 ) -> dict[str, Any]:
     """The Messages request body for `route`'s model, as its profile allows: an effort only
     where it takes one (lowered to what it has), a cache hint only where it takes them. Never a
@@ -758,7 +763,7 @@ def prepare_forks(output_formats: Iterable[type[BaseModel]] = ()) -> None:
 
 
 def completion(
-    prompt: str,
+    prompt: Prompt,
     *,
     model: str,
     effort: str | None,
@@ -767,19 +772,29 @@ def completion(
     usage: Usage | None = None,
     settings: config.Settings | None = None,
     on_text: TextSink | None = None,
+    cancel: Cancel | None = None,
 ) -> Completion:
     """One plain call; returns its text and stop_reason. `effort=None` sends no effort at all.
 
     With `on_text` the reply is streamed, and each piece of its text is passed on as it arrives
     (see TextSink: "" when what was passed is void); the Completion is the same either way.
+    `cancel` lets another thread stop it (see Cancel): it then raises Cancelled.
     """
     settings = settings or config.settings()
+    payable = _payable(usage)
 
     def work(route: Route) -> dict[str, Any]:
         request = _request(prompt, route=route, effort=effort, system=system, max_tokens=max_tokens)
-        return _send(request, usage, settings, route=route, asked=model, on_text=on_text)
+        return _send(
+            request, usage, settings, route=route, asked=model, on_text=on_text, cancel=cancel
+        )
 
-    reply = _on_routes(settings, model, work, eligible=_payable(usage))
+    def eligible(route: Route) -> bool:
+        """A fallback must be payable and read the files (documents, images) the prompt holds."""
+        bare = _request(prompt, route=route, effort=None, system=None, max_tokens=1)
+        return payable(route) and _adapted(bare, route, strict=True) is not None
+
+    reply = _on_routes(settings, model, work, eligible=eligible)
     return Completion(response_text(reply), _stop_reason(reply))
 
 

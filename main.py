@@ -65,6 +65,10 @@ def _run(invocation: cli.Invocation) -> int:
             from agentgod import batchsession
 
             return batchsession.run(session, invocation)
+        if invocation.mode == "eval":
+            from agentgod import evalsession
+
+            return evalsession.run(session, invocation)
         if invocation.mode == "verb" and invocation.verb == "key":
             config.check_home()
             return session.key(invocation.verb_arg or "check")

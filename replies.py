@@ -400,3 +400,98 @@ class BatchSummaryLine(TypedDict):
     usd: float
     """The whole batch's spending, every sitting together."""
     seconds: float
+
+
+class Interval(TypedDict):
+    """A mean over `n` cases and its 95 % bootstrap interval (evalstats.Estimate)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    significant: bool
+    """The interval excludes 0 (read it for a difference)."""
+
+
+class EvalArm(TypedDict):
+    """One arm of an eval, over the cases every arm has a score for."""
+
+    arm: str
+    cases: int
+    score: Interval
+    vs_single: Interval | None
+    """The paired difference to the single call on the same cases (None for single itself)."""
+    usd_per_case: float
+    usd_ratio: float | None
+    """Its dollars per case over the single call's: what equal dollars would buy of that."""
+    calls_per_case: float
+    seconds_per_case: float
+    score_per_usd: float | None
+    failures: dict[str, int]
+    """Results without a full score, by kind: an error type (budget, interrupted, ...) for no
+    answer, `wrong` for an answer that scored 0, `unscored` for one that could not be scored."""
+    usd: float
+    """Everything the arm spent, every case included, its judges too."""
+
+
+class EvalCase(TypedDict):
+    """One case of an eval: its score, cost and run in each arm."""
+
+    id: str
+    task: str
+    scores: dict[str, float | None]
+    usd: dict[str, float]
+    runs: dict[str, str | None]
+    status: dict[str, str]
+    details: dict[str, str]
+
+
+class EvalReport(TypedDict):
+    """`agentgod eval`'s answer: the arms side by side, and every case."""
+
+    eval_id: str
+    suite: str
+    status: str
+    """kinds.BatchStatus."""
+    model: str
+    effort: str
+    arms: list[EvalArm]
+    cases: int
+    complete: int
+    """Cases every arm has a score for: the ones the figures are over."""
+    usd: float
+    """The whole eval: runs, single calls and judges, every sitting."""
+    judge_usd: float
+    calls: int
+    seconds: float
+    batch_id: str | None
+    per_case: list[EvalCase]
+
+
+class EvalChange(TypedDict):
+    """One arm's score on one case in two evals."""
+
+    id: str
+    arm: str
+    before: float
+    after: float
+
+
+class EvalArmChange(TypedDict):
+    arm: str
+    cases: int
+    before: float
+    after: float
+    difference: Interval
+    """After minus before, paired over the cases both evals scored."""
+
+
+class EvalComparison(TypedDict):
+    """`agentgod eval compare A B`: what changed from A to B, arm by arm, case by case."""
+
+    before: str
+    after: str
+    arms: list[EvalArmChange]
+    changes: list[EvalChange]
+    left_out: list[str]
+    """Cases not compared (only in one eval, or their task changed), with why."""

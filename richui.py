@@ -42,6 +42,7 @@ from agentgod.replies import (
     BatchProgress,
     BatchSummaryLine,
     CostSummary,
+    EvalReport,
     HistoryRow,
     KeepChoice,
     LibraryRow,
@@ -60,7 +61,15 @@ from agentgod.richtext import (
     stats_grid,
 )
 from agentgod.text import clean, cost_text, dollars, duration, one_line
-from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, batch_summary_text
+from agentgod.ui import (
+    BAR_WIDTH,
+    FIELD_WIDTH,
+    PHASES,
+    PlainUI,
+    batch_summary_text,
+    eval_footer,
+    eval_row,
+)
 
 WORDMARK = r"""
    _                     _       ___   ___   ___
@@ -750,3 +759,51 @@ class RichUI(PlainUI):
         if not self.quiet:
             style = "green" if summary["status"] == "done" and not summary["failed"] else "yellow"
             self.console.print(Text(batch_summary_text(summary), style=style))
+
+    # ---- an eval ---------------------------------------------------------------------------
+
+    def eval_report(self, report: EvalReport) -> None:
+        """The arms as a table (a significant difference green, or red when it is a loss),
+        then a bar per arm: its score out of 1, with its interval beside it."""
+        from rich.bar import Bar
+
+        self._stop_live()
+        width = max(len(arm["arm"]) for arm in report["arms"])
+        for arm in report["arms"]:
+            cells = eval_row(arm)
+            score, difference = arm["score"], arm["vs_single"]
+            line = Text(f"{arm['arm']:<{width}}  ", style="bold")
+            line.append(f"score {score['mean']:.2f} ")
+            line.append(f"[{score['low']:.2f}, {score['high']:.2f}]", "dim")
+            if difference is not None:
+                style = ""
+                if difference["significant"]:
+                    style = "green" if difference["mean"] > 0 else "red"
+                mark = " *" if difference["significant"] else ""
+                line.append(f"   vs single {difference['mean']:+.2f}{mark} ", style)
+                line.append(f"[{difference['low']:+.2f}, {difference['high']:+.2f}]", "dim")
+            facts = Text(" " * (width + 2), style="dim")
+            ratio = f" ({cells[4]} single)" if arm["usd_ratio"] is not None else ""
+            facts.append(
+                f"{cells[3]} a case{ratio} · {cells[5]} calls · {cells[6]} s · "
+                f"{cells[7]} per $" + (f" · short: {cells[8]}" if arm["failures"] else ""),
+                "dim",
+            )
+            self.answer_console.print(line)
+            self.answer_console.print(facts)
+        self.answer_console.print()
+        bars = Table.grid(padding=(0, 1))
+        bars.add_column(no_wrap=True)
+        bars.add_column(width=BAR_WIDTH)
+        bars.add_column(no_wrap=True)
+        for arm in report["arms"]:
+            score = arm["score"]
+            colour = "cyan" if arm["arm"] == "single" else "green"
+            bars.add_row(
+                Text(arm["arm"]),
+                Bar(1.0, 0.0, score["mean"], width=BAR_WIDTH, color=colour, bgcolor="grey23"),
+                Text(f"{score['mean']:.2f}  [{score['low']:.2f}, {score['high']:.2f}]"),
+            )
+        self.answer_console.print(bars)
+        for text in eval_footer(report):
+            self.answer_console.print(Text(text, style="dim"))

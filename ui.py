@@ -35,7 +35,11 @@ from agentgod.replies import (
     BatchProgress,
     BatchSummaryLine,
     CostSummary,
+    EvalArm,
+    EvalComparison,
+    EvalReport,
     HistoryRow,
+    Interval,
     KeepChoice,
     LibraryRow,
     ModelsReply,
@@ -570,6 +574,157 @@ class PlainUI(asking.Questions):
             self._result(row)
             if task["error"]:
                 self._result(" " * 17 + one_line(task["error"], 100))
+
+    # ---- an eval ---------------------------------------------------------------------------
+
+    def eval_report(self, report: EvalReport) -> None:
+        """`agentgod eval`'s answer: the arms side by side, a bar per arm, and how to read them."""
+        for line in eval_table(report):
+            self._result(line)
+        self._result("")
+        for line in eval_bars(report):
+            self._result(line)
+        self._result("")
+        for line in eval_footer(report):
+            self._result(line)
+
+    def eval_cases(self, report: EvalReport) -> None:
+        """`agentgod eval show`: each case's score (and cost) in each arm."""
+        arms = [arm["arm"] for arm in report["arms"]]
+        width = max([len(case["id"]) for case in report["per_case"]] + [4])
+        self._result(f"{'case':<{width}}  " + "  ".join(f"{arm:>17}" for arm in arms))
+        for case in report["per_case"]:
+            cells = []
+            for arm in arms:
+                score = case["scores"].get(arm)
+                shown = "-" if score is None else f"{score:.2f}"
+                cells.append(f"{shown:>6} {dollars(case['usd'].get(arm, 0.0)):>10}")
+            self._result(f"{case['id']:<{width}}  " + "  ".join(cells))
+            for arm in arms:
+                detail = case["details"].get(arm, "")
+                if detail and case["scores"].get(arm) != 1.0:
+                    self._result(" " * (width + 2) + f"{arm}: {one_line(detail, 100)}")
+
+    def eval_comparison(self, comparison: EvalComparison) -> None:
+        """`agentgod eval compare A B`: per arm, what changed and whether it is significant."""
+        for line in comparison_lines(comparison):
+            self._result(line)
+
+    def eval_list(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            self._result("No eval yet: start one with agentgod eval adversarial.")
+            return
+        for row in rows:
+            self._result(
+                f"{row['eval_id']}  {row['status']:<11} {row['cases']:>4} cases  "
+                f"{','.join(row['arms']):<30} {dollars(row['usd']):>9}  "
+                f"{str(row['started_at'])[:19]}  {one_line(str(row['suite']), 40)}"
+            )
+
+
+def interval_text(value: Interval, *, signed: bool = False) -> str:
+    """`0.62 [0.48, 0.75]`, or `+0.17 [+0.03, +0.31] *` for a significant difference."""
+    form = "+.2f" if signed else ".2f"
+    text = f"{value['mean']:{form}} [{value['low']:{form}}, {value['high']:{form}}]"
+    return text + (" *" if signed and value["significant"] else "")
+
+
+def failures_text(failures: dict[str, int]) -> str:
+    return ", ".join(f"{kind} {count}" for kind, count in sorted(failures.items())) or "-"
+
+
+EVAL_COLUMNS = (
+    "arm",
+    "score [95% CI]",
+    "vs single [95% CI]",
+    "$/case",
+    "x single",
+    "calls/case",
+    "s/case",
+    "score/$",
+    "short of 1",
+)
+
+
+def eval_row(arm: EvalArm) -> list[str]:
+    """One arm's cells, in EVAL_COLUMNS' order."""
+    ratio = arm["usd_ratio"]
+    per_usd = arm["score_per_usd"]
+    return [
+        arm["arm"],
+        interval_text(arm["score"]),
+        interval_text(arm["vs_single"], signed=True) if arm["vs_single"] else "-",
+        dollars(arm["usd_per_case"]),
+        f"{ratio:.1f}x" if ratio is not None else "-",
+        f"{arm['calls_per_case']:.1f}",
+        f"{arm['seconds_per_case']:.1f}",
+        f"{per_usd:.1f}" if per_usd is not None else "-",
+        failures_text(arm["failures"]),
+    ]
+
+
+def eval_table(report: EvalReport) -> list[str]:
+    """The arms as aligned columns."""
+    rows = [list(EVAL_COLUMNS), *(eval_row(arm) for arm in report["arms"])]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(EVAL_COLUMNS))]
+    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+
+
+BAR_WIDTH = 30
+
+
+def eval_bars(report: EvalReport) -> list[str]:
+    """A bar per arm: its score, with its interval marked, out of 1."""
+    width = max([len(arm["arm"]) for arm in report["arms"]] + [3])
+    lines = []
+    for arm in report["arms"]:
+        score = arm["score"]
+        cells = ["." for _ in range(BAR_WIDTH)]
+        for i in range(round(score["mean"] * BAR_WIDTH)):
+            cells[i] = "#"
+        low, high = round(score["low"] * BAR_WIDTH), round(score["high"] * BAR_WIDTH)
+        if 0 < low <= BAR_WIDTH:
+            cells[low - 1] = "["
+        if 0 < high <= BAR_WIDTH:
+            cells[high - 1] = "]"
+        lines.append(f"{arm['arm']:<{width}}  |{''.join(cells)}|  {score['mean']:.2f}")
+    return lines
+
+
+def eval_footer(report: EvalReport) -> list[str]:
+    """What the figures are over, what the eval spent, how to read the table."""
+    status = report["status"]
+    state = "" if status == "done" else f" ({status}: agentgod eval resume {report['eval_id']})"
+    return [
+        f"eval {report['eval_id']}{state}: {report['suite']}, {report['cases']} cases, "
+        f"{report['complete']} scored in every arm; model {report['model'] or '?'}, "
+        f"effort {report['effort'] or '?'}",
+        f"spent {dollars(report['usd'])} ({dollars(report['judge_usd'])} judging), "
+        f"{report['calls']} model calls, {duration(report['seconds'])}",
+        "score: the mean over the cases every arm has a score for (1 = passed), [its 95 % "
+        "interval];",
+        "vs single: the paired difference on the same cases; * = its interval excludes 0 "
+        "(a real difference)",
+    ]
+
+
+def comparison_lines(comparison: EvalComparison) -> list[str]:
+    lines = [f"{comparison['before']} -> {comparison['after']}"]
+    width = max([len(arm["arm"]) for arm in comparison["arms"]] + [3])
+    for arm in comparison["arms"]:
+        difference = arm["difference"]
+        verdict = "a real change" if difference["significant"] else "no significant change"
+        lines.append(
+            f"{arm['arm']:<{width}}  {arm['before']:.2f} -> {arm['after']:.2f}  "
+            f"difference {interval_text(difference, signed=True)}  over {arm['cases']} cases: "
+            f"{verdict}"
+        )
+    for change in comparison["changes"]:
+        lines.append(
+            f"  {change['id']} ({change['arm']}): {change['before']:.2f} -> {change['after']:.2f}"
+        )
+    lines += [f"  left out: {why}" for why in comparison["left_out"]]
+    return lines
 
 
 def batch_progress_text(progress: BatchProgress) -> str:

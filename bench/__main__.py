@@ -24,6 +24,7 @@ from bench import (
     cli_start,
     coldstart,
     command,
+    evalrun,
     first_request,
     harness,
     history_scale,
@@ -46,6 +47,7 @@ BENCHMARKS: dict[str, Callable[[harness.Options], harness.Report]] = {
     "history": history_scale.run,
     "library": library_scale.run,
     "attachments": attachments_scale.run,
+    "eval": evalrun.run,
 }
 
 

@@ -25,8 +25,17 @@ def test_every_benchmark_is_registered_and_callable() -> None:
         "history",
         "library",
         "attachments",
+        "eval",
     ]
     assert all(callable(run) for run in BENCHMARKS.values())
+
+
+def test_an_evals_ideal_packs_every_runs_and_single_calls_work_into_the_slots() -> None:
+    """20 runs of 5 calls and 20 single calls in 4 slots: 120 calls of work, 30 L."""
+    from bench import evalrun
+
+    assert evalrun.ideal_seconds(20, 4, 0.5) == pytest.approx(15.0)
+    assert evalrun.ideal_seconds(1, 4, 0.5) == pytest.approx(2.5), "never below one run"
 
 
 def test_the_ideal_is_the_critical_path_of_model_calls() -> None:
