@@ -219,12 +219,54 @@ def _split_task(argv: list[str]) -> tuple[list[str], str | None]:
     return argv, None
 
 
-def _verb(words: list[str]) -> tuple[str, str | None] | None:
-    """A verb when the words are its shape; None for a task.
+VERB_WORDS: dict[str, tuple[int, int, str]] = {
+    "history": (0, 1, "at most one number of runs"),
+    "forget": (1, 1, "the NAME of one library agent"),
+    "show": (0, 1, "at most one run id"),
+    "retry": (0, 1, "at most one run id"),
+    "key": (1, 1, "one action, set or check"),
+}
+"""How many words may follow a verb (fewest, most) and what they are; a verb not named here takes
+none. Whatever the verb, a word more is a usage error, never a paid task."""
+KEY_ON_THE_LINE = (
+    "key set reads the key from the prompt or stdin; a key on the command line lands in your "
+    "shell history"
+)
 
-    A verb followed by one word is a mistyped verb, not a task: a paid run is the wrong answer
-    to `history abc`. A slash command given on the command line (`agentgod /history`) is the
-    verb it names. `--task` runs any of these words as a task.
+
+def near_verb(word: str, verbs: tuple[str, ...] = VERBS) -> str | None:
+    """The verb `word` is one edit away from (a letter changed, added, dropped or two swapped;
+    `histroy`, `History`), else None. Short verbs (`ui`, `key`) only by case: one edit from them
+    is another word (`hi`, `hey`)."""
+    lowered = word.lower()
+    for verb in verbs:
+        if lowered == verb or (len(verb) >= 4 and _one_edit(lowered, verb)):
+            return verb
+    return None
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether `a` and `b` differ by exactly one edit (Damerau: a swap of neighbours is one)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diffs = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        if len(diffs) == 1:
+            return True
+        i = diffs[0]
+        return len(diffs) == 2 and diffs[1] == i + 1 and a[i] == b[i + 1] and a[i + 1] == b[i]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def verb_of(words: list[str]) -> tuple[str, str | None] | None:
+    """A verb when the words begin with one; None for a task.
+
+    A verb takes only the words `VERB_WORDS` allows it: one more is a usage error (`history 5 6`,
+    `show a b`, `key set sk-ant-…`), because a paid run is the wrong answer to a mistyped
+    command. A one-word task one edit from a verb (`histroy`) asks whether the verb was meant.
+    A slash command given on the command line (`agentgod /history`) is the verb it names.
+    `--task` runs any of these words as a task.
     """
     if not words:
         return None
@@ -238,29 +280,40 @@ def _verb(words: list[str]) -> tuple[str, str | None] | None:
             )
         if name not in VERBS:
             if len(words) == 1:
-                raise UsageError(f"unknown command {first}", f"verbs: {', '.join(VERBS)}")
+                near = near_verb(name)
+                meant = f"; did you mean {near}?" if near else ""
+                raise UsageError(f"unknown command {first}{meant}", f"verbs: {', '.join(VERBS)}")
             return None
         first = name
     elif first not in VERBS:
+        near = near_verb(first) if len(words) == 1 else None
+        if near is not None:
+            raise UsageError(
+                f"did you mean `{near}`? {first!r} is no command, and one word is no task",
+                f"to run it as a task: agentgod --task {first}",
+            )
         return None
     verb, rest = first, words[1:]
+    fewest, most, takes = VERB_WORDS.get(verb, (0, 0, "no argument"))
     as_task = f"to run it as a task: agentgod --task {' '.join(words)}"
-    if not rest:
+    if verb == "key":
+        # Never echoed: the word after `key` may be the key itself.
+        if rest[:1] == ["set"] and len(rest) > 1:
+            raise UsageError(KEY_ON_THE_LINE, "run 'agentgod key set' and paste the key when asked")
+        if not rest:
+            raise UsageError("key needs an action: set or check", "e.g. 'agentgod key check'")
+        if len(rest) > 1 or rest[0] not in KEY_ACTIONS:
+            raise UsageError(f"key takes {takes}", "e.g. 'agentgod key check'")
+        return verb, rest[0]
+    if len(rest) < fewest:
         if verb == "forget":
             raise UsageError("forget needs the NAME of a library agent", "see 'agentgod library'")
-        if verb == "key":
-            raise UsageError("key needs an action: set or check", "e.g. 'agentgod key check'")
+        raise UsageError(f"{verb} needs {takes}", HINT)
+    if len(rest) > most:
+        count = f"{len(rest)} word{'s' if len(rest) > 1 else ''}"
+        raise UsageError(f"{verb} takes {takes}, got {count}: {' '.join(rest)!r}", as_task)
+    if not rest:
         return verb, None
-    if len(rest) > 1:
-        if words[0].startswith("/"):
-            raise UsageError(f"too many words after {words[0]}", as_task)
-        return None
-    if verb == "forget":
-        return verb, rest[0]
-    if verb == "key":
-        if rest[0] in KEY_ACTIONS:
-            return verb, rest[0]
-        raise UsageError(f"key takes set or check, got {rest[0]!r}", as_task)
     if verb in RUN_VERBS:
         if RUN_REF.fullmatch(rest[0]):
             return verb, rest[0]
@@ -275,7 +328,7 @@ def _verb(words: list[str]) -> tuple[str, str | None] | None:
             f"history takes a positive whole number of runs, got {rest[0]!r}",
             f"e.g. 'agentgod history 5'; {as_task}",
         )
-    raise UsageError(f"{verb} takes no argument, got {rest[0]!r}", as_task)
+    return verb, rest[0]
 
 
 def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
@@ -326,7 +379,7 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
     if words == ["show"] and args.html and RUN_REF.fullmatch(args.html):
         # `show --html 3f9a`: the word is the run, not a file named like one.
         words, options["html"] = ["show", args.html], ""
-    verb = _verb(words)
+    verb = verb_of(words)
     shows = [
         flag for flag in ("code", "replay", "html", "trace") if options[flag] not in (None, False)
     ]
@@ -439,7 +492,7 @@ def answer_early(argv: list[str]) -> Invocation | int:
         if "--json" in _split_task(argv)[0]:
             # The JSON contract holds for usage errors too: one object on stdout, exit 2.
             headline = {"type": "usage", "headline": str(error), "advice": error.hint, "detail": ""}
-            print(json.dumps({"ok": False, "task": None, "error": headline}))
+            print(json.dumps({"ok": False, "task": "", "error": headline}))
         return usage_error(error)
     if invocation.mode == "version":
         print(f"agentgod {__version__}")

@@ -106,6 +106,20 @@ def as_command(text: str) -> str | None:
     return None
 
 
+def near_command(text: str) -> str | None:
+    """The command a one-word line is one edit away from (`histroy`, `Stats`), or None.
+
+    Such a line is a typo, not a task worth a team; `/help` lists what there is.
+    """
+    from agentgod import cli
+
+    words = text.split()
+    if len(words) != 1 or words[0].startswith(("/", "@")):
+        return None
+    names = tuple(dict.fromkeys((*BARE_COMMANDS, *cli.VERBS)))
+    return cli.near_verb(words[0], names)
+
+
 def _more_input_waiting(seconds: float = 0.01) -> bool:
     """A paste delivers its lines at once; typed lines arrive one Enter at a time."""
     try:

@@ -376,7 +376,21 @@ class Session:
                 return cli.EXIT_OK
             command = replinput.as_command(text)
             if command:
-                self.slash(command)
+                try:
+                    self.slash(command)
+                except KeyboardInterrupt as stop:
+                    if isinstance(stop, signals.Stopped) and stop.ends_session:
+                        raise
+                    signals.resume()
+                except Exception as error:  # a command's failure never ends the session
+                    self.fail(error, cli.EXIT_FAILED)
+                continue
+            near = replinput.near_command(text)
+            if near is not None:
+                self.ui.warn(
+                    f"did you mean /{near}? {text!r} was not run: one word is no task "
+                    "(write a few words to make it one)"
+                )
                 continue
             try:
                 self.answer(text)
@@ -554,7 +568,11 @@ class Session:
                 "",
             )
         elif command in verbs:
-            self.verb(verbs[command], argument or None)
+            try:  # the command line's rules: `/show a b` is one word too many
+                found = cli.verb_of([command, *argument.split()])
+                self.verb(verbs[command], found[1] if found else None)
+            except cli.UsageError as error:
+                self.ui.problem(f"{command}: {error}.", "/help lists the commands.", "")
         elif command == "/new":
             self.conversation = Conversation()
             self.ui.info("A new conversation: earlier tasks and answers are set aside.")

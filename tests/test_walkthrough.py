@@ -8,14 +8,17 @@ nothing spent by mistake, nothing reported wrong, nothing mangled.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import agentgod
+from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI
 from scripted import Factory, agent_spec, plan
+from terminal import Terminal
 
-from agentgod import eventlog
+from agentgod import cli, eventlog
 
 
 @pytest.fixture
@@ -29,6 +32,126 @@ def _reply(done: object) -> dict:
     stdout = getattr(done, "stdout", "")
     assert stdout.strip(), getattr(done, "stderr", "")
     return json.loads(stdout)
+
+
+def _nothing_spent(api: FakeMessagesAPI, home: Path) -> None:
+    assert api.messages() == [], "not one request reached the API"
+    assert not (home / "runs").exists(), "no run was started"
+
+
+# ---- 1. a key on the command line is never a task ------------------------------------------------
+
+KEY = "sk-ant-api03-Zq0123456789abcdefghijklmnopqrstuvwxyzABCDEFGH-_0123456789AA"
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_key_set_with_the_key_as_a_word_is_a_usage_error_that_never_echoes_it(
+    fake_api: FakeMessagesAPI, isolated_home: Path, json_mode: bool
+) -> None:
+    flags = ["--json"] if json_mode else []
+    done = agentgod(isolated_home, fake_api, *flags, "key", "set", KEY)
+    assert done.returncode == cli.EXIT_USAGE, done.stderr
+    assert "key set reads the key from the prompt or stdin" in done.stderr
+    assert "lands in your shell history" in done.stderr
+    assert KEY not in done.stdout + done.stderr
+    assert "[task]" not in done.stdout + done.stderr
+    if json_mode:
+        reply = json.loads(done.stdout)
+        assert (reply["ok"], reply["task"], reply["error"]["type"]) == (False, "", "usage")
+    _nothing_spent(fake_api, isolated_home)
+    assert not (isolated_home / ".env").exists()
+
+
+@pytest.mark.parametrize("argv", [["key", KEY], ["key", "check", KEY], ["key", "sett"]])
+def test_any_other_word_after_key_is_refused_without_echo(
+    fake_api: FakeMessagesAPI, isolated_home: Path, argv: list[str]
+) -> None:
+    done = agentgod(isolated_home, fake_api, *argv)
+    assert done.returncode == cli.EXIT_USAGE
+    assert KEY not in done.stdout + done.stderr
+    _nothing_spent(fake_api, isolated_home)
+
+
+# ---- 2. an extra word after a verb, a verb mistyped ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["history", "5", "6"],
+        ["show", "a", "b"],
+        ["forget", "a", "b"],
+        ["retry", "a", "b"],
+        ["last", "x"],
+        ["stats", "x", "y"],
+        ["library", "x"],
+        ["ui", "x"],
+        ["/history", "5", "6"],
+    ],
+)
+def test_an_extra_word_after_a_verb_is_a_usage_error_and_costs_nothing(
+    fake_api: FakeMessagesAPI, isolated_home: Path, argv: list[str]
+) -> None:
+    done = agentgod(isolated_home, fake_api, *argv)
+    assert done.returncode == cli.EXIT_USAGE, done.stdout + done.stderr
+    assert "hint: to run it as a task: agentgod --task" in done.stderr
+    _nothing_spent(fake_api, isolated_home)
+
+
+@pytest.mark.parametrize(
+    ("word", "verb"),
+    [("histroy", "history"), ("History", "history"), ("Stats", "stats"), ("libary", "library"),
+     ("shwo", "show"), ("UI", "ui"), ("retyr", "retry")],
+)  # fmt: skip
+def test_a_one_word_task_one_edit_from_a_verb_asks_did_you_mean(
+    fake_api: FakeMessagesAPI, isolated_home: Path, word: str, verb: str
+) -> None:
+    done = agentgod(isolated_home, fake_api, word)
+    assert done.returncode == cli.EXIT_USAGE
+    assert f"did you mean `{verb}`?" in done.stderr
+    assert f"hint: to run it as a task: agentgod --task {word}" in done.stderr
+    _nothing_spent(fake_api, isolated_home)
+
+
+@pytest.mark.parametrize("word", ["hi", "hey", "summarise"])
+def test_a_one_word_task_far_from_any_verb_still_runs(
+    factory: Factory, isolated_home: Path, word: str
+) -> None:
+    done = agentgod(isolated_home, factory.api, word)
+    assert done.returncode == 0, done.stderr
+    assert factory.api.messages(), "it went to the model"
+
+
+# ---- 3. a slash command's error leaves the prompt alive ------------------------------------------
+
+
+def test_a_bad_slash_command_leaves_the_prompt_and_the_session_alive(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="100")
+    terminal = open_terminal(env, "--discard")
+    terminal.expect("agentgod> ")
+    terminal.type("find the facts about otters\n")
+    terminal.expect("MERGED: fact_finder")
+    for line, shown in [
+        ("/show ab", r"/show: show takes a run id such as 3f9a2b1c"),
+        ("/show a b", r"/show: show takes at most one run id, got 2 words"),
+        ("/show zzzz", r"show takes a run id"),
+        ("/show abcd", r"There is no run abcd"),
+        ("/forget a b", r"/forget: forget takes the NAME of one library agent"),
+        ("/forget", r"/forget: forget needs the NAME"),
+        ("/history 5 6", r"/history takes a positive whole number of runs"),
+        ("histroy", r"did you mean /history\?"),
+        ("/cost", r"this session:? +\d+ calls"),
+    ]:
+        terminal.expect("agentgod> ")
+        terminal.type(line + "\n")
+        terminal.expect(shown)
+    calls = len(factory.api.messages())
+    terminal.expect("agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    assert len(factory.api.messages()) == calls, "no command became a task"
 
 
 # ---- 8. redaction never mangles ordinary text ----------------------------------------------------
