@@ -31,6 +31,8 @@ EXIT_INTERRUPTED = 130
 """SIGINT (Ctrl-C)."""
 EXIT_TERMINATED = 143
 """SIGTERM (a polite kill)."""
+EXIT_PIPE = 141
+"""SIGPIPE: the reader of stdout went away (`agentgod history | head -1`); said nothing."""
 EXITS_BY_SIGNAL: dict[int, int] = {
     signal.SIGHUP: EXIT_HANGUP,
     signal.SIGINT: EXIT_INTERRUPTED,
@@ -410,9 +412,23 @@ def _clean_task(text: str, source: str) -> str:
 
 
 def read_task(stream: TextIO | None) -> str:
-    """The task from stdin: BOM and zero-width characters removed; empty is a usage error."""
-    text = stream.read() if stream is not None else ""
-    return _clean_task(text, "the task read from stdin")
+    """The task from stdin: UTF-8, BOM and zero-width characters removed; empty, or bytes that
+    are no UTF-8 text, is a usage error."""
+    source = "the task read from stdin"
+    raw = getattr(stream, "buffer", None)
+    if raw is None:
+        text = stream.read() if stream is not None else ""
+    else:
+        data = raw.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise UsageError(
+                f"{source} is not UTF-8 text (byte 0x{data[error.start]:02x} at offset "
+                f"{error.start})",
+                "save the text as UTF-8; attach other files with @PATH or --file PATH",
+            ) from None
+    return _clean_task(text, source)
 
 
 def overrides(invocation: Invocation) -> dict[str, str]:

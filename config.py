@@ -258,6 +258,18 @@ def check_home() -> Path:
             f"{MIN_FREE_BYTES // 2**20} MB to keep its agents and records",
             full=True,
         )
+    # The folders a run writes into, each proven writable too: a `runs/` that is a file or
+    # read-only would otherwise be found by the archive, after the run was paid for.
+    for folder, mode in ((where / "runs", 0o700), (where / "generated_agents", 0o777)):
+        if folder.exists() and not folder.is_dir():
+            raise HomeError(folder, "it is a file, not a folder")
+        try:
+            folder.mkdir(mode=mode, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder, prefix=".agentgod-probe-"):
+                pass
+        except OSError as error:
+            full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+            raise HomeError(folder, error.strerror or type(error).__name__, full=full) from None
     return where
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -93,6 +94,10 @@ def _run(invocation: cli.Invocation) -> int:
         with contextlib.suppress(OSError, ValueError):  # the terminal that hung up is gone
             session.fail(stop, code)
         return code
+    except BrokenPipeError:
+        # The reader went away (`agentgod history | head -1`): what it wanted, it has. Silence,
+        # and the exit a shell reports for a pipe closed under a writer.
+        return cli.EXIT_PIPE
     except Exception as error:
         return session.fail(error, cli.EXIT_FAILED)
 
@@ -145,9 +150,23 @@ def _usage_json(error: cli.UsageError) -> ErrorDetail:
 
 
 def _check_out(out: str | None) -> None:
-    """--out must be able to become a folder; found out now, not after the run is paid for."""
+    """--out must be a folder that can be written, or one that can be made; found out now, not
+    after the run is paid for (nothing is left behind by looking)."""
     if out is None:
         return
     folder = Path(out).expanduser()
     if folder.exists() and not folder.is_dir():
         raise cli.UsageError(f"--out {out}: it is a file, not a folder")
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise cli.UsageError(f"--out {out}: {existing} is a file, not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".agentgod-probe-", dir=existing))
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise cli.UsageError(
+            f"--out {out}: the files could not be written there ({reason})",
+            "give --out a folder you can write to",
+        ) from None

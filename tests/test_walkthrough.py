@@ -8,11 +8,12 @@ nothing spent by mistake, nothing reported wrong, nothing mangled.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import agentgod
+from conftest import agentgod, agentgod_command
 from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI
 from scripted import Factory, agent_spec, plan
@@ -36,7 +37,8 @@ def _reply(done: object) -> dict:
 
 def _nothing_spent(api: FakeMessagesAPI, home: Path) -> None:
     assert api.messages() == [], "not one request reached the API"
-    assert not (home / "runs").exists(), "no run was started"
+    runs = home / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), "no run was started"
 
 
 # ---- 1. a key on the command line is never a task ------------------------------------------------
@@ -152,6 +154,85 @@ def test_a_bad_slash_command_leaves_the_prompt_and_the_session_alive(
     terminal.type("quit\n")
     assert terminal.close() == 0
     assert len(factory.api.messages()) == calls, "no command became a task"
+
+
+# ---- 7. a closed pipe, bytes that are no text, a folder that cannot be written -------------------
+
+
+def _with_stdout_closed(home: Path, api: FakeMessagesAPI | None, *args: str) -> tuple[int, str]:
+    """Run agentgod with its stdout's reader gone before it writes a byte (`| head -0`)."""
+    process = subprocess.Popen(
+        [*agentgod_command(), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(home, api),
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # long before the interpreter has started
+    error = process.stderr.read().decode()
+    return process.wait(timeout=120), error
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_a_closed_pipe_is_silence_for_the_verbs_and_after_a_run(
+    factory: Factory, isolated_home: Path, json_mode: bool
+) -> None:
+    flags = ["--json"] if json_mode else []
+    ran = agentgod(isolated_home, factory.api, "count the otters")
+    assert ran.returncode == 0, ran.stderr
+    for argv in (["history"], ["show"], ["last"], ["stats"], ["library"], ["count the seals"]):
+        code, error = _with_stdout_closed(isolated_home, factory.api, *flags, *argv)
+        assert code in (0, cli.EXIT_PIPE), (argv, error)
+        assert "went wrong" not in error and "BrokenPipe" not in error and "[error]" not in error
+    runs = _reply(agentgod(isolated_home, None, "--json", "history"))
+    assert [(row["task"], row["status"]) for row in runs] == [
+        ("count the seals", "ok"),
+        ("count the otters", "ok"),
+    ], "the run whose answer met a closed pipe is recorded whole"
+
+
+def test_bytes_on_stdin_that_are_no_utf8_are_named_as_such(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    done = subprocess.run(
+        [*agentgod_command(), "-"],
+        input=b"summarise \xff\xfe this",
+        capture_output=True,
+        timeout=120,
+        env=_env(isolated_home, fake_api),
+    )
+    error = done.stderr.decode()
+    assert done.returncode == cli.EXIT_USAGE, error
+    assert "the task read from stdin is not UTF-8 text (byte 0xff at offset 10)" in error
+    assert "went wrong" not in error
+    _nothing_spent(fake_api, isolated_home)
+
+
+def test_a_runs_folder_that_cannot_be_written_is_found_before_any_spend(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    (isolated_home / "runs").write_text("not a folder")
+    done = agentgod(isolated_home, fake_api, "--json", "count the otters")
+    assert done.returncode == cli.EXIT_FAILED
+    reply = _reply(done)
+    assert reply["error"]["type"] == "home"
+    assert (
+        reply["error"]["headline"] == f"AgentGOD cannot keep its files in {isolated_home / 'runs'}."
+    )
+    assert fake_api.messages() == []
+
+
+@pytest.mark.parametrize("where", ["/proc/agentgod-out", "a-file/inside"])
+def test_an_out_folder_that_cannot_be_written_is_found_before_any_spend(
+    fake_api: FakeMessagesAPI, isolated_home: Path, tmp_path: Path, where: str
+) -> None:
+    (tmp_path / "a-file").write_text("a file")
+    out = where if where.startswith("/") else str(tmp_path / where)
+    done = agentgod(isolated_home, fake_api, "--out", out, "count the otters")
+    assert done.returncode == cli.EXIT_USAGE, done.stderr
+    assert f"--out {out}:" in done.stderr
+    _nothing_spent(fake_api, isolated_home)
 
 
 # ---- 8. redaction never mangles ordinary text ----------------------------------------------------
