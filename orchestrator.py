@@ -52,10 +52,11 @@ from agentgod.attachments import Attached
 from agentgod.conversation import Conversation
 from agentgod.crew import Crew
 from agentgod.events import NullEvents, SerialisedEvents, TaskEvents, answer_stream
-from agentgod.kinds import Phase, RunStatus, Spend
+from agentgod.kinds import AgentKind, Phase, RunStatus, Spend
 from agentgod.results import AllAgentsFailedError, PendingAgent, TaskResult
 from agentgod.runrecord import AgentRecord, Failure, RunRecord
 from agentgod.scratch import RunSpace
+from agentgod.text import dollars
 
 
 class Withdrawn(Exception):
@@ -179,6 +180,10 @@ class _Conductor:
             self.journal.start(self.head())
         self.finished: TaskResult | None = None
         """What the run returns, once it has it (a trace not exported is a warning there too)."""
+        self.unmerged = False
+        """The budget could not pay for the merge: the answer is the agents' outputs as they are."""
+        self.judged: str | None = None
+        """The last answer the judge ruled on: a budget stop before it rules leaves it unjudged."""
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -381,6 +386,7 @@ class _Conductor:
         except ledger.BudgetExhaustedError as error:
             self.note_budget(error.needed_usd)
             merged = merger.Merged(merger.fallback_answer(ordered))  # the agents' work, unmerged
+            self.unmerged = True
         finally:
             self.events.phase_finished(Phase.MERGE, time.monotonic() - phase)
         for warning in merged.warnings:
@@ -448,6 +454,7 @@ class _Conductor:
         finally:
             self.events.phase_finished(Phase.JUDGE, time.monotonic() - phase)
         self.events.judged(verdict.done, verdict.missing)
+        self.judged = answer
         return verdict
 
     def bookkeep_library(self) -> None:
@@ -473,11 +480,12 @@ class _Conductor:
         """The run's facts as they stand: `answer` is None when it ended without one. A run
         stopped (or failed) after an answer was paid for keeps that answer, unjudged."""
         last = self.rounds[-1] if self.rounds else None
+        stopped = answer is not None and self.budget_hit.is_set()
         return RunRecord(
             task=self.task,
-            ok=answer is not None,
+            ok=answer is not None and not stopped,
             answer=answer if answer is not None else (self.answer or ""),
-            error=problems.explain(error).headline if error else "",
+            error=problems.explain(error).headline if error else self.budget_cut(answer),
             complexity=last.complexity if last else None,
             waves=last.waves if last else [],
             agents=[a for r in self.rounds for a in r.agents],
@@ -495,7 +503,7 @@ class _Conductor:
             attachments=[item.reply() for item in self.attached.files],
             artifacts=[item.reply() for item in self.artifacts.list()],
             run_id=self.space.id,
-            status=_status(answer, error),
+            status=RunStatus.BUDGET if stopped else _status(answer, error),
             conversation_id=self.conversation.id if self.conversation else None,
             retry_of=self.retry.run_id if self.retry else None,
             carried=sorted(self.retry.outputs) if self.retry else [],
@@ -505,6 +513,24 @@ class _Conductor:
             plan=[spec.model_dump() for spec in last.specs] if last else [],
             calls=self.usage.call_log(),
             budget_usd=self.usage.budget_usd,
+        )
+
+    def budget_cut(self, answer: str | None) -> str:
+        """What a run the budget stopped left undone, as its record's one-line error; "" for a
+        run the budget did not stop. Its answer is partial, and says how."""
+        if answer is None or not self.budget_hit.is_set():
+            return ""
+        agents = [a for r in self.rounds for a in r.agents]
+        skipped = sum(a.kind == AgentKind.BUDGET for a in agents)
+        cut = [f"{skipped} of {len(agents)} agents never ran"] if skipped else []
+        if self.unmerged:
+            cut.append("the answer is the agents' outputs, not merged")
+        if self.judged != answer and self.settings.task_revisions:
+            cut.append("the answer was not judged")
+        spent, cap = self.usage.cost_usd(), self.usage.budget_usd or 0.0
+        return (
+            f"The budget stopped the run before it finished ({dollars(spent)} of "
+            f"{dollars(cap)} spent): {'; '.join(cut) or 'the answer is partial'}."
         )
 
     def result(self, answer: str) -> TaskResult:

@@ -124,7 +124,14 @@ class ArtifactReply(FileReply):
 class RunReply(TypedDict):
     """The one object `agentgod --json` prints for a run that produced an answer."""
 
-    ok: Literal[True]
+    ok: bool
+    """False for a run the budget stopped: its answer is partial (`partial`, `error`)."""
+    status: str
+    """How the run ended (`kinds.RunStatus`): ok, or budget for a partial answer."""
+    partial: bool
+    """The budget stopped the run before it finished: the answer is what it had paid for."""
+    error: NotRequired[ErrorDetail]
+    """With `ok` false: what stopped it, and the way on (`agentgod retry RUN`)."""
     run_id: str | None
     """The run's short id (`agentgod show ID`, `retry ID`); None for small talk, which is no run."""
     conversation: str | None
@@ -177,6 +184,8 @@ def chat_reply(task: str, answer: str, cost: CostSummary) -> RunReply:
     spent = cost_reply(cost)
     return RunReply(
         ok=True,
+        status="ok",
+        partial=False,
         run_id=None,
         conversation=None,
         task=task,
@@ -218,6 +227,8 @@ class ErrorReply(TypedDict):
     ok: Literal[False]
     task: str
     error: ErrorDetail
+    run_id: NotRequired[str]
+    """The run, when one had begun: it is recorded (`agentgod show`, `retry`)."""
     answer: NotRequired[str]
     """An answer the run had paid for before it was stopped, when it had one."""
     unjudged: NotRequired[bool]

@@ -234,7 +234,9 @@ class RunRecord:
         """The `--json` reply of a run that answered (`kept`: its new agents that joined the
         library)."""
         return RunReply(
-            ok=True,
+            ok=self.ok,
+            status=self.status.value,
+            partial=self.status is RunStatus.BUDGET,
             run_id=self.run_id,
             conversation=self.conversation_id,
             task=self.task,

@@ -10,6 +10,7 @@ modules (pydantic, the road to the model, the pipeline) are imported only when a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sys
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
     from agentgod.planner import Planning
     from agentgod.results import PendingAgent
 
+RETRIABLE = frozenset(
+    {"budget", "all_agents_failed", "merge_failed", "merge_refused", "interrupted", "timeout",
+     "overloaded", "rate_limit", "server_error", "connection", "invalid_reply"}
+)  # fmt: skip
+"""Problems a run can end with after it began, for which `agentgod retry RUN` is the way on."""
 KEY_ASKS = 3
 """How often a key the API rejects is asked for again at a terminal, before giving up."""
 WAITING = "reading the task"
@@ -71,6 +77,8 @@ class Session:
         """Whether the current run's display has begun (ui.task_started)."""
         self.warnings: list[str] = []
         """The current run's warnings from before it started (the pipeline keeps its own)."""
+        self.run_id: str | None = None
+        """The current run's id once it has begun: a failure after that names the run."""
 
     # ---- failures ------------------------------------------------------------------------------
 
@@ -81,13 +89,36 @@ class Session:
 
     def fail(self, error: BaseException, code: int) -> int:
         problem = problems.explain(error)
+        if self.run_id is not None and problem.kind in RETRIABLE:
+            way_on = self._way_on()
+            if way_on:
+                problem = dataclasses.replace(problem, advice=f"{problem.advice} {way_on}")
         if self.invocation.json:
             reply = ErrorReply(ok=False, task=redact.redact(self.task), error=error_json(problem))
+            if self.run_id is not None:
+                reply["run_id"] = self.run_id
             if self.unjudged is not None:
                 reply["answer"], reply["unjudged"] = self.unjudged, True
             cli.print_json(reply)
         self.ui.problem(problem.headline, problem.advice, problem.technical)
         return code
+
+    def _way_on(self) -> str:
+        """A run that began is recorded, whatever stopped it: its id, and retry when it has
+        something to reuse (a plan)."""
+        run_id = self.run_id
+        with contextlib.suppress(Exception):  # the record is a courtesy here, never a new failure
+            from agentgod import history
+
+            found = history.load(run_id)
+            if found is not None and found.plan:
+                return (
+                    f"The run is recorded as {run_id}: `agentgod retry {run_id}` runs it again, "
+                    "reusing what was paid for."
+                )
+            if found is not None:
+                return f"The run is recorded as {run_id} (`agentgod show {run_id}`)."
+        return ""
 
     def sweep(self) -> None:
         """What runs killed outright left behind is finished and cleared (scratch.sweep); the
@@ -218,6 +249,7 @@ class Session:
         unjudged: list[str] = []
         keep_files = False
         space = scratch.RunSpace()
+        self.run_id = space.id
         try:
             result = orchestrator.handle_task(
                 task,
@@ -234,6 +266,7 @@ class Session:
                 gate=gate,
             )
         except orchestrator.Withdrawn as chat:
+            self.run_id = None  # small talk is no run
             self.usage.merge(spent)
             space.close()
             self._chat(task, str(chat), spent)
@@ -262,6 +295,7 @@ class Session:
         self.conversation.add(self.task, result.answer, run_id=result.run_id)
         self._history_notices()
         made = self.deliver(result.artifact_files)
+        cut = self._budget_cut(result.status, result.error, result.run_id)
         if self.invocation.json:
             answer = result.reply(self._keep(result.pending))
             answer["task"] = self.task  # as the person wrote it, before clarification
@@ -270,6 +304,8 @@ class Session:
             if estimated:  # the reply's usd carries no "~": say why it is a guess
                 answer["warnings"].append(f"the cost is {estimated}")
             answer["artifacts"] = made
+            if cut is not None:
+                answer["error"] = error_json(cut)
             cli.print_json(answer)
         else:
             self.ui.answer(result.answer)
@@ -277,8 +313,23 @@ class Session:
                 self.ui.artifacts(made)
             self.ui.cost(result.cost, result.duration_seconds)
             self.ui.transcript(result.transcript())
+            if cut is not None:  # after the answer, where it is read: the answer is partial
+                self.ui.problem(cut.headline, cut.advice, cut.technical)
             self._keep(result.pending)
-        return cli.EXIT_OK
+        return cli.EXIT_OK if cut is None else cli.EXIT_FAILED
+
+    @staticmethod
+    def _budget_cut(status: RunStatus, error: str, run_id: str) -> problems.Problem | None:
+        """A run the budget stopped answered in part: what is missing, and the way on."""
+        if status is not RunStatus.BUDGET:
+            return None
+        return problems.Problem(
+            error or "The budget stopped the run before it finished: the answer is partial.",
+            f"`agentgod retry {run_id}` finishes it, reusing every output already paid for "
+            "(give it more room with --budget or BUDGET_USD).",
+            "",
+            "budget",
+        )
 
     def deliver(self, made: list[Artifact]) -> list[ArtifactReply]:
         """The run's artifacts as the person should see them: copied to --out DIR when given.
@@ -414,6 +465,7 @@ class Session:
         the question has the plan made again with it.
         """
         self.warnings = []
+        self.run_id = None
         with self.ui.waiting(WAITING):  # on screen at once: the first model reply takes seconds
             attached = self.attach(text)
             settings = self.settings()  # the run's snapshot, from its first call on

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from conftest import agentgod, agentgod_command
 from conftest import scripted_env as _env
-from fakeapi import FakeMessagesAPI
+from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
-from agentgod import cli, eventlog
+from agentgod import cli, crew, eventlog, planner
 
 
 @pytest.fixture
@@ -154,6 +154,107 @@ def test_a_bad_slash_command_leaves_the_prompt_and_the_session_alive(
     terminal.type("quit\n")
     assert terminal.close() == 0
     assert len(factory.api.messages()) == calls, "no command became a task"
+
+
+# ---- 4 and 6. a run the budget stopped is reported as stopped ----------------------------------
+
+GREEDY = (
+    "def run(task, previous_outputs):\n"
+    "    return call_llm(f'agent={AGENT_NAME}', max_tokens=16000)\n"
+)
+
+
+def _greedy(factory: Factory, *names: str) -> None:
+    """Agents whose model uses every token it is allowed: each run costs its whole share."""
+
+    def writes(name: str) -> Callable[[Request], bool]:
+        return lambda request: f"Agent name: {name}\n" in request.prompt
+
+    for name in names:
+        factory.api.route(writes(name), Reply(GREEDY, latency=0.3))
+
+    def expensive(name: str, request: Request) -> Reply:
+        usage = {"input_tokens": 5, "output_tokens": request.body["max_tokens"]}
+        return Reply(f"result from {name}", usage=usage)
+
+    factory.agent_reply = expensive
+
+
+def test_a_run_the_budget_stopped_partway_is_not_ok_and_names_retry(
+    factory: Factory, isolated_home: Path
+) -> None:
+    factory.plans = [plan(agent_spec("first_wave"), agent_spec("second_wave", ["first_wave"]))]
+    _greedy(factory, "first_wave")
+    done = agentgod(isolated_home, factory.api, "--json", "--budget", "0.15", "survey the otters")
+    assert done.returncode == cli.EXIT_FAILED, done.stderr
+    reply = _reply(done)
+    run_id = reply["run_id"]
+    assert (reply["ok"], reply["status"], reply["partial"]) == (False, "budget", True)
+    assert "result from first_wave" in reply["answer"], "what was paid for is still given"
+    assert reply["error"]["type"] == "budget"
+    assert reply["error"]["headline"].startswith("The budget stopped the run before it finished")
+    assert "1 of 2 agents never ran" in reply["error"]["headline"]
+    assert f"`agentgod retry {run_id}`" in reply["error"]["advice"]
+    [row] = _reply(agentgod(isolated_home, None, "--json", "history"))
+    assert (row["run_id"], row["status"], row["ok"]) == (run_id, "budget", False)
+    shown = _reply(agentgod(isolated_home, None, "--json", "show", run_id))
+    assert (shown["status"], shown["ok"]) == ("budget", False)
+    plain = agentgod(isolated_home, factory.api, "--budget", "0.15", "survey the seals")
+    assert plain.returncode == cli.EXIT_FAILED
+    assert "result from first_wave" in plain.stdout
+    assert "The budget stopped the run before it finished" in plain.stderr
+    assert "agentgod retry " in plain.stderr
+
+
+def test_a_budget_stop_at_any_point_ends_as_a_budget_stop_naming_the_run(
+    factory: Factory, isolated_home: Path
+) -> None:
+    factory.plans = [
+        plan(agent_spec("part_a"), agent_spec("part_b"), agent_spec("joiner", ["part_a", "part_b"]))
+    ]
+    _greedy(factory, "part_a", "part_b", "joiner")
+    endings = set()
+    for budget in ("0.001", "0.03", "0.12", "0.45", "5"):
+        done = agentgod(
+            isolated_home, factory.api, "--json", "--budget", budget, "survey the otters"
+        )
+        assert "went wrong" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+        reply = _reply(done)
+        if done.returncode == 0:
+            assert (reply["ok"], reply["status"], reply["budget_exhausted"]) == (True, "ok", False)
+            endings.add("ok")
+            continue
+        assert done.returncode == cli.EXIT_FAILED, done.stderr
+        assert reply["ok"] is False and reply["error"]["type"] == "budget", reply
+        run_id = reply["run_id"]
+        assert run_id in reply["error"]["advice"], "a budget stop names the run"
+        if "answer" in reply and reply.get("status") == "budget":
+            assert reply["partial"] is True
+            endings.add("partial")
+        else:
+            endings.add("no answer")
+        [row] = [
+            r
+            for r in _reply(agentgod(isolated_home, None, "--json", "history", "50"))
+            if r["run_id"] == run_id
+        ]
+        assert row["status"] == "budget"
+    assert endings == {"ok", "partial", "no answer"}, endings
+
+
+def test_an_agent_the_budget_skipped_is_never_started_after_its_inputs_are_done() -> None:
+    """The `_Ran` crash: a skipped agent whose code existed was started once its upstream
+    finished, and its result, arriving after the round was over, was taken for a build's."""
+    first = planner.AgentSpec.model_validate(agent_spec("first_wave"))
+    second = planner.AgentSpec.model_validate(agent_spec("second_wave", ["first_wave"]))
+    schedule = crew._Schedule([first, second])
+    schedule.code = {"first_wave": Path("first.py"), "second_wave": Path("second.py")}
+    schedule.start("first_wave")
+    for skipped in schedule.unstarted():  # the budget ran out while first_wave ran
+        schedule.finish(skipped.name)
+    schedule.finish("first_wave")
+    assert schedule.done()
+    assert schedule.ready() == []
 
 
 # ---- 7. a closed pipe, bytes that are no text, a folder that cannot be written -------------------
