@@ -324,6 +324,17 @@ def _merge_failed(error: BaseException) -> Problem:
     )
 
 
+def _task_too_large(error: BaseException) -> Problem:
+    return Problem(
+        str(getattr(error, "headline", "") or error),
+        "Save the text to a file and attach it instead (`@notes.txt` in a short task, or --file): "
+        "the planner sees a sample of it, and the agents' own code reads it whole. Nothing was "
+        "spent.",
+        "",
+        "task_too_large",
+    )
+
+
 def _generic(error: BaseException) -> Problem:
     return Problem(
         "Something went wrong and the task did not finish.",
@@ -342,6 +353,7 @@ _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
     ("agentgod.config", "ConfigError", _config),
     ("agentgod.config", "HomeError", _home),
     ("agentgod.attachments", "AttachmentError", _attachment),
+    ("agentgod.session", "TaskTooLargeError", _task_too_large),
     ("agentgod.wire", "AuthenticationError", _wrong_key),
     ("agentgod.wire", "PermissionDeniedError", _permission),
     ("agentgod.wire", "NotFoundError", _unknown_model),

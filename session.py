@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from agentgod.planner import Planning
     from agentgod.results import PendingAgent
 
+ATTACH_ADVICE = (
+    "Save the text to a file and attach it instead (`@notes.txt` in a short task, or --file): "
+    "the planner sees a sample of it, and the agents' own code reads it whole."
+)
 RETRIABLE = frozenset(
     {"budget", "all_agents_failed", "merge_failed", "merge_refused", "interrupted", "timeout",
      "overloaded", "rate_limit", "server_error", "connection", "invalid_reply"}
@@ -52,9 +56,24 @@ WAITING = "reading the task"
 """What the spinner says between Enter and the run's own display."""
 CHAT_MAX_WORDS = 12
 """Only input this short is worth a small-talk check; anything longer is a task."""
+TASK_MAX_CHARS = 50_000
+"""The largest task sent without a question: a task goes whole into every model call of its run
+(the plan, each agent, the merge, the judge), so a long text belongs in a file, attached (`@file`:
+the planner sees a sample of it, and the agents' own code reads it whole)."""
+CHARS_PER_TOKEN = 3.5
+"""A cautious guess at the characters in a token, for the estimate before a large task."""
 SENT_WAIT_SECONDS = 5.0
 """How long the intake waits for the plan's request to leave first; only a plan request that
 cannot even be built or sent (and then fails) could take longer."""
+
+
+class TaskTooLargeError(Exception):
+    """A task above TASK_MAX_CHARS, refused before anything was spent (no one could confirm it,
+    or the person said no); problems tells it with its size, what it would cost and `@file`."""
+
+    def __init__(self, headline: str) -> None:
+        super().__init__(headline)
+        self.headline = headline
 
 
 class Session:
@@ -94,7 +113,8 @@ class Session:
             if way_on:
                 problem = dataclasses.replace(problem, advice=f"{problem.advice} {way_on}")
         if self.invocation.json:
-            reply = ErrorReply(ok=False, task=redact.redact(self.task), error=error_json(problem))
+            task = self.task if len(self.task) <= TASK_MAX_CHARS else self.task[:200] + "…"
+            reply = ErrorReply(ok=False, task=redact.redact(task), error=error_json(problem))
             if self.run_id is not None:
                 reply["run_id"] = self.run_id
             if self.unjudged is not None:
@@ -469,6 +489,8 @@ class Session:
         with self.ui.waiting(WAITING):  # on screen at once: the first model reply takes seconds
             attached = self.attach(text)
             settings = self.settings()  # the run's snapshot, from its first call on
+        self._check_size(attached.task, settings)
+        with self.ui.waiting(WAITING):
             # The run's ledger from its first call: the plan's and the intake's are counted in it.
             spent = ledger.Usage(budget_usd=settings.budget_usd)
             planning = self._plan_ahead(attached.task, attached, settings, spent)
@@ -484,6 +506,31 @@ class Session:
         return self.run_task(
             attached.task, attached, spent, planning=planning, gate=gate, settings=settings
         )
+
+    def _check_size(self, task: str, settings: config.Settings) -> None:
+        """A task above TASK_MAX_CHARS is said before any spend, with its size and what it would
+        cost: a person at a terminal may still send it; anyone else is refused."""
+        if len(task) <= TASK_MAX_CHARS:
+            return
+        from agentgod.models import price_of
+        from agentgod.text import dollars, human_size
+
+        tokens = int(len(task) / CHARS_PER_TOKEN)
+        calls = 4 if settings.task_revisions else 3  # the plan, one agent, the merge (the judge)
+        per_million = 3 * price_of(settings.model)[0].input
+        if settings.task_revisions:
+            per_million += price_of(settings.fast_model)[0].input
+        size = human_size(len(task.encode("utf-8")))
+        headline = (
+            f"The task is {size} (about {tokens:,} tokens), and a task goes whole into every "
+            f"model call of its run: at least {calls} calls, at least "
+            f"{dollars(tokens * per_million / 1e6)} of input at list prices before any output."
+        )
+        if self.interactive and not self.invocation.json:
+            self.ui.warn(f"{headline} {ATTACH_ADVICE}")
+            if self.ui.confirm("Send it as the task anyway?", default=False):
+                return
+        raise TaskTooLargeError(headline)
 
     def _plan_ahead(
         self, task: str, attached: Attached, settings: config.Settings, spent: ledger.Usage

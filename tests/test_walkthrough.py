@@ -257,6 +257,54 @@ def test_an_agent_the_budget_skipped_is_never_started_after_its_inputs_are_done(
     assert schedule.ready() == []
 
 
+# ---- 5. a task too large to send into every call --------------------------------------------------
+
+
+def test_a_huge_task_on_stdin_is_refused_before_any_spend_with_its_size_and_cost(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    task = (
+        "Summarise the log below.\n"
+        + "2026-12-01 12:00:00 INFO request served in 12 ms\n" * 200_000
+    )
+    done = agentgod(isolated_home, fake_api, "--json", "-", stdin=task)
+    assert done.returncode == cli.EXIT_FAILED, done.stderr
+    reply = _reply(done)
+    assert reply["error"]["type"] == "task_too_large"
+    headline = reply["error"]["headline"]
+    assert headline.startswith("The task is 9.3 MB (about 2,800,006 tokens)")
+    assert "at least 4 calls" in headline and "of input at list prices" in headline
+    assert (
+        "@notes.txt" in reply["error"]["advice"] and "Nothing was spent" in reply["error"]["advice"]
+    )
+    assert len(done.stdout) < 2000, "the task is not echoed whole"
+    _nothing_spent(fake_api, isolated_home)
+    plain = agentgod(isolated_home, fake_api, "-", stdin=task)
+    assert plain.returncode == cli.EXIT_FAILED
+    assert "attach it instead" in plain.stderr
+    _nothing_spent(fake_api, isolated_home)
+
+
+@pytest.mark.parametrize("send", [False, True])
+def test_a_large_task_at_a_terminal_asks_first(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal], send: bool
+) -> None:
+    task = "Summarise these notes: " + "the otters ate fish by the river. " * 2_000
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="100")
+    terminal = open_terminal(env, "--plain", "--discard", task)
+    terminal.expect(r"The task is 66 kB \(about 19,\d{3} tokens\)")
+    terminal.expect(r"Send it as the task anyway\? \[y/N\]")
+    assert factory.api.messages() == [], "nothing is sent before the answer"
+    terminal.type("y\n" if send else "\n")
+    code = terminal.close()
+    if send:
+        assert code == 0
+        assert factory.of("plan"), "sent as asked"
+    else:
+        assert code == cli.EXIT_FAILED
+        _nothing_spent(factory.api, isolated_home)
+
+
 # ---- 7. a closed pipe, bytes that are no text, a folder that cannot be written -------------------
 
 
