@@ -257,7 +257,7 @@ def test_an_agent_the_budget_skipped_is_never_started_after_its_inputs_are_done(
     assert schedule.ready() == []
 
 
-# ---- 5. a task too large to send into every call --------------------------------------------------
+# ---- 5. a task too large to send into every call -----------------------------------------------
 
 
 def test_a_huge_task_on_stdin_is_refused_before_any_spend_with_its_size_and_cost(
