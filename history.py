@@ -54,6 +54,8 @@ class HistoryRow:
     """The Markdown archive, or None when only the database row could be written."""
     agents: int
     """How many agents took part."""
+    retry_of: str | None = None
+    """The run this one retried, if it is a retry."""
 
 
 @dataclass(frozen=True)
@@ -345,8 +347,8 @@ def history(limit: int = 10, *, matching: str = "", status: str = "") -> list[Hi
     def read(db: sqlite3.Connection) -> list[HistoryRow]:
         rows = db.execute(
             "SELECT id, started_at, task, ok, complexity, usd, duration_seconds, run_file,"
-            " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id), run_id, status"
-            f" FROM runs{condition} ORDER BY id DESC LIMIT ?",
+            " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id), run_id, status,"
+            f" retry_of FROM runs{condition} ORDER BY id DESC LIMIT ?",
             (*values, limit),
         ).fetchall()
         return [
@@ -362,6 +364,7 @@ def history(limit: int = 10, *, matching: str = "", status: str = "") -> list[Hi
                 duration_seconds=row[6],
                 run_file=Path(row[7]) if row[7] else None,
                 agents=row[8],
+                retry_of=row[11],
             )
             for row in rows
         ]

@@ -13,6 +13,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -20,6 +21,10 @@ from agentgod import cli, config, signals
 from agentgod.replies import ErrorDetail
 from agentgod.session import Session, stdin_is_tty
 from agentgod.ui import PlainUI, isatty
+
+LAUNCHED = time.monotonic()
+"""When this process began to work for the person (its first module of ours): a one-shot run's
+duration counts its start-up too."""
 
 
 def cli_main() -> NoReturn:
@@ -60,6 +65,8 @@ def _run(invocation: cli.Invocation) -> int:
         interactive=interactive,
     )
     session = Session(ui, invocation, interactive)
+    if invocation.mode != "repl":  # at the prompt, each run starts when Enter is pressed
+        session.launched = LAUNCHED
     try:
         session.sweep()
         if invocation.mode == "verb" and invocation.verb == "key":

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from agentgod import (
@@ -120,6 +120,7 @@ class _Conductor:
         retry: Retry | None = None,
         planning: planner.Planning | None = None,
         gate: Gate | None = None,
+        started: float | None = None,
     ) -> None:
         self.task = task
         self.retry = retry
@@ -147,8 +148,11 @@ class _Conductor:
         self.log.note("task", task)  # what a viewer of the run in progress names it by
         # The log first: a moment is in the log's queue before the display draws it.
         self.events = SerialisedEvents(eventlog.Tee(self.log, events or NullEvents()))
-        self.started = time.monotonic()
-        self.started_at = datetime.now(UTC)
+        now = time.monotonic()
+        self.started = now if started is None else min(started, now)
+        """When the person began to wait (the caller's clock: Enter, or the command's launch),
+        so the run's duration counts the intake and start-up too."""
+        self.started_at = datetime.now(UTC) - timedelta(seconds=now - self.started)
         self.stopped = threading.Event()
         self.rounds: list[_Round] = []
         self.council_improved = False
@@ -287,7 +291,8 @@ class _Conductor:
                     "name": a.name,
                     "role": a.role,
                     "depends_on": list(a.depends_on),
-                    "reused": kept[a.name] is not None or a.name in (carried or {}),
+                    "reused": kept[a.name] is not None and a.name not in (carried or {}),
+                    "carried": a.name in (carried or {}),
                 }
                 for a in ordered
             ],
@@ -634,6 +639,7 @@ def handle_task(
     retry: Retry | None = None,
     planning: planner.Planning | None = None,
     gate: Gate | None = None,
+    started: float | None = None,
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.
 
@@ -647,7 +653,9 @@ def handle_task(
     its ledger and the same task, attachments and conversation): the run takes its result
     instead of asking again, and cancels it if the run ends before taking it. `gate` (see
     Gate) lets the caller decide, once the run's first processes are starting, whether it goes
-    on, with a new plan, or not at all (Withdrawn: no record is kept).
+    on, with a new plan, or not at all (Withdrawn: no record is kept). `started` is when the
+    person began to wait (time.monotonic(): Enter, or the command's launch), the start of the
+    run's duration; now when not given.
 
     Raises on planner or code-generation failures (bad key, network, an invalid plan) and when
     every agent failed; a failed run is still archived so `history` and `stats` see it. So is an
@@ -662,7 +670,17 @@ def handle_task(
     own = space is None
     space = space or RunSpace()
     conductor = _Conductor(
-        task, settings, events, usage, space, attached, conversation, retry, planning, gate
+        task,
+        settings,
+        events,
+        usage,
+        space,
+        attached,
+        conversation,
+        retry,
+        planning,
+        gate,
+        started,
     )
     try:
         return conductor.run()

@@ -55,6 +55,8 @@ class PlannedAgent(TypedDict):
     depends_on: list[str]
     reused: bool
     """Its code comes from the library."""
+    carried: NotRequired[bool]
+    """Its output comes from the run this one retries: it is neither written nor run."""
 
 
 class AgentReply(TypedDict):
@@ -69,6 +71,10 @@ class AgentReply(TypedDict):
     usage: TokenUsage
     """Its own model calls, every attempt together, as the broker billed them."""
     usd: float
+
+
+CARRIED = "carried"
+"""A transcript row's kind for an agent whose output came from the run retried."""
 
 
 class TranscriptAgent(AgentReply):
@@ -95,6 +101,8 @@ class Transcript(TypedDict):
     run_file: str | None
     sandbox: list[str]
     run_id: str | None
+    retry_of: NotRequired[str | None]
+    """The run this one retried: its agents listed as carried delivered there."""
 
 
 class FileReply(TypedDict):
@@ -265,6 +273,8 @@ class HistoryRow(TypedDict):
     duration_seconds: float | None
     agents: int
     run_file: str | None
+    retry_of: NotRequired[str | None]
+    """The run this one retried (`agentgod retry`), if it is a retry."""
 
 
 class TokenTotals(TypedDict):

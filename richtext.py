@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentgod.replies import HistoryRow, LibraryRow, StatsReply
-from agentgod.text import dollars, duration, one_line, tokens_text
+from agentgod.text import WIDE_HISTORY, dollars, duration, one_line, tokens_text
 
 
 def middle(name: str, limit: int) -> str:
@@ -188,26 +188,56 @@ def library_table(entries: list[LibraryRow]) -> Table:
     return table
 
 
-def history_table(rows: list[HistoryRow]) -> Table:
-    """`agentgod history`: the recent runs, newest first."""
-    table = Table(title="recent runs", title_justify="left", box=box.SIMPLE_HEAD)
-    for heading in ("run", "when", "result", "complexity", "cost", "time", "agents", "task"):
-        table.add_column(
-            heading, justify="right" if heading in ("cost", "time", "agents") else "left"
-        )
+def history_table(rows: list[HistoryRow], width: int = WIDE_HISTORY) -> Table:
+    """`agentgod history`: the recent runs, newest first, one line each at any `width` (the
+    task cut to what is left, with "…"); a retry is marked ↻ with the run it retried."""
+    narrow = width < WIDE_HISTORY
+    table = Table(
+        title="recent runs",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        expand=True,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    headings = ["run", "when", "result", "complexity", "cost", "time", "agents", "task"]
+    if narrow:
+        headings.remove("complexity")
+    lines: list[list[str | Text]] = []
     for row in rows:
         usd = row.get("usd")
         agents = row.get("agents")
-        table.add_row(
+        when = str(row.get("started_at", ""))[:16].replace("T", " ")
+        task = Text(one_line(row.get("task", ""), 300), overflow="ellipsis", no_wrap=True)
+        if row.get("retry_of"):
+            task = Text.assemble((f"↻ {row['retry_of']} ", "yellow"), task)
+            task.no_wrap, task.overflow = True, "ellipsis"
+        cells: list[str | Text] = [
             row["run_id"],
-            str(row.get("started_at", ""))[:16].replace("T", " "),
+            when[5:] if narrow else when,
             Text(row["status"], "green" if row.get("ok") else "red"),
             str(row.get("complexity") or "-"),
             dollars(float(usd)) if usd is not None else "-",
             duration(float(row.get("duration_seconds") or 0.0)),
             str(len(agents) if isinstance(agents, list | tuple) else agents or 0),
-            Text(one_line(row.get("task", ""), 60), overflow="ellipsis"),
+            task,
+        ]
+        if narrow:
+            del cells[3]
+        lines.append(cells)
+    for index, heading in enumerate(headings):
+        # Every fact keeps its whole width; the task alone is cut (with "…") to what is left.
+        facts = [len(str(line[index])) for line in lines]
+        table.add_column(
+            heading,
+            justify="right" if heading in ("cost", "time", "agents") else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=None if heading == "task" else max(len(heading), *facts),
+            ratio=1 if heading == "task" else None,
         )
+    for line in lines:
+        table.add_row(*line)
     return table
 
 

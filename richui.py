@@ -39,6 +39,7 @@ from rich.text import Text
 from agentgod import asking
 from agentgod.kinds import Phase
 from agentgod.replies import (
+    CARRIED,
     CostSummary,
     HistoryRow,
     KeepChoice,
@@ -58,7 +59,7 @@ from agentgod.richtext import (
     stats_grid,
 )
 from agentgod.text import clean, cost_text, dollars, duration, one_line
-from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI
+from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, retry_hint
 
 WORDMARK = r"""
    _                     _       ___   ___   ___
@@ -330,19 +331,26 @@ class RichUI(PlainUI):
             ok = bool(agent.get("ok"))
             name = Text(middle(agent["name"], room), style="bold", no_wrap=True)
             role = Clamp(Text(one_line(agent.get("role", ""), 300), style="dim" if narrow else ""))
-            table.add_row(
-                *([Group(name, role)] if narrow else [name, role]),
-                "reused" if agent.get("reused") else "new",
-                Text("done", "green") if ok else Text(f"failed ({agent.get('kind')})", "red"),
-                str(agent.get("attempts", 0)),
-                duration(float(agent.get("seconds", 0.0))),
-                dollars(agent["usd"]),
-            )
+            if agent.get("kind") == CARRIED:  # delivered in the run retried: not run again
+                facts_of: list[str | Text] = ["carried", Text("done", "green"), "-", "-", "-"]
+            else:
+                facts_of = [
+                    "reused" if agent.get("reused") else "new",
+                    Text("done", "green") if ok else Text(f"failed ({agent.get('kind')})", "red"),
+                    str(agent.get("attempts", 0)),
+                    duration(float(agent.get("seconds", 0.0))),
+                    dollars(agent["usd"]),
+                ]
+            table.add_row(*([Group(name, role)] if narrow else [name, role]), *facts_of)
         notes = Text()
         for failure in run["failures"]:
             notes.append(f"✗ {failure['name']}: {one_line(failure['reason'])}\n", style="red")
         revisions, run_id = run["revisions"], run["run_id"]
+        if run["failures"] and run_id:
+            notes.append(f"↻ {retry_hint(run_id, len(run['failures']))}\n", style="yellow")
         facts = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
+        if run.get("retry_of"):
+            facts.insert(0, f"retry of {run['retry_of']}")
         if run["council_improved"]:
             facts.append("council improved the answer")
         facts.append(f"sandbox: {', '.join(run['sandbox']) or 'none reported'}")
@@ -427,7 +435,7 @@ class RichUI(PlainUI):
         if not rows:
             super().history(rows)
             return
-        self.answer_console.print(history_table(rows))
+        self.answer_console.print(history_table(rows, self.answer_console.width))
 
     def stats(self, stats: StatsReply) -> None:
         self.answer_console.print(stats_grid(stats))
@@ -599,6 +607,10 @@ class RichUI(PlainUI):
                 a["name"]: _Agent(a["name"], a.get("role", ""), bool(a.get("reused")))
                 for a in agents
             }
+            for a in agents:
+                if a.get("carried"):  # delivered in the run retried: done, and never run again
+                    agent = self._agents[a["name"]]
+                    agent.state, agent.note = "done", "carried from the run retried"
 
     def revision_started(self, revision: int, missing: str) -> None:
         """A revision merges (and judges) again, so the rail from the merge on starts over; a

@@ -20,6 +20,7 @@ from typing import Any
 from agentgod.kinds import AgentKind, RunStatus
 from agentgod.ledger import Call
 from agentgod.replies import (
+    CARRIED,
     AgentReply,
     ArtifactReply,
     AttachmentReply,
@@ -263,14 +264,32 @@ class RunRecord:
 
     def transcript(self) -> Transcript:
         """What the transcript after the answer draws."""
+        ran = {agent.name for agent in self.agents}
+        roles = {str(spec.get("name")): str(spec.get("role", "")) for spec in self.plan}
+        carried = [  # delivered in the run retried: listed, as carried, not as new or reused
+            TranscriptAgent(
+                name=name,
+                role=roles.get(name, ""),
+                reused=False,
+                ok=True,
+                attempts=0,
+                seconds=0.0,
+                usage=no_usage(),
+                usd=0.0,
+                kind=CARRIED,
+            )
+            for name in self.carried
+            if name not in ran
+        ]
         return Transcript(
-            agents=[agent.transcript_row() for agent in self.agents],
+            agents=[*carried, *(agent.transcript_row() for agent in self.agents)],
             failures=[failure.reply() for failure in self.failures],
             revisions=self.revisions,
             council_improved=self.council_improved,
             run_file=str(self.run_file) if self.run_file else None,
             sandbox=list(self.sandbox),
             run_id=self.run_id,
+            retry_of=self.retry_of,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import functools
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,6 +99,9 @@ class Session:
         """The current run's warnings from before it started (the pipeline keeps its own)."""
         self.run_id: str | None = None
         """The current run's id once it has begun: a failure after that names the run."""
+        self.launched: float | None = None
+        """When the command was launched (time.monotonic()): the first run's duration starts
+        there, so it counts start-up; later ones (the REPL's) start at Enter."""
 
     # ---- failures ------------------------------------------------------------------------------
 
@@ -248,6 +252,7 @@ class Session:
         planning: Planning | None = None,
         gate: Callable[[], Planning | None] | None = None,
         settings: config.Settings | None = None,
+        started: float | None = None,
     ) -> int:
         """Run, report, keep, clean up. Returns the exit code for this task.
 
@@ -284,6 +289,7 @@ class Session:
                 retry=retry,
                 planning=planning,
                 gate=gate,
+                started=started,
             )
         except orchestrator.Withdrawn as chat:
             self.run_id = None  # small talk is no run
@@ -484,6 +490,7 @@ class Session:
         talk withdraws it (the plan's stream closed, what it had cost counted) and an answer to
         the question has the plan made again with it.
         """
+        started = self._began()
         self.warnings = []
         self.run_id = None
         with self.ui.waiting(WAITING):  # on screen at once: the first model reply takes seconds
@@ -504,8 +511,20 @@ class Session:
         if screening is not None:
             gate = functools.partial(self._gate, screening, attached, settings, spent, planning)
         return self.run_task(
-            attached.task, attached, spent, planning=planning, gate=gate, settings=settings
+            attached.task,
+            attached,
+            spent,
+            planning=planning,
+            gate=gate,
+            settings=settings,
+            started=started,
         )
+
+    def _began(self) -> float:
+        """When the person began to wait for this run: the launch for a command's first run,
+        else now (Enter at the prompt)."""
+        launched, self.launched = self.launched, None
+        return launched if launched is not None else time.monotonic()
 
     def _check_size(self, task: str, settings: config.Settings) -> None:
         """A task above TASK_MAX_CHARS is said before any spend, with its size and what it would
@@ -767,7 +786,7 @@ class Session:
             max_files=settings.attach_max_files,
         )
         seed = orchestrator.Retry(found.run_id, plan, outputs)
-        return self.run_task(found.task, attached, retry=seed)
+        return self.run_task(found.task, attached, retry=seed, started=self._began())
 
 
 def _load_pipeline(settings: config.Settings) -> None:

@@ -14,6 +14,8 @@ import re
 
 from agentgod.replies import CostSummary
 
+WIDE_HISTORY = 100
+"""Below this many columns `history` leaves out each run's grade and year to keep one line."""
 _MAX_PLACES = 8
 """Decimals of the smallest amount `dollars` shows apart from zero."""
 # C0 and C1 control characters except tab and newline: model output reaches a terminal through

@@ -343,6 +343,7 @@ def history_row(row: history.HistoryRow) -> HistoryRow:
         duration_seconds=row.duration_seconds,
         agents=row.agents,
         run_file=_path(row),
+        retry_of=row.retry_of,
     )
 
 

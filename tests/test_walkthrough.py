@@ -8,18 +8,22 @@ nothing spent by mistake, nothing reported wrong, nothing mangled.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import scripted
 from conftest import agentgod, agentgod_command
 from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
-from agentgod import cli, crew, eventlog, planner
+from agentgod import cli, crew, eventlog, planner, runlog, runrecord
 
 
 @pytest.fixture
@@ -33,6 +37,39 @@ def _reply(done: object) -> dict:
     stdout = getattr(done, "stdout", "")
     assert stdout.strip(), getattr(done, "stderr", "")
     return json.loads(stdout)
+
+
+_minutes = iter(range(1, 10_000))
+
+
+def _record(task: str, **overrides: object) -> runrecord.RunRecord:
+    """An archived run's record, each one started a minute after the one before."""
+    values: dict = {
+        "task": task,
+        "ok": True,
+        "answer": f"answer to {task}",
+        "error": "",
+        "complexity": "simple",
+        "waves": [["fact_finder"]],
+        "agents": [runrecord.AgentRecord("fact_finder", "finds facts", False, True, 1, 1.5, "ok")],
+        "failures": [],
+        "revisions": 0,
+        "council_improved": False,
+        "cost": {
+            "llm_calls": 4,
+            "input_tokens": 1200,
+            "output_tokens": 300,
+            "cache_write_tokens": 0,
+            "cache_read_tokens": 50,
+            "web_searches": 0,
+            "usd": 0.0042,
+            "estimate": False,
+        },
+        "duration_seconds": 83.0,
+        "started_at": datetime(2026, 5, 1, 12, tzinfo=UTC) + timedelta(minutes=next(_minutes)),
+    }
+    values.update(overrides)
+    return runrecord.RunRecord(**values)
 
 
 def _nothing_spent(api: FakeMessagesAPI, home: Path) -> None:
@@ -303,6 +340,73 @@ def test_a_large_task_at_a_terminal_asks_first(
     else:
         assert code == cli.EXIT_FAILED
         _nothing_spent(factory.api, isolated_home)
+
+
+# ---- 12. a partly failed run, its retry, and the history ---------------------------------------
+
+RAISING = "def run(task, previous_outputs):\n    raise ValueError('the data is not there')\n"
+
+
+def test_a_partly_failed_run_points_to_retry_and_the_retry_shows_what_it_carried(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    factory.plans = [plan(agent_spec("fact_finder"), agent_spec("flaky_fetcher"))]
+    factory.bodies = {"flaky_fetcher": [RAISING, scripted.ECHO_BODY]}
+    first = agentgod(
+        isolated_home, factory.api, "--plain", "find the facts", AGENT_REPAIR_ATTEMPTS="0"
+    )
+    assert first.returncode == 0, first.stderr
+    [run_id] = re.findall(r"run ([0-9a-f]{8}) \(agentgod show", first.stdout + first.stderr)
+    assert f"agentgod retry {run_id} reruns the 1 failed agent" in first.stdout + first.stderr
+    retried = agentgod(isolated_home, factory.api, "--plain", "retry", run_id)
+    assert retried.returncode == 0, retried.stderr
+    shown = retried.stdout + retried.stderr
+    assert re.search(r"fact_finder\s+waiting\s+wave 1, carried from the run retried", shown)
+    assert "from the library" not in shown
+    assert re.search(rf"\[run\]\s+fact_finder\s+carried from run {run_id}", shown)
+    assert f"retry of {run_id}" in shown
+    runs = _reply(agentgod(isolated_home, None, "--json", "history"))
+    assert [row["retry_of"] for row in runs] == [run_id, None]
+    env = _env(isolated_home, None, TERM="xterm", COLUMNS="80")
+    for flags in ([], ["--plain"]):
+        terminal = open_terminal(env, *flags, "history")
+        terminal.expect(rf"↻ {run_id} find")
+        assert terminal.close() == 0
+
+
+# ---- 13. history at 80 columns, the time waited, the code, stdin at a terminal -----------------
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+@pytest.mark.parametrize("plain", [False, True])
+def test_history_is_one_line_per_run_at_any_width(
+    isolated_home: Path, open_terminal: Callable[..., Terminal], columns: int, plain: bool
+) -> None:
+    tasks = [
+        "Compare SQLite and DuckDB for a five gigabyte analytics side project and pick one " * 2,
+        "count the otters",
+        "x" * 300,
+    ]
+    for task in tasks:
+        runlog.archive(_record(task))
+    env = _env(isolated_home, None, TERM="xterm", COLUMNS=str(columns))
+    terminal = open_terminal(env, *(["--plain"] if plain else []), "history")
+    terminal.expect("count the otters")
+    assert terminal.close() == 0
+    lines = [line for line in terminal.text.splitlines() if re.match(r"\s*[0-9a-f]{8}\s", line)]
+    assert len(lines) == len(tasks), terminal.text
+    assert all(len(line.rstrip()) <= columns for line in lines), lines
+    assert all("…" in line or "count the otters" in line for line in lines)
+
+
+def test_the_duration_counts_what_the_person_waited(factory: Factory, isolated_home: Path) -> None:
+    began = time.monotonic()
+    done = agentgod(isolated_home, factory.api, "--json", "count the otters in the river")
+    waited = time.monotonic() - began
+    reply = _reply(done)
+    assert reply["duration_seconds"] >= 0.6 * waited, (reply["duration_seconds"], waited)
+    [row] = _reply(agentgod(isolated_home, None, "--json", "history"))
+    assert row["duration_seconds"] == pytest.approx(reply["duration_seconds"], abs=0.01)
 
 
 # ---- 7. a closed pipe, bytes that are no text, a folder that cannot be written -------------------
