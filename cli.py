@@ -101,7 +101,9 @@ class Invocation:
     resume: str | None = None
     """Continue this run's conversation (--resume RUN); "last" for -c/--continue."""
     code: str | None = None
-    """show: print this agent's source, exactly as it ran (--code NAME)."""
+    """show: print the code the model wrote for this agent (--code NAME)."""
+    full: bool = False
+    """show --code: the whole file that ran, the trusted runtime around the model's code too."""
     replay: bool = False
     """show: replay the run's live display from its event log (--replay)."""
     html: str | None = None
@@ -182,7 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     talk.add_argument("--resume", metavar="RUN", help="continue the conversation of run RUN")
     shown = parser.add_argument_group("show RUN")
-    shown.add_argument("--code", metavar="NAME", help="print the source agent NAME ran")
+    shown.add_argument(
+        "--code", metavar="NAME", help="print the code the model wrote for agent NAME"
+    )
+    shown.add_argument(
+        "--full", action="store_true", help="with --code: the whole file that ran, runtime and all"
+    )
     shown.add_argument("--replay", action="store_true", help="replay the run's live display")
     shown.add_argument(
         "--html",
@@ -352,6 +359,7 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         "no_web": args.no_web,
         "resume": args.resume,
         "code": args.code,
+        "full": args.full,
         "replay": args.replay,
         "html": args.html,
         "trace": args.trace,
@@ -391,6 +399,8 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         raise UsageError(
             f"show takes one of --code, --replay, --html and --trace, got {len(shows)}"
         )
+    if args.full and args.code is None:
+        raise UsageError("--full belongs to 'agentgod show RUN --code NAME'")
     if options["trace"] is not None and not str(options["trace"]).strip():
         raise UsageError("--trace needs a file ('-' for stdout)")
     if args.port is not None and (verb is None or verb[0] != "ui"):

@@ -22,6 +22,10 @@ from agentgod.replies import ErrorDetail
 from agentgod.session import Session, stdin_is_tty
 from agentgod.ui import PlainUI, isatty
 
+STDIN_AT_A_TERMINAL = (
+    "agentgod: reading the task from stdin: type or paste it, then press Ctrl-D on a line of "
+    "its own (Ctrl-C to leave)"
+)
 LAUNCHED = time.monotonic()
 """When this process began to work for the person (its first module of ours): a one-shot run's
 duration counts its start-up too."""
@@ -75,6 +79,9 @@ def _run(invocation: cli.Invocation) -> int:
         if invocation.mode == "verb" and invocation.verb != "retry":
             session.settle_settings()
             return session.verb(invocation.verb or "", invocation.verb_arg)
+        if invocation.mode == "stdin" and stdin_is_tty():
+            # `agentgod -` at a terminal: say what it waits for, rather than sit there silent.
+            print(STDIN_AT_A_TERMINAL, file=sys.stderr, flush=True)
         if invocation.mode not in ("repl", "verb"):
             session.task = invocation.task or cli.read_task(sys.stdin)
         config.check_home()  # before anything is spent or started

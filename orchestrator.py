@@ -540,11 +540,15 @@ class _Conductor:
 
     def result(self, answer: str) -> TaskResult:
         """The answered run's record, with what its caller still has to act on."""
+        planned: dict[str, int] = {}
+        for spec in (spec for done in self.rounds for spec in done.specs):
+            planned.setdefault(spec.name, len(planned))
+        new = sorted(self.crew.new_sources.items(), key=lambda item: planned.get(item[0], 0))
         return TaskResult.of(
             self.record(answer),
-            pending=[  # as the library would keep them: with the standalone road
+            pending=[  # in the plan's order, as the library keeps them: with the standalone road
                 PendingAgent(name, role, generator.for_library(source))
-                for name, (role, source) in self.crew.new_sources.items()
+                for name, (role, source) in new
             ],
             agent_paths=sorted(set(self.crew.paths.values())),
             usage=self.usage,

@@ -110,13 +110,22 @@ def _permission(error: BaseException) -> Problem:
 
 
 def _unknown_model(error: BaseException) -> Problem:
+    """Named with the setting that held it (FAST_MODEL for the intake, the judge and a key's
+    test; DEEP_MODEL for the council; MODEL otherwise), and never suggested as its own fix."""
     message = _api_message(error)
+    setting = str(getattr(error, "setting", "") or "MODEL")
     model = message.split("model:", 1)[1].strip() if "model:" in message else ""
-    model = model or os.environ.get("MODEL", "") or "the configured model"
-    other = next(m for m in (DEFAULT_MODEL, DEFAULT_FAST_MODEL) if m != model)
+    model = model or os.environ.get(setting, "") or "the configured model"
+    defaults = (
+        (DEFAULT_FAST_MODEL, DEFAULT_MODEL)
+        if setting == "FAST_MODEL"
+        else (DEFAULT_MODEL, DEFAULT_FAST_MODEL)
+    )
+    other = next(m for m in defaults if m != model)
+    where = "--model or the MODEL setting" if setting == "MODEL" else f"the {setting} setting"
     return Problem(
         f"The model {model} was not found.",
-        f"Pick a model your key can use with --model or the MODEL setting (for example {other}).",
+        f"Pick a model your key can use with {where} (for example {other}).",
         _technical(error),
         "unknown_model",
     )

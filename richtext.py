@@ -9,6 +9,8 @@ commands' tables (library, history, stats), which need nothing of the live displ
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Sequence
 
 from markdown_it import MarkdownIt
@@ -44,6 +46,16 @@ def fit(pieces: Sequence[str], width: int, indent: str = "  ") -> str:
             lines.append(indent)
         lines[-1] += piece.lstrip() if not lines[-1].strip() else piece
     return "\n".join(lines).rstrip()
+
+
+def words(text: str, width: int, indent: str = "  ") -> str:
+    """`text` in lines of at most `width`, broken only between words (each line after a break
+    indented): a word longer than a line — a path, a URL — stays whole, for the terminal to wrap
+    and a person to select in one piece."""
+    return "\n".join(
+        fit(re.split(r"(?<= )", line), width, indent) if line.strip() else line
+        for line in text.split("\n")
+    )
 
 
 class Clamp:
@@ -114,11 +126,16 @@ class Verbatim(Markdown):
         super().__init__("", hyperlinks=False)
         self.markup = markup
         parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
-        self.parsed = verbatim_tokens(parser.parse(markup))
+        self.parsed = verbatim_tokens(parser.parse(markup), markup.split("\n"))
 
 
-def verbatim_tokens(tokens: list[Token]) -> list[Token]:
-    """Soft breaks made hard; indented paragraphs made code blocks (see Verbatim)."""
+def verbatim_tokens(tokens: list[Token], source: list[str] | None = None) -> list[Token]:
+    """Soft breaks made hard; indented paragraphs made code blocks (see Verbatim).
+
+    Such a block is the paragraph's own lines as written (`source`, for one at the top level),
+    dedented as a whole: the parser strips the first line's indentation but not the others',
+    which would shift the code's lines against each other.
+    """
     kept: list[Token] = []
     index = 0
     while index < len(tokens):
@@ -127,7 +144,10 @@ def verbatim_tokens(tokens: list[Token]) -> list[Token]:
         if token.type == "paragraph_open" and inline is not None and inline.type == "inline":
             lines = inline.content.split("\n")
             if any(line[:1].isspace() for line in lines[1:]):
-                block = Token("fence", "code", 0, block=True, content=inline.content + "\n")
+                code = inline.content
+                if source is not None and token.level == 0 and token.map:
+                    code = textwrap.dedent("\n".join(source[token.map[0] : token.map[1]]))
+                block = Token("fence", "code", 0, block=True, content=code.rstrip("\n") + "\n")
                 block.level = token.level
                 kept.append(block)
                 index += 3  # paragraph_open, inline, paragraph_close

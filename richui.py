@@ -57,6 +57,7 @@ from agentgod.richtext import (
     library_table,
     middle,
     stats_grid,
+    words,
 )
 from agentgod.text import clean, cost_text, dollars, duration, one_line
 from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, retry_hint
@@ -181,11 +182,17 @@ class RichUI(PlainUI):
 
     # ---- output plumbing -----------------------------------------------------------------------
 
+    def _print(self, console: Console, text: Text) -> None:
+        """A text already broken into lines (`words`): printed as it is, never folded inside a
+        word, so a path too long for the screen is wrapped by the terminal, whole."""
+        console.print(text, overflow="ignore", crop=False, highlight=False)
+
     def _narrate(self, text: str) -> None:
-        self.console.print(Text(clean(text)), highlight=False)
+        self._print(self.console, Text(words(clean(text), self.console.width, " " * 11)))
 
     def _result(self, text: str) -> None:
-        self.answer_console.print(Text(clean(text)), highlight=False)
+        width = self.answer_console.width
+        self._print(self.answer_console, Text(words(clean(text), width, "")))
 
     def _prompt(self, text: str) -> None:
         self.console.print(Text(clean(text)), end="", highlight=False)
@@ -358,7 +365,9 @@ class RichUI(PlainUI):
             facts.append(f"run {run_id} (agentgod show {run_id})")
         pieces = [f"{fact} · " for fact in facts[:-1]] + facts[-1:]
         notes.append(fit(pieces, self.console.width, "") + "\n" + self._saved(run_file), "dim")
-        self._show(Group(table, notes))
+        self._show(table)
+        if not self.quiet:
+            self._print(self.console, notes)  # the run file's path whole, however long
 
     def _name_room(self, reserved: int) -> int:
         """How many characters an agent's name may take beside `reserved` columns of other facts:
@@ -366,31 +375,34 @@ class RichUI(PlainUI):
         return max(16, (self.console.width - reserved) * 3 // 5)
 
     def _saved(self, run_file: str | None) -> str:
-        """The run file on its own line, home as ~, broken (if need be) only after a "/"."""
+        """The run file on its own line, home as ~, never broken (the terminal wraps it whole)."""
         if not run_file:
             return "not archived"
         home = str(Path.home()).rstrip("/") + "/"
         shown = "~/" + run_file[len(home) :] if run_file.startswith(home) else run_file
-        return fit(re.split(r"(?<=/)", f"saved to {shown}"), self.console.width, "  ")
+        return words(f"saved to {shown}", self.console.width)
 
     def problem(self, headline: str, advice: str, technical: str) -> None:
         self._stop_live()
-        text = Text(f"✗ {one_line(headline, 400)}\n", style="bold red")
+        width = self.error_console.width
+        text = Text(words(f"✗ {one_line(headline, 400)}", width) + "\n", style="bold red")
         if advice.strip():
-            text.append(clean(advice).strip() + "\n")
+            text.append(words(clean(advice).strip(), width) + "\n")
         if technical.strip():
-            text.append(clean(technical).strip(), style="dim")
-        self.error_console.print(text)
+            text.append(words(clean(technical).strip(), width), style="dim")
+        self._print(self.error_console, text)
 
     def info(self, text: str) -> None:
-        self._show(Text(clean(text)))
+        if not self.quiet:
+            self._print(self.console, Text(words(clean(text), self.console.width)))
 
     def warn(self, text: str) -> None:
         """In the live display where the person looks; quiet, on stderr like PlainUI."""
         if self.quiet:
             super().warn(text)
         else:
-            self._show(Text(f"! {clean(text)}", style="yellow"))
+            shown = words(f"! {clean(text)}", self.console.width)
+            self._print(self.console, Text(shown, style="yellow"))
 
     def ask(self, question: str) -> str | None:
         self._stop_live()
@@ -441,9 +453,12 @@ class RichUI(PlainUI):
         self.answer_console.print(stats_grid(stats))
 
     def session_cost(self, summary: CostSummary) -> None:
-        self.answer_console.print(
-            Text.assemble(("this session  ", "bold"), (cost_text(summary), "dim"))
-        )
+        """Broken only between its parts, each line after the first under the first's figures."""
+        head = "this session  "
+        pieces = re.split(r"(?<= \| )|(?<= / )", head + cost_text(summary))
+        line = Text(fit(pieces, self.answer_console.width, " " * len(head)), style="dim")
+        line.stylize("bold not dim", 0, len(head))
+        self._print(self.answer_console, line)
 
     def help(self, commands: list[tuple[str, str]]) -> None:
         grid = Table.grid(padding=(0, 2))

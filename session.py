@@ -718,6 +718,7 @@ class Session:
             verb,
             argument,
             code=asked.code,
+            full=asked.full,
             replay=asked.replay,
             html=asked.html,
             trace=asked.trace,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgod import cli, config, eventlog, history, historydb, library
-from agentgod.agent_runtime import artifact_name_problem
+from agentgod.agent_runtime import BODY_END, BODY_START, artifact_name_problem
 from agentgod.replies import HistoryRow, LibraryRow, StatsReply, TokenTotals
 from agentgod.runrecord import RunRecord
 from agentgod.text import visible_code
@@ -49,6 +49,7 @@ class Reader:
         argument: str | None,
         *,
         code: str | None = None,
+        full: bool = False,
         replay: bool = False,
         html: str | None = None,
         trace: str | None = None,
@@ -56,7 +57,9 @@ class Reader:
     ) -> int:
         """Carry out `verb`; the exit code of the CLI contract."""
         if verb == "show":
-            return self.show_run(argument, code=code, replay=replay, html=html, trace=trace)
+            return self.show_run(
+                argument, code=code, full=full, replay=replay, html=html, trace=trace
+            )
         if verb == "ui":
             return self.serve(port)
         if verb == "library":
@@ -88,6 +91,7 @@ class Reader:
         replay: bool,
         html: str | None = None,
         trace: str | None = None,
+        full: bool = False,
     ) -> int:
         """One recorded run: drawn, as one JSON object, one agent's code, replayed, as a web
         page or as a trace."""
@@ -99,7 +103,7 @@ class Reader:
                 "`agentgod history` lists the runs and their ids.",
             )
         if code is not None:
-            return self.code(found, code)
+            return self.code(found, code, full=full)
         if replay:
             return self.replay(found)
         if html is not None:
@@ -112,7 +116,9 @@ class Reader:
             self.ui.stored_run(found.to_json())
         return cli.EXIT_OK
 
-    def code(self, found: RunRecord, name: str) -> int:
+    def code(self, found: RunRecord, name: str, *, full: bool = False) -> int:
+        """The code the model wrote for agent `name` (`full`: the whole file that ran, the
+        trusted runtime around it too); `--json` always has the whole file, exactly."""
         agent = found.agent(name)
         if agent is None or not agent.source:
             names = ", ".join(a.name for a in found.agents if a.source) or "none"
@@ -123,7 +129,8 @@ class Reader:
         if self.json_mode:
             cli.print_json({"run_id": found.run_id, "agent": name, "source": agent.source})
             return cli.EXIT_OK
-        shown, flagged = visible_code(agent.source)
+        source = agent.source if full else model_part(agent.source)
+        shown, flagged = visible_code(source)
         if flagged:
             lines = ", ".join(map(str, flagged[:10])) + (" and more" if len(flagged) > 10 else "")
             self.warn(
@@ -314,6 +321,17 @@ def _write_private(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def model_part(source: str) -> str:
+    """What the model wrote of an agent's file: the lines between the runtime's header and its
+    footer (the whole file when it has no such markers, as a file from before them)."""
+    lines = source.split("\n")
+    try:
+        start, end = lines.index(BODY_START), lines.index(BODY_END)
+    except ValueError:
+        return source
+    return "\n".join(lines[start + 1 : end]).strip("\n") + "\n"
 
 
 def find_run(ref: str | None) -> RunRecord | None:

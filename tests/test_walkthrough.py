@@ -409,6 +409,104 @@ def test_the_duration_counts_what_the_person_waited(factory: Factory, isolated_h
     assert row["duration_seconds"] == pytest.approx(reply["duration_seconds"], abs=0.01)
 
 
+def test_show_code_is_the_model_s_code_and_full_the_whole_file(
+    factory: Factory, isolated_home: Path
+) -> None:
+    reply = _reply(agentgod(isolated_home, factory.api, "--json", "count the otters"))
+    run_id = reply["run_id"]
+    code = agentgod(isolated_home, None, "show", run_id, "--code", "fact_finder")
+    assert code.returncode == 0, code.stderr
+    assert code.stdout.strip() == scripted.ECHO_BODY.strip(), "what the model wrote, no more"
+    whole = agentgod(isolated_home, None, "show", run_id, "--code", "fact_finder", "--full")
+    assert whole.returncode == 0, whole.stderr
+    assert scripted.ECHO_BODY.strip() in whole.stdout and "def call_llm(" in whole.stdout
+    exact = _reply(agentgod(isolated_home, None, "--json", "show", run_id, "--code", "fact_finder"))
+    assert exact["source"] == whole.stdout, "--json keeps the whole source, exactly"
+    shown = _reply(agentgod(isolated_home, None, "--json", "show", run_id))
+    assert shown["agents"][0]["source"] == exact["source"]
+    wrong = agentgod(isolated_home, None, "show", run_id, "--full")
+    assert wrong.returncode == cli.EXIT_USAGE and "--full belongs to" in wrong.stderr
+
+
+def test_stdin_at_a_terminal_says_it_is_reading_it(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="100")
+    terminal = open_terminal(env, "--plain", "--discard", "-")
+    terminal.expect(r"reading the task from stdin: type or paste it, then press Ctrl-D")
+    assert factory.api.messages() == []
+    terminal.type("count the otters\n")
+    terminal.type("\x04")
+    terminal.expect("MERGED: fact_finder")
+    assert terminal.close() == 0
+    assert "count the otters" in factory.of("plan")[0].prompt
+
+
+# ---- 14. the model's setting, code as written, a path whole, kept in plan order -----------------
+
+
+@pytest.mark.parametrize(
+    ("missing", "setting", "suggested"),
+    [
+        ("claude-haiku-5-5", "FAST_MODEL", "claude-sonnet-5-5"),
+        ("claude-nope-1", "FAST_MODEL", "claude-haiku-5-5"),
+    ],
+)
+def test_a_fast_model_not_found_names_its_setting_and_another_model(
+    fake_api: FakeMessagesAPI, isolated_home: Path, missing: str, setting: str, suggested: str
+) -> None:
+    def not_found(request: Request) -> Reply:
+        if request.body["model"] == missing:
+            return Reply.error(404, f"model: {missing}")
+        return Reply("OK")
+
+    fake_api.handler = not_found
+    done = agentgod(isolated_home, fake_api, "--json", "key", "check", FAST_MODEL=missing)
+    assert done.returncode == cli.EXIT_FAILED
+    error = _reply(done)["error"]
+    assert error["headline"] == f"The model {missing} was not found."
+    assert f"with the {setting} setting (for example {suggested})" in error["advice"]
+    assert missing not in error["advice"] and "--model" not in error["advice"]
+
+
+def test_unfenced_code_keeps_its_indentation_relative_to_itself(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    factory.merge_reply = lambda request: (
+        "Here is the function:\n\n  def total(rows):\n      return sum(rows)\n\nThat is all."
+    )
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="100")
+    terminal = open_terminal(env, "--discard", "add the rows")
+    terminal.expect("That is all")
+    assert terminal.close() == 0
+    [top] = [line for line in terminal.text.splitlines() if "def total(rows):" in line]
+    [body] = [line for line in terminal.text.splitlines() if "return sum(rows)" in line]
+    assert body.index("return") - top.index("def") == 4, (top, body)
+
+
+def test_a_long_path_is_never_broken_by_the_display(
+    factory: Factory, isolated_home: Path, tmp_path: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    home = tmp_path / ("a-rather-long-folder-name-for-the-agentgod-home-" * 3)
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="80", AGENTGOD_HOME=str(home))
+    terminal = open_terminal(env, "--discard", "count the otters")
+    terminal.expect("MERGED: fact_finder")
+    assert terminal.close() == 0
+    [run_file] = (home / "runs").glob("*.md")
+    assert str(run_file) in terminal.text, "the run file's path on one line, whole"
+
+
+def test_kept_agents_are_listed_in_plan_order(factory: Factory, isolated_home: Path) -> None:
+    both = plan(agent_spec("slow_first"), agent_spec("quick_second"), complexity="simple")
+    factory.plans = [{**both, "independent": True}]
+    factory.api.route(  # written last, so it finishes last
+        lambda request: "Agent name: slow_first\n" in request.prompt,
+        Reply(scripted.ECHO_BODY, latency=0.8),
+    )
+    reply = _reply(agentgod(isolated_home, factory.api, "--json", "--keep", "survey the otters"))
+    assert reply["kept"] == ["slow_first", "quick_second"]
+
+
 # ---- 7. a closed pipe, bytes that are no text, a folder that cannot be written -------------------
 
 
