@@ -44,6 +44,9 @@ VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key"
 KEY_ACTIONS = ("set", "check")
 """`agentgod key set` saves a key it has tested; `key check` tests the one configured."""
 SHELLS = ("bash", "zsh", "fish")
+COMPLETE = "--complete"
+"""`agentgod --complete runs|agents|code WORDS…`: the values a completion script offers, one a
+line; first on the command line or not at all, and in no help (it is the scripts')."""
 RUN_VERBS = ("show", "retry")
 """Verbs whose one optional word names a run (its id, or a unique prefix of it)."""
 RUN_REF = re.compile(r"[0-9a-f]{4,8}")
@@ -69,8 +72,9 @@ class Invocation:
     """What the user asked for, fully parsed."""
 
     mode: str
-    """"task" (text given), "stdin" (read the task from stdin), "repl", "verb", "version" or
-    "completion" (its shell in `task`)."""
+    """"task" (text given), "stdin" (read the task from stdin), "repl", "verb", "version",
+    "completion" (its shell in `task`) or "complete" (what to list for a completion script in
+    `task`: runs, agents or code)."""
     task: str | None = None
     """The task text for mode "task"."""
     verb: str | None = None
@@ -113,6 +117,8 @@ class Invocation:
     """show: write the run's trace as OTLP JSON into this file, "-" for stdout (--trace FILE)."""
     port: int | None = None
     """ui: the port to listen on (--port N); None for any free one."""
+    words: tuple[str, ...] = ()
+    """complete: the command line being completed (the shell's words)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -144,8 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="An agent factory: plans, writes, guards and runs a team of LLM agents "
         "for your task, then merges and judges their answer.",
         epilog="verbs (only as the whole command): library | history [N] | stats | last | "
-        "forget NAME | show [RUN] | retry [RUN] | ui.  With no task at a terminal, an interactive "
-        "prompt starts; with piped stdin, stdin is the task.",
+        "forget NAME | show [RUN] | retry [RUN] | key set|check | ui.  With no task at a "
+        "terminal, an interactive prompt starts; with piped stdin, stdin is the task.",
     )
     parser.add_argument("words", nargs="*", metavar="TASK", help="the task; '-' reads stdin")
     parser.add_argument(
@@ -342,6 +348,9 @@ def verb_of(words: list[str]) -> tuple[str, str | None] | None:
 
 def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
     """Parse argv into an Invocation; raises UsageError (exit 2), SystemExit(0) for --help."""
+    if argv[:1] == [COMPLETE] and len(argv) > 1:
+        # What a completion script asks (not for people): the rest is the shell's words, as is.
+        return Invocation("complete", task=argv[1], words=tuple(argv[2:]))
     head, task_text = _split_task(list(argv))
     args = build_parser().parse_intermixed_args(head)
     options = {
@@ -460,20 +469,58 @@ def completion_script(shell: str) -> str:
     bash and zsh (through bashcompinit) complete flags and verbs; fish gets one `complete` line
     per flag and verb.
     """
+    parser = build_parser()
     flags = sorted(
         option
-        for action in build_parser()._actions
+        for action in parser._actions
         for option in action.option_strings
         if option.startswith("--")
     )
+    values = {  # a flag's closed set of values, from the parser itself
+        option: [str(choice) for choice in action.choices]
+        for action in parser._actions
+        if action.choices
+        for option in action.option_strings
+        if option.startswith("--")
+    }
     if shell == "fish":
         lines = [f"complete -c agentgod -f -n __fish_use_subcommand -a {verb}" for verb in VERBS]
-        lines += [f"complete -c agentgod -l {flag[2:]}" for flag in flags]
+        lines += [
+            f"complete -c agentgod -l {flag[2:]}"
+            + (f" -xa '{' '.join(values[flag])}'" if flag in values else "")
+            for flag in flags
+        ]
+        asked = "(agentgod --complete {} (commandline -opc) 2>/dev/null)"
+        lines += [
+            "complete -c agentgod -f -n '__fish_seen_subcommand_from key' -a 'set check'",
+            "complete -c agentgod -f -n '__fish_seen_subcommand_from show retry' "
+            f"-a '{asked.format('runs')}'",
+            "complete -c agentgod -f -n '__fish_seen_subcommand_from forget' "
+            f"-a '{asked.format('agents')}'",
+            f"complete -c agentgod -l resume -xa '{asked.format('runs')}'",
+            f"complete -c agentgod -l code -xa '{asked.format('code')}'",
+        ]
         return "\n".join(lines) + "\n"
     words = " ".join([*VERBS, *flags])
+    cases = "".join(
+        f'        {flag}) COMPREPLY=($(compgen -W "{" ".join(choices)}" -- "$word")); return;;\n'
+        for flag, choices in values.items()
+    )
+    asked = '$(agentgod --complete {} "${{COMP_WORDS[@]}}" 2>/dev/null)'
     script = (
         "_agentgod() {\n"
-        '    local word="${COMP_WORDS[COMP_CWORD]}"\n'
+        '    local word="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"\n'
+        '    case "$prev" in\n'
+        f"{cases}"
+        f'        key) COMPREPLY=($(compgen -W "{" ".join(KEY_ACTIONS)}" -- "$word")); return;;\n'
+        f'        show|retry|--resume) COMPREPLY=($(compgen -W "{asked.format("runs")}" '
+        '-- "$word")); return;;\n'
+        f'        forget) COMPREPLY=($(compgen -W "{asked.format("agents")}" -- "$word")); '
+        "return;;\n"
+        f'        --code) COMPREPLY=($(compgen -W "{asked.format("code")}" -- "$word")); '
+        "return;;\n"
+        "        --file|--out|--html|--trace) COMPREPLY=(); return;;\n"
+        "    esac\n"
         f'    COMPREPLY=($(compgen -W "{words}" -- "$word"))\n'
         "}\n"
         "complete -o default -F _agentgod agentgod\n"

@@ -68,6 +68,11 @@ def _run(invocation: cli.Invocation) -> int:
         json_mode=invocation.json,
         interactive=interactive,
     )
+    if invocation.mode == "complete":
+        from agentgod import verbs
+
+        verbs.complete(invocation.task or "", invocation.words)
+        return cli.EXIT_OK
     session = Session(ui, invocation, interactive)
     if invocation.mode != "repl":  # at the prompt, each run starts when Enter is pressed
         session.launched = LAUNCHED

@@ -46,6 +46,13 @@ ATTACH_ADVICE = (
     "Save the text to a file and attach it instead (`@notes.txt` in a short task, or --file): "
     "the planner sees a sample of it, and the agents' own code reads it whole."
 )
+KEY_VARIABLE = "ANTHROPIC_API_KEY"
+_EXPORTED_KEY = (
+    "The key comes from ANTHROPIC_API_KEY in your environment, which wins over {}: correct or "
+    "unset that variable (`unset ANTHROPIC_API_KEY`, and your shell's startup file); "
+    "`agentgod key set` then saves a working one. Keys are at "
+    "https://console.anthropic.com/settings/keys."
+)
 RETRIABLE = frozenset(
     {"budget", "all_agents_failed", "merge_failed", "merge_refused", "interrupted", "timeout",
      "overloaded", "rate_limit", "server_error", "connection", "invalid_reply"}
@@ -116,6 +123,11 @@ class Session:
             way_on = self._way_on()
             if way_on:
                 problem = dataclasses.replace(problem, advice=f"{problem.advice} {way_on}")
+        self.report(problem)
+        return code
+
+    def report(self, problem: problems.Problem) -> None:
+        """A failure, as the person (or, with --json, the program) is told it."""
         if self.invocation.json:
             task = self.task if len(self.task) <= TASK_MAX_CHARS else self.task[:200] + "…"
             reply = ErrorReply(ok=False, task=redact.redact(task), error=error_json(problem))
@@ -125,7 +137,6 @@ class Session:
                 reply["answer"], reply["unjudged"] = self.unjudged, True
             cli.print_json(reply)
         self.ui.problem(problem.headline, problem.advice, problem.technical)
-        return code
 
     def _way_on(self) -> str:
         """A run that began is recorded, whatever stopped it: its id, and retry when it has
@@ -203,7 +214,7 @@ class Session:
             save_key(env_file, key)
             self.ui.info(f"Saved to {env_file}.")
 
-    def _test_key(self, key: str) -> None:
+    def _test_key(self, key: str, works: str = "The key works.") -> None:
         """One tiny call with `key`; the session goes on with it only if it works."""
         from agentgod import llm
 
@@ -219,13 +230,24 @@ class Session:
                 settings=settings,
             )
         self.overrides = told
-        self.ui.info("The key works.")
+        self.ui.info(works)
 
     def key(self, action: str) -> int:
         """`agentgod key set`: read a key (hidden at a terminal, else one line of stdin), test it,
-        save it to AGENTGOD_HOME/.env (0600). `key check`: test the configured one."""
+        save it to AGENTGOD_HOME/.env (0600). `key check`: test the configured one, and say where
+        it came from. An exported ANTHROPIC_API_KEY wins over the file: both say so."""
+        env_file = config.home() / ".env"
+        exported = os.environ.get(KEY_VARIABLE, "").strip()
+        source = f"{KEY_VARIABLE} in your environment" if exported else str(env_file)
         if action == "check":
-            self._test_key(config.api_key(self.overrides))
+            try:
+                self._test_key(config.api_key(self.overrides), f"The key works (from {source}).")
+            except Exception as error:
+                problem = problems.explain(error)
+                if exported and problem.kind in ("authentication", "permission"):
+                    problem = dataclasses.replace(problem, advice=_EXPORTED_KEY.format(env_file))
+                self.report(problem)
+                return cli.EXIT_FAILED
         else:
             if stdin_is_tty():
                 key = self.ui.ask_secret("Anthropic API key (input hidden):") or ""
@@ -234,10 +256,21 @@ class Session:
             if not key:
                 raise config.MissingApiKeyError("no key was given")
             self._test_key(key)
-            save_key(config.home() / ".env", key)
-            self.ui.info(f"Saved to {config.home() / '.env'} (readable only by you).")
+            save_key(env_file, key)
+            self.ui.info(f"Saved to {env_file} (readable only by you).")
+            if exported and exported != key:
+                self.warn(
+                    f"{KEY_VARIABLE} is set in your environment and wins over {env_file}: the "
+                    f"key just saved is used only once you unset it (`unset {KEY_VARIABLE}`, "
+                    "and take it out of your shell's startup file)"
+                )
+                source = f"{KEY_VARIABLE} in your environment (not the key saved)"
+            else:
+                source = str(env_file)
         if self.invocation.json:
-            cli.print_json({"ok": True, "key": "works"})
+            cli.print_json(
+                {"ok": True, "key": "works", "source": source, "warnings": self.warnings}
+            )
         return cli.EXIT_OK
 
     # ---- one task ------------------------------------------------------------------------------

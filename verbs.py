@@ -323,6 +323,24 @@ def _write_private(path: Path, text: str) -> None:
         raise
 
 
+def complete(what: str, words: tuple[str, ...]) -> None:
+    """What a completion script offers as a value, one per line: `runs` (recent run ids),
+    `agents` (the library's), `code` (the agents with code of the run the command line names
+    after `show`, else of the last run). Nothing at all when there is nothing, or on any error:
+    a shell's Tab must never print a traceback."""
+    found: list[str] = []
+    with contextlib.suppress(Exception):
+        if what == "runs":
+            found = [row.run_id for row in history.history(50)]
+        elif what == "agents":
+            found = [entry.name for entry in library.entries()]
+        elif what == "code":
+            named = [word for word in words if cli.RUN_REF.fullmatch(word)]
+            run = history.load(named[0] if named else None)
+            found = [agent.name for agent in run.agents if agent.source] if run else []
+    sys.stdout.write("".join(f"{name}\n" for name in found))
+
+
 def model_part(source: str) -> str:
     """What the model wrote of an agent's file: the lines between the runtime's header and its
     footer (the whole file when it has no such markers, as a file from before them)."""

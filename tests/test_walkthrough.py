@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -340,6 +342,109 @@ def test_a_large_task_at_a_terminal_asks_first(
     else:
         assert code == cli.EXIT_FAILED
         _nothing_spent(factory.api, isolated_home)
+
+
+# ---- 10. the key's source, --help, completion of values ----------------------------------------
+
+GOOD_KEY = "sk-ant-good-key-0123456789abcdef"
+OTHER_KEY = "sk-ant-other-key-0123456789abcdef"
+
+
+def _key(home: Path, api: FakeMessagesAPI, *args: str, stdin: str = "", **env: str) -> object:
+    return subprocess.run(
+        [*agentgod_command(), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(home, None, ANTHROPIC_BASE_URL=api.base_url, **env),
+    )
+
+
+def test_key_set_under_an_exported_key_names_the_variable_that_wins(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    fake_api.valid_keys = {GOOD_KEY, OTHER_KEY}
+    done = _key(
+        isolated_home, fake_api, "--json", "key", "set", stdin=GOOD_KEY + "\n",
+        ANTHROPIC_API_KEY=OTHER_KEY,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "ANTHROPIC_API_KEY is set in your environment and wins over" in done.stderr
+    assert "unset ANTHROPIC_API_KEY" in done.stderr
+    reply = json.loads(done.stdout)
+    assert reply["source"] == "ANTHROPIC_API_KEY in your environment (not the key saved)"
+    assert reply["warnings"] and GOOD_KEY not in done.stdout + done.stderr
+    assert f"ANTHROPIC_API_KEY={GOOD_KEY}" in (isolated_home / ".env").read_text()
+    check = _key(isolated_home, fake_api, "key", "check", ANTHROPIC_API_KEY=OTHER_KEY)
+    assert check.returncode == 0
+    assert "The key works (from ANTHROPIC_API_KEY in your environment)." in check.stderr
+    from_file = _key(isolated_home, fake_api, "key", "check")
+    assert f"The key works (from {isolated_home / '.env'})." in from_file.stderr
+
+
+def test_key_check_with_a_rejected_exported_key_advises_the_variable_not_key_set(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    fake_api.valid_keys = {GOOD_KEY}
+    done = _key(isolated_home, fake_api, "--json", "key", "check", ANTHROPIC_API_KEY=OTHER_KEY)
+    assert done.returncode == cli.EXIT_FAILED
+    error = json.loads(done.stdout)["error"]
+    assert error["type"] == "authentication"
+    assert error["advice"].startswith("The key comes from ANTHROPIC_API_KEY in your environment")
+    assert "unset ANTHROPIC_API_KEY" in error["advice"]
+    assert OTHER_KEY not in done.stdout + done.stderr
+
+
+def test_help_lists_key_set_and_check(isolated_home: Path) -> None:
+    done = agentgod(isolated_home, None, "--help")
+    assert done.returncode == 0
+    assert "key set|check" in " ".join(done.stdout.split())
+
+
+def _bash_completes(home: Path, tmp_path: Path, *words: str) -> list[str]:
+    """What bash offers for the last of `words`, with agentgod's completion script loaded."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    wrapper = bin_dir / "agentgod"
+    wrapper.write_text(f'#!/bin/sh\nexec {" ".join(agentgod_command())} "$@"\n')
+    wrapper.chmod(0o755)
+    script = cli.completion_script("bash") + (
+        f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})\n"
+        f"COMP_CWORD={len(words) - 1}\n"
+        '_agentgod\nprintf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    env = _env(home, None)
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    done = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash completes only where bash is")
+def test_bash_completion_offers_values_run_ids_and_agent_names(
+    factory: Factory, isolated_home: Path, tmp_path: Path
+) -> None:
+    reply = _reply(agentgod(isolated_home, factory.api, "--json", "--keep", "count the otters"))
+    run_id = reply["run_id"]
+    assert _bash_completes(isolated_home, tmp_path, "agentgod", "--effort", "") == [
+        "low", "medium", "high", "xhigh", "max",
+    ]  # fmt: skip
+    assert _bash_completes(isolated_home, tmp_path, "agentgod", "--council", "a") == [
+        "auto",
+        "always",
+    ]
+    assert _bash_completes(isolated_home, tmp_path, "agentgod", "key", "") == ["set", "check"]
+    assert _bash_completes(isolated_home, tmp_path, "agentgod", "show", "") == [run_id]
+    assert _bash_completes(isolated_home, tmp_path, "agentgod", "retry", run_id[:2]) == [run_id]
+    assert _bash_completes(isolated_home, tmp_path, "agentgod", "--resume", "") == [run_id]
+    assert _bash_completes(isolated_home, tmp_path, "agentgod", "forget", "") == ["fact_finder"]
+    assert _bash_completes(isolated_home, tmp_path, "agentgod", "show", run_id, "--code", "") == [
+        "fact_finder"
+    ]
+    assert "--full" in _bash_completes(isolated_home, tmp_path, "agentgod", "--fu")
 
 
 # ---- 12. a partly failed run, its retry, and the history ---------------------------------------
