@@ -35,10 +35,9 @@ def factory(fake_api: FakeMessagesAPI) -> Factory:
     return made
 
 
-def _reply(done: object) -> dict:
-    stdout = getattr(done, "stdout", "")
-    assert stdout.strip(), getattr(done, "stderr", "")
-    return json.loads(stdout)
+def _reply(done: subprocess.CompletedProcess[str]) -> dict:
+    assert done.stdout.strip(), done.stderr
+    return json.loads(done.stdout)
 
 
 _minutes = iter(range(1, 10_000))
@@ -350,7 +349,9 @@ GOOD_KEY = "sk-ant-good-key-0123456789abcdef"
 OTHER_KEY = "sk-ant-other-key-0123456789abcdef"
 
 
-def _key(home: Path, api: FakeMessagesAPI, *args: str, stdin: str = "", **env: str) -> object:
+def _key(
+    home: Path, api: FakeMessagesAPI, *args: str, stdin: str = "", **env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*agentgod_command(), *args],
         input=stdin,
