@@ -119,7 +119,7 @@ class AttachmentReply(FileReply):
     """A file the user attached (`@path`, `--file`), readable by every agent."""
 
     kind: str
-    """text, csv, pdf, image or binary: what the agents were told it is."""
+    """text, csv, json, pdf, image or binary: what the agents were told it is."""
 
 
 class ArtifactReply(FileReply):

@@ -80,7 +80,8 @@ def completions(word: str) -> list[str]:
     if word.startswith("@"):
         from agentgod import attachments
 
-        return ["@" + path for path in attachments.complete(word[1:])]
+        typed = word[1:].lstrip('"')
+        return ["@" + attachments.quoted(path) for path in attachments.complete(typed)]
     if word.startswith("/"):
         names = (command.split()[0] for command, _ in SLASH_COMMANDS)
         return [name for name in names if name.startswith(word)]

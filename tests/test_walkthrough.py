@@ -343,6 +343,81 @@ def test_a_large_task_at_a_terminal_asks_first(
         _nothing_spent(factory.api, isolated_home)
 
 
+# ---- 9. attachments: quoted names, a lost quote, password files, JSON --------------------------
+
+
+def test_tab_completion_quotes_a_name_with_spaces(
+    factory: Factory, isolated_home: Path, tmp_path: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "my sales.csv").write_text("region,amount\nnorth,3\n")
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="160")
+    terminal = open_terminal(env, "--plain", "--discard")
+    terminal.expect("agentgod> ")
+    terminal.type(f"total the amounts in @{folder}/my\t")
+    terminal.type(" by region\n")
+    terminal.expect(r"\[file\]\s+my sales\.csv")
+    terminal.expect("MERGED: fact_finder")
+    terminal.expect("agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    assert "my sales.csv" in factory.of("plan")[0].prompt, "attached, not refused"
+
+
+@pytest.mark.parametrize("task", ["total @my sales.csv by region", "total @my sales.csv."])
+def test_an_unquoted_name_with_spaces_is_refused_before_any_spend(
+    fake_api: FakeMessagesAPI, isolated_home: Path, tmp_path: Path, task: str
+) -> None:
+    (tmp_path / "my sales.csv").write_text("region,amount\nnorth,3\n")
+    done = agentgod(isolated_home, fake_api, "--json", task, cwd=tmp_path)
+    assert done.returncode == cli.EXIT_FAILED, done.stderr
+    error = _reply(done)["error"]
+    assert error["type"] == "attachment"
+    assert (
+        "'my sales.csv' is one: the quotes around a name with spaces were lost"
+        in (error["headline"])
+    )
+    assert """'@"my sales.csv"'""" in error["advice"]
+    _nothing_spent(fake_api, isolated_home)
+    handle = agentgod(isolated_home, fake_api, "--json", "ask @someone about sales", cwd=tmp_path)
+    assert "quotes" not in handle.stdout, "an @handle followed by other words is left alone"
+    assert fake_api.messages(), "and the task goes on"
+
+
+@pytest.mark.parametrize("secret", ["/etc/shadow", "/etc/gshadow"])
+def test_shadow_password_files_are_secrets(
+    fake_api: FakeMessagesAPI, isolated_home: Path, secret: str
+) -> None:
+    if not Path(secret).exists():
+        pytest.skip(f"{secret} is not on this machine")
+    done = agentgod(isolated_home, fake_api, "--json", f"summarise @{secret}")
+    assert done.returncode == cli.EXIT_FAILED
+    error = _reply(done)["error"]
+    assert error["type"] == "attachment"
+    assert "it looks like a secret (a shadow password file)" in error["headline"]
+    _nothing_spent(fake_api, isolated_home)
+
+
+def test_a_json_file_is_typed_json_and_a_broken_one_text(
+    factory: Factory, isolated_home: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "data.json").write_text('{"north": 3, "south": 4}\n')
+    (tmp_path / "broken.json").write_text("{north: 3\n")
+    done = agentgod(
+        isolated_home, factory.api, "--json", "--plain", "sum @data.json and @broken.json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    reply = _reply(done)
+    assert [(a["name"], a["kind"]) for a in reply["attachments"]] == [
+        ("data.json", "json"),
+        ("broken.json", "text"),
+    ]
+    planned = factory.of("plan")[0].prompt
+    assert "data.json — 25 B, JSON (application/json)" in planned
+    assert "broken.json — 10 B, text (text/plain)" in planned
+
+
 # ---- 10. the key's source, --help, completion of values ----------------------------------------
 
 GOOD_KEY = "sk-ant-good-key-0123456789abcdef"
