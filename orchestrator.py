@@ -103,6 +103,8 @@ class _Round:
     """The planner judged the task a follow-up: agents and the merge see the conversation."""
     reasoning: str = ""
     """The planner's reasons for this team."""
+    trimmed: list[str] = field(default_factory=list)
+    """Agents the plan held beyond MAX_AGENTS, left out."""
 
 
 class _Conductor:
@@ -310,6 +312,7 @@ class _Conductor:
             effort,
             follow_up=plan.follow_up,
             reasoning=plan.reasoning,
+            trimmed=plan.trimmed,
         )
         self.rounds.append(this_round)
         self.journal.update(self.record(None))  # the plan, in the history before any agent runs
@@ -516,6 +519,7 @@ class _Conductor:
             effort=last.effort if last else None,
             reasoning=last.reasoning if last else "",
             plan=[spec.model_dump() for spec in last.specs] if last else [],
+            trimmed=[name for done in self.rounds for name in done.trimmed],
             calls=self.usage.call_log(),
             budget_usd=self.usage.budget_usd,
         )

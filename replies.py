@@ -103,6 +103,8 @@ class Transcript(TypedDict):
     run_id: str | None
     retry_of: NotRequired[str | None]
     """The run this one retried: its agents listed as carried delivered there."""
+    trimmed: NotRequired[list[str]]
+    """Agents the plan held beyond MAX_AGENTS, left out: said again beside the answer."""
 
 
 class FileReply(TypedDict):

@@ -60,7 +60,7 @@ from agentgod.richtext import (
     words,
 )
 from agentgod.text import clean, cost_text, dollars, duration, one_line
-from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, retry_hint
+from agentgod.ui import FIELD_WIDTH, PHASES, PlainUI, retry_hint, trim_note
 
 WORDMARK = r"""
    _                     _       ___   ___   ___
@@ -355,6 +355,8 @@ class RichUI(PlainUI):
         revisions, run_id = run["revisions"], run["run_id"]
         if run["failures"] and run_id:
             notes.append(f"↻ {retry_hint(run_id, len(run['failures']))}\n", style="yellow")
+        if run.get("trimmed"):
+            notes.append(f"! {trim_note(run.get('trimmed') or [])}\n", style="yellow")
         facts = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
         if run.get("retry_of"):
             facts.insert(0, f"retry of {run['retry_of']}")

@@ -218,6 +218,8 @@ class RunRecord:
     made before the plan included."""
     budget_usd: float | None = None
     """The cap the run spent under (BUDGET_USD, --budget); None without one."""
+    trimmed: list[str] = field(default_factory=list)
+    """Agents the plan held beyond MAX_AGENTS, left out (a warning says so too, and is kept)."""
     run_file: Path | None = None
     """The run file the archive wrote (runs/<stamp>_<slug>.md); None until it is written, or
     when it could not be."""
@@ -290,6 +292,7 @@ class RunRecord:
             sandbox=list(self.sandbox),
             run_id=self.run_id,
             retry_of=self.retry_of,
+            trimmed=list(self.trimmed),
         )
 
     def to_json(self) -> dict[str, Any]:

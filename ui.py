@@ -77,6 +77,14 @@ def retry_hint(run_id: str, failed: int) -> str:
     )
 
 
+def trim_note(left_out: list[str]) -> str:
+    """Beside the answer: what a plan larger than MAX_AGENTS lost."""
+    return (
+        f"the plan held more agents than MAX_AGENTS allows; left out: {', '.join(left_out)} "
+        "(raise MAX_AGENTS, or ask for less at once)"
+    )
+
+
 def terminal_width(stream: TextIO) -> int | None:
     """The columns of the terminal `stream` is, or None when it is none (a pipe, a file)."""
     if not isatty(stream):
@@ -260,6 +268,8 @@ class PlainUI(asking.Questions):
         revisions, sandbox, run_id = run["revisions"], run["sandbox"], run["run_id"]
         if run["failures"] and run_id:
             self._line("retry", retry_hint(run_id, len(run["failures"])))
+        if run.get("trimmed"):
+            self._line("plan", trim_note(run.get("trimmed") or []))
         notes = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
         if run.get("retry_of"):
             notes.insert(0, f"retry of {run['retry_of']}")

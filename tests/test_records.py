@@ -115,8 +115,9 @@ def test_show_json_holds_every_agents_code_output_and_usage_and_code_prints_it_e
         assert sum(c["usd"] for c in own) == pytest.approx(agent["usd"], abs=1e-6)
     assert all(call["seconds"] > 0 for call in calls), "every call was timed"
     code = agentgod(
-        isolated_home, factory.api, "show", str(answered["run_id"])[:4], "--code", "writer"
-    )
+        isolated_home, factory.api, "show", str(answered["run_id"])[:4], "--code", "writer",
+        "--full",
+    )  # fmt: skip
     assert code.returncode == 0, code.stderr
     assert code.stdout == agents["writer"]["source"], "exactly the source that ran"
     missing = agentgod(isolated_home, factory.api, "show", "--code", "nobody")

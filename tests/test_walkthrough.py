@@ -523,6 +523,28 @@ def test_bash_completion_offers_values_run_ids_and_agent_names(
     assert "--full" in _bash_completes(isolated_home, tmp_path, "agentgod", "--fu")
 
 
+# ---- 11. a plan over MAX_AGENTS keeps its combiner, and says so beside the answer ---------------
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_a_trimmed_plan_keeps_the_agent_that_combines_and_shows_the_trim_by_the_answer(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal], plain: bool
+) -> None:
+    researchers = [agent_spec(f"research_{n}") for n in "abcde"]
+    writer = agent_spec("writer", [f"research_{n}" for n in "abcde"])
+    factory.plans = [plan(*researchers, writer)]
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="120", MAX_AGENTS="4")
+    terminal = open_terminal(env, *(["--plain"] if plain else []), "--discard", "survey otters")
+    terminal.expect("MERGED: ")
+    terminal.expect(r"left out: research_d, research_e")
+    assert terminal.close() == 0
+    ran = {request.prompt.split("agent=")[1].split()[0] for request in factory.of("agent")}
+    assert ran == {"research_a", "research_b", "research_c", "writer"}
+    assert len(factory.of("plan")) == 1, "trimmed, not planned again"
+    answer_at = terminal.text.rindex("MERGED: ")
+    assert terminal.text.rindex("left out: research_d, research_e") > answer_at
+
+
 # ---- 12. a partly failed run, its retry, and the history ---------------------------------------
 
 RAISING = "def run(task, previous_outputs):\n    raise ValueError('the data is not there')\n"
