@@ -127,12 +127,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _positive_dollars(text: str) -> float:
+    """A budget the BUDGET_USD setting accepts (kinds.BUDGET_USD_RANGE): the flag is the setting,
+    so a value the setting would refuse is this flag's usage error, not a configuration one."""
+    from agentgod.kinds import BUDGET_USD_RANGE
+
+    low, high = BUDGET_USD_RANGE
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of dollars, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of dollars, got {text!r}")
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(
+            f"must be from {low:g} to {high:,.0f} dollars, got {text!r}"
+        )
     return value
 
 
@@ -223,11 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _split_task(argv: list[str]) -> tuple[list[str], str | None]:
-    """Everything after the first --task is task text, even flag-shaped words like --json."""
+    """Everything after the first --task is task text, even flag-shaped words like --json; so is
+    everything after a bare `--` (POSIX: the options end there): `agentgod -- --json` is the
+    task "--json", and `agentgod -- history` the task "history"."""
     for index, token in enumerate(argv):
-        if token == "--":
-            return argv, None
-        if token == "--task":
+        if token in ("--", "--task"):
             return argv[:index], " ".join(argv[index + 1 :])
         if token.startswith("--task="):
             return argv[:index], " ".join([token[len("--task=") :], *argv[index + 1 :]])
@@ -333,7 +340,8 @@ def verb_of(words: list[str]) -> tuple[str, str | None] | None:
         if RUN_REF.fullmatch(rest[0]):
             return verb, rest[0]
         raise UsageError(
-            f"{verb} takes a run id such as 3f9a2b1c (see 'agentgod history'), got {rest[0]!r}",
+            f"{verb} takes a run id such as 3f9a2b1c (its first 4 characters are enough; see "
+            f"'agentgod history'), got {rest[0]!r}",
             as_task,
         )
     if verb == "history":
@@ -375,7 +383,11 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         "port": args.port,
     }
     if args.resume not in (None, "last") and not RUN_REF.fullmatch(args.resume):
-        raise UsageError(f"--resume takes a run id such as 3f9a2b1c, got {args.resume!r}")
+        raise UsageError(
+            f"--resume takes a run id such as 3f9a2b1c (its first 4 characters are enough), "
+            f"got {args.resume!r}",
+            "`agentgod history` lists the runs and their ids",
+        )
     if any(not path.strip() for path in args.file):
         raise UsageError("--file needs a path")
     if args.out is not None and not args.out.strip():
@@ -389,8 +401,9 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
     words: list[str] = args.words
     if task_text is not None:
         if words:
-            raise UsageError("give the task either as words or after --task, not both")
-        return Invocation("task", task=_clean_task(task_text, "--task"), **options)
+            raise UsageError("give the task either as words or after --task (or --), not both")
+        task = _clean_task(task_text, "the task after --task (or --)")
+        return Invocation("task", task=task, **options)
     if words == ["-"]:
         return Invocation("stdin", **options)
     if "-" in words:

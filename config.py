@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from agentgod import redact
-from agentgod.kinds import CouncilMode, Effort, SandboxMode, Switch
+from agentgod.kinds import BUDGET_USD_RANGE, CouncilMode, Effort, SandboxMode, Switch
 from agentgod.models import DEFAULT_FAST_MODEL, DEFAULT_MODEL
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -107,6 +107,9 @@ class HomeError(RuntimeError):
 
 class MissingApiKeyError(RuntimeError):
     """No ANTHROPIC_API_KEY in the environment or in .env."""
+
+    asked = False
+    """True when a person was just asked for one and entered none."""
 
 
 @dataclass(frozen=True)
@@ -364,7 +367,7 @@ def _model(name: str, default: str) -> str:
 def _budget() -> float | None:
     if not env("BUDGET_USD"):
         return None
-    return _number("BUDGET_USD", "", 0.000001, 1_000_000, float)
+    return _number("BUDGET_USD", "", *BUDGET_USD_RANGE, float)
 
 
 def _megabytes(name: str, default: str) -> int:

@@ -100,9 +100,9 @@ def _run(invocation: cli.Invocation) -> int:
             session.resume(invocation.resume)
         if invocation.mode == "repl":
             return session.repl()
-        session.ensure_key()
         if invocation.mode == "verb":
-            return session.retry(invocation.verb_arg)
+            return session.retry(invocation.verb_arg)  # asks for a key once it has a run
+        session.ensure_key()
         return session.answer(session.task)
     except cli.UsageError as error:
         if invocation.json:

@@ -105,6 +105,9 @@ class _Round:
     """The planner's reasons for this team."""
     trimmed: list[str] = field(default_factory=list)
     """Agents the plan held beyond MAX_AGENTS, left out."""
+    ran: bool = False
+    """Its agents are done: `outputs` is what they delivered, so an agent's inputs are only
+    those of its upstream agents that delivered (a failed one gave it nothing)."""
 
 
 class _Conductor:
@@ -319,7 +322,7 @@ class _Conductor:
         # A follow-up's agents work from the earlier answers too: they see only the task text.
         agent_task = f"{self.context}\n\n{task_text}" if plan.follow_up else task_text
         outputs = self.crew.run_round(ordered, kept, agent_task, effort, this_round, carried or {})
-        this_round.outputs = outputs
+        this_round.outputs, this_round.ran = outputs, True
         if not outputs and self.budget_hit.is_set():
             raise ledger.BudgetExhaustedError(
                 self.usage.cost_usd(), self.usage.budget_usd or 0.0, self.budget_needed
@@ -361,8 +364,10 @@ class _Conductor:
             self.budget_hit.set()
             spent, cap = self.usage.cost_usd(), self.usage.budget_usd or 0.0
             self.events.budget_exhausted(spent, cap)
-            needs = f"; the next call needed up to ${needed_usd:.4f}" if needed_usd else ""
-            self.warn(f"the budget stopped the run: ${spent:.4f} of ${cap:.4f} spent{needs}")
+            needs = f"; the next call needed up to {dollars(needed_usd)}" if needed_usd else ""
+            self.warn(
+                f"the budget stopped the run: {dollars(spent)} of {dollars(cap)} spent{needs}"
+            )
 
     # ---- after the agents ----------------------------------------------------------------------
 
@@ -496,7 +501,7 @@ class _Conductor:
             error=problems.explain(error).headline if error else self.budget_cut(answer),
             complexity=last.complexity if last else None,
             waves=last.waves if last else [],
-            agents=[a for r in self.rounds for a in r.agents],
+            agents=[_given(a, r) for r in self.rounds for a in r.agents],
             failures=[f for r in self.rounds for f in r.failures],
             revisions=self.revisions,
             council_improved=self.council_improved,
@@ -620,6 +625,14 @@ STOP_SETTLE_SECONDS = 0.5
 """The same for a run being stopped: a stop must be prompt."""
 STOP_ARCHIVE_SECONDS = 1.0
 """How long a stopped run's archive waits for another process's lock on the history."""
+
+
+def _given(agent: AgentRecord, done: _Round) -> AgentRecord:
+    """The agent's record with the inputs it was given: its upstream agents that delivered, once
+    the round is over (one that failed is no input)."""
+    if not done.ran or all(name in done.outputs for name in agent.inputs):
+        return agent
+    return dataclasses.replace(agent, inputs=[n for n in agent.inputs if n in done.outputs])
 
 
 def _status(answer: str | None, error: BaseException | None) -> RunStatus:

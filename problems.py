@@ -39,8 +39,15 @@ class Problem:
 
 
 def _technical(error: BaseException) -> str:
-    text = str(error).strip()
+    """The error's class and message; for an API status error its status and the API's own
+    message, never the raw body an API or a proxy sent (a dict's repr, a page of HTML)."""
     name = type(error).__name__
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and hasattr(error, "body"):
+        message = _api_message(error).strip()
+        raw = not message or message.startswith(("{", "[", "<")) or "\n" in message
+        return f"{name}: HTTP {status}" + ("" if raw else f" - {message[:300]}")
+    text = str(error).strip()
     return f"{name}: {text}" if text else name
 
 
@@ -57,6 +64,15 @@ def _api_message(error: BaseException) -> str:
 
 
 def _missing_key(error: BaseException) -> Problem:
+    if getattr(error, "asked", False):  # at the prompt that just asked: no circle back to it
+        return Problem(
+            "No Anthropic API key was entered.",
+            "Paste the key at the prompt (it is not shown as you type), or set "
+            "ANTHROPIC_API_KEY in your environment; keys are at "
+            "https://console.anthropic.com/settings/keys.",
+            "",
+            "missing_key",
+        )
     return Problem(
         "No Anthropic API key is set.",
         "Create a key at https://console.anthropic.com/settings/keys, then run "
@@ -233,7 +249,7 @@ def _interrupted(error: BaseException) -> Problem:
     return Problem(
         "Stopped.",
         "The run was interrupted; nothing more was spent after the interrupt.",
-        "interrupted",
+        "",
         "interrupted",
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -27,9 +27,38 @@ from agentgod.replies import HistoryRow, LibraryRow, StatsReply
 from agentgod.text import WIDE_HISTORY, dollars, duration, one_line, tokens_text
 
 
-def middle(name: str, limit: int) -> str:
+def middle(name: str, limit: int, others: Iterable[str] = ()) -> str:
     """`name` in at most `limit` characters: its start and, longer, its end (where names made
-    from one stem differ: `feedback_reader_north`, `feedback_reader_south`), joined by "…"."""
+    from one stem differ: `feedback_reader_north`, `feedback_reader_south`), joined by "…".
+
+    When another of `others` (the names shown beside it) would be cut to the same text — they
+    differ in the middle: `report_north_writer`, `report_south_writer` — the part shown is where
+    they differ: `repo…north_…`, `repo…south_…`.
+    """
+    if len(name) <= limit:
+        return name
+    cut = _ends(name, limit)
+    rivals = [other for other in others if other != name and _ends(other, limit) == cut]
+    if not rivals or limit < 5:
+        return cut
+    start = min(_shared(name, other) for other in rivals)
+    head = max(1, min(start, (limit - 2) * 2 // 5))
+    window = name[start : start + limit - head - 2]
+    if start + len(window) >= len(name):  # what differs is the end after all
+        return f"{name[:head]}…{name[len(name) - (limit - 1 - head) :]}"
+    return f"{name[:head]}…{window}…"
+
+
+def _shared(one: str, other: str) -> int:
+    """How many characters `one` and `other` begin with in common."""
+    return next(
+        (at for at, (a, b) in enumerate(zip(one, other, strict=False)) if a != b),
+        min(len(one), len(other)),
+    )
+
+
+def _ends(name: str, limit: int) -> str:
+    """`name`'s start and end in at most `limit` characters, joined by "…"."""
     if len(name) <= limit:
         return name
     head = max(1, (limit - 1) * 2 // 5)

@@ -334,9 +334,10 @@ class RichUI(PlainUI):
                 )
         # At 80 columns a role beside the facts would be a few words wide: it goes under the name.
         room = self.console.width - 56 if narrow else self._name_room(56)
+        names = [agent["name"] for agent in agents]
         for agent in self._in_plan_order(agents):
             ok = bool(agent.get("ok"))
-            name = Text(middle(agent["name"], room), style="bold", no_wrap=True)
+            name = Text(middle(agent["name"], room, names), style="bold", no_wrap=True)
             role = Clamp(Text(one_line(agent.get("role", ""), 300), style="dim" if narrow else ""))
             if agent.get("kind") == CARRIED:  # delivered in the run retried: not run again
                 facts_of: list[str | Text] = ["carried", Text("done", "green"), "-", "-", "-"]
@@ -492,8 +493,9 @@ class RichUI(PlainUI):
             board.add_column(no_wrap=True, justify="right", min_width=6)
             board.add_column(style="dim")  # wraps first when the screen is narrow: one line cut
             room = self._name_room(24)
+            names = list(self._agents)
             for agent in self._agents.values():
-                board.add_row(*self._agent_cells(agent, now, frame, room))
+                board.add_row(*self._agent_cells(agent, now, frame, room, names))
             parts: list[RenderableType] = [header] if self._plan_summary else []
             parts.append(rail)
             if self._agents:
@@ -558,7 +560,7 @@ class RichUI(PlainUI):
 
     @staticmethod
     def _agent_cells(
-        agent: _Agent, now: float, frame: str, room: int
+        agent: _Agent, now: float, frame: str, room: int, names: list[str]
     ) -> tuple[RenderableType, ...]:
         elapsed: float | None
         if agent.state in _SPINNING:
@@ -570,9 +572,9 @@ class RichUI(PlainUI):
         return (
             mark,
             Text(
-                middle(agent.name, room - 9) + " (reused)"
+                middle(agent.name, room - 9, names) + " (reused)"
                 if agent.reused
-                else middle(agent.name, room)
+                else middle(agent.name, room, names)
             ),
             Text(agent.state, style=colour),
             Text(duration(elapsed) if elapsed is not None else ""),

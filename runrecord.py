@@ -326,7 +326,8 @@ class RunRecord:
             "calls": [call.to_json() for call in self.calls],
             "warnings": list(self.warnings),
             "sandbox": list(self.sandbox),
-            "outputs": dict(self.outputs),
+            # Only a run whose agents' work reached no answer has outputs apart from its agents'.
+            **({"outputs": dict(self.outputs)} if self.outputs else {}),
             "attachments": [dict(item) for item in self.attachments],
             "artifacts": [dict(item) for item in self.artifacts],
             "run_file": str(self.run_file) if self.run_file else None,

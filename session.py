@@ -53,6 +53,10 @@ _EXPORTED_KEY = (
     "`agentgod key set` then saves a working one. Keys are at "
     "https://console.anthropic.com/settings/keys."
 )
+_GIVEN_KEY = (
+    "The key given may be mistyped, revoked or for another organisation; nothing was saved. "
+    "Keys are at https://console.anthropic.com/settings/keys."
+)
 RETRIABLE = frozenset(
     {"budget", "all_agents_failed", "merge_failed", "merge_refused", "interrupted", "timeout",
      "overloaded", "rate_limit", "server_error", "connection", "invalid_reply"}
@@ -201,7 +205,9 @@ class Session:
         for attempt in range(KEY_ASKS):
             key = self.ui.ask_secret("Anthropic API key (input hidden):") or ""
             if not key:
-                raise config.MissingApiKeyError("no key was entered")
+                missing = config.MissingApiKeyError("no key was entered")
+                missing.asked = True
+                raise missing
             try:
                 self._test_key(key)
                 break
@@ -254,8 +260,17 @@ class Session:
             else:
                 key = sys.stdin.readline().strip()
             if not key:
-                raise config.MissingApiKeyError("no key was given")
-            self._test_key(key)
+                missing = config.MissingApiKeyError("no key was given")
+                missing.asked = stdin_is_tty()
+                raise missing
+            try:
+                self._test_key(key)
+            except Exception as error:
+                problem = problems.explain(error)
+                if problem.kind == "authentication":  # the key given, not ANTHROPIC_API_KEY
+                    problem = dataclasses.replace(problem, advice=_GIVEN_KEY)
+                self.report(problem)
+                return cli.EXIT_FAILED
             save_key(env_file, key)
             self.ui.info(f"Saved to {env_file} (readable only by you).")
             if exported and exported != key:
@@ -470,7 +485,10 @@ class Session:
         while True:
             try:
                 line = prompt.read()
-            except EOFError:
+            except EOFError:  # Ctrl-D: the shell's prompt goes on a line of its own
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stdout.write("\n")
+                    sys.stdout.flush()
                 return cli.EXIT_OK
             except KeyboardInterrupt as stop:
                 if isinstance(stop, signals.Stopped) and stop.ends_session:
@@ -746,7 +764,13 @@ class Session:
             settings: config.Settings | None = self.settings()
         except config.ConfigError:
             settings = None  # a verb needs none it cannot read again (settle_settings warned)
-        reader = verbs.Reader(self.ui, json_mode=asked.json, warn=self.warn, settings=settings)
+        reader = verbs.Reader(
+            self.ui,
+            json_mode=asked.json,
+            warn=self.warn,
+            settings=settings,
+            at_prompt=asked.mode == "repl",
+        )
         return reader.run(
             verb,
             argument,
@@ -808,6 +832,7 @@ class Session:
         )
         planned = {spec.name for spec in plan.agents}
         outputs = {a.name: a.output for a in found.agents if a.ok and a.name in planned}
+        self.ensure_key()  # only now: a retry of nothing never asks for a key
         self.task = found.task
         self.warnings = []
         if found.conversation_id:

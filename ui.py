@@ -393,7 +393,9 @@ class PlainUI(asking.Questions):
             self._field("  role", one_line(agent["role"], 200))
             self._field("  inputs", inputs)
             shown = agent["output"] if agent["ok"] else agent.get("error", "")
-            for line in (str(shown).strip() or "(nothing)").splitlines():
+            if not str(shown).strip():  # a record rebuilt from its run file keeps no outputs
+                shown = "(not in this record)" if agent["ok"] else "(no error was recorded)"
+            for line in str(shown).strip().splitlines():
                 self._result(f"  | {line}")
         self._result("")
         if run.get("ok"):

@@ -24,6 +24,9 @@ from agentgod.runrecord import RunRecord
 from agentgod.text import visible_code
 from agentgod.ui import PlainUI, isatty
 
+HISTORY_MOST = 1_000_000
+"""`history N` lists at most this many runs: a larger N (twenty digits) means all of them."""
+
 
 class Reader:
     """One read-only command, drawn by `ui` or printed as JSON."""
@@ -35,8 +38,11 @@ class Reader:
         json_mode: bool,
         warn: Callable[[str], None],
         settings: config.Settings | None = None,
+        at_prompt: bool = False,
     ) -> None:
         self.ui = ui
+        self.at_prompt = at_prompt
+        """At the interactive prompt: advice names its slash commands, not the shell's."""
         self.json_mode = json_mode
         self.warn = warn
         """Where a notice about a repaired history goes (the session lists it in --json too)."""
@@ -67,7 +73,7 @@ class Reader:
         if verb == "history":
             if argument is not None and not cli.is_positive_number(argument):
                 raise cli.UsageError(f"history takes a positive whole number, got {argument!r}")
-            limit = int(argument) if argument else 10
+            limit = min(int(argument), HISTORY_MOST) if argument else 10
             runs = [history_row(row) for row in history.history(limit)]
             return self.show(runs, self.ui.history, "No runs yet.")
         if verb == "stats":
@@ -100,7 +106,7 @@ class Reader:
         if found is None:
             return self.missing(
                 f"There is no run {ref}." if ref else "There are no runs yet.",
-                "`agentgod history` lists the runs and their ids.",
+                f"{self.named('history')} lists the runs and their ids.",
             )
         if code is not None:
             return self.code(found, code, full=full)
@@ -257,9 +263,11 @@ class Reader:
 
     def forget(self, name: str | None) -> int:
         if not name:
-            return self.missing("Which agent?", "Use /forget NAME; /library lists them.")
+            return self.missing(
+                "Which agent?", f"{self.named('forget NAME')}; {self.named('library')} lists them."
+            )
         if not library.forget(name):
-            return self.missing(f"No agent named {name}.", "`agentgod library` lists them")
+            return self.missing(f"No agent named {name}.", f"{self.named('library')} lists them.")
         if self.json_mode:
             cli.print_json({"forgotten": name})
         else:
@@ -275,6 +283,11 @@ class Reader:
         else:
             render(data)
         return cli.EXIT_OK
+
+    def named(self, command: str) -> str:
+        """A command as the person would type it here: `/history` at the prompt, else
+        `agentgod history`."""
+        return f"/{command}" if self.at_prompt else f"`agentgod {command}`"
 
     def missing(self, headline: str, advice: str) -> int:
         if self.json_mode:

@@ -525,7 +525,7 @@ def test_library_history_and_stats() -> None:
     text = out.getvalue()
     assert re.search(r"researcher +gen 2 +3 won +1 lost +4 uses +reliable +evolved", text)
     assert re.search(r"scraper +gen 1 .* retired", text)
-    assert re.search(r"3f9a2b1c +2026-05-09 07:35 +failed +- +\$0\.25 +31\.0s +3 agents", text)
+    assert re.search(r"3f9a2b1c +2026-05-09 07:35 +failed +- +\$0\.2500 +31\.0s +3 agents", text)
     assert "3 (75%)" in text
     assert "10 in / 20 out / 40 cache-write / 30 cache-read" in text
     assert "mean duration  -" in text
