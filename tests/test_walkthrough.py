@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import scripted
-from conftest import agentgod, agentgod_command
+from conftest import agentgod, agentgod_command, stopped_once_working
 from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
@@ -815,3 +815,174 @@ def test_ordinary_words_reach_every_record_and_the_follow_up_unmangled(
     planned = factory.of("plan")[-1].prompt
     assert task in planned and f"The answer on {ORDINARY}." in planned
     assert "[redacted]" not in planned
+
+
+# ---- 15. the rest of the walkthrough's findings -------------------------------------------------
+
+
+def test_a_stop_says_stopped_without_a_stray_detail_line(
+    factory: Factory, isolated_home: Path
+) -> None:
+    done = stopped_once_working(isolated_home, factory, "--plain", "count the otters")
+    assert done.returncode == cli.EXIT_INTERRUPTED
+    assert "Stopped." in done.stderr
+    assert "detail: interrupted" not in done.stderr
+
+
+def test_ctrl_d_at_the_prompt_ends_its_line(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    terminal = open_terminal(_env(isolated_home, factory.api, TERM="xterm"), "--plain")
+    terminal.expect("agentgod> ")
+    terminal.type("\x04")
+    assert terminal.close() == 0
+    assert terminal.text.endswith("agentgod> \n"), repr(terminal.text[-40:])
+
+
+def test_an_empty_key_at_the_first_prompt_is_not_told_to_go_back_to_it(
+    fake_api: FakeMessagesAPI, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    env = _env(isolated_home, None, TERM="xterm", ANTHROPIC_BASE_URL=fake_api.base_url)
+    terminal = open_terminal(env, "--plain")
+    terminal.expect(r"Anthropic API key \(input hidden\):")
+    terminal.type("\n")
+    terminal.expect("No Anthropic API key was entered.")
+    assert terminal.close() == cli.EXIT_FAILED
+    assert "asks for it" not in terminal.text
+
+
+def test_key_set_with_a_rejected_key_speaks_of_the_key_given(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    fake_api.valid_keys = {GOOD_KEY}
+    done = _key(isolated_home, fake_api, "key", "set", stdin=OTHER_KEY + "\n")
+    assert done.returncode == cli.EXIT_FAILED
+    assert "The key given may be mistyped" in done.stderr and "nothing was saved" in done.stderr
+    assert "Check ANTHROPIC_API_KEY" not in done.stderr
+
+
+def test_the_prompt_s_advice_names_its_own_commands(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    terminal = open_terminal(_env(isolated_home, factory.api, TERM="xterm"), "--plain")
+    terminal.expect("agentgod> ")
+    terminal.type("/forget no_such_agent\n")
+    terminal.expect("No agent named no_such_agent.")
+    terminal.expect("/library lists them")
+    terminal.expect("agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    assert "agentgod library" not in terminal.text
+
+
+def test_show_json_has_outputs_only_for_work_that_reached_no_answer(
+    factory: Factory, isolated_home: Path
+) -> None:
+    run_id = _reply(agentgod(isolated_home, factory.api, "--json", "count the otters"))["run_id"]
+    shown = _reply(agentgod(isolated_home, None, "--json", "show", run_id))
+    assert "outputs" not in shown
+    assert shown["agents"][0]["output"]
+
+
+def test_a_rebuilt_history_says_the_outputs_are_not_in_it(
+    factory: Factory, isolated_home: Path
+) -> None:
+    assert agentgod(isolated_home, factory.api, "count the otters").returncode == 0
+    database = isolated_home / "runs" / "history.db"
+    for companion in database.parent.glob("history.db-*"):
+        companion.unlink()
+    database.write_bytes(b"this is no database\n" * 200)
+    shown = agentgod(isolated_home, None, "--plain", "show")
+    assert shown.returncode == 0, shown.stderr
+    assert "| (not in this record)" in shown.stdout
+    assert "(nothing)" not in shown.stdout
+
+
+def test_a_run_file_s_name_keeps_no_escape_remnants(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, factory.api, "paint \x1b[31mred\x1b[0m otters")
+    assert done.returncode == 0, done.stderr
+    [run_file] = (isolated_home / "runs").glob("*.md")
+    assert run_file.name.endswith("_paint-red-otters.md"), run_file.name
+
+
+@pytest.mark.parametrize("budget", ["1e9", "1e-9"])
+def test_a_budget_the_setting_refuses_is_a_usage_error_of_the_flag(
+    fake_api: FakeMessagesAPI, isolated_home: Path, budget: str
+) -> None:
+    done = agentgod(isolated_home, fake_api, "--budget", budget, "count the otters")
+    assert done.returncode == cli.EXIT_USAGE
+    assert "--budget: must be from 1e-06 to 1,000,000 dollars" in done.stderr
+    _nothing_spent(fake_api, isolated_home)
+
+
+def test_history_with_a_twenty_digit_count_lists_them_all(isolated_home: Path) -> None:
+    runlog.archive(_record("count the otters"))
+    done = agentgod(isolated_home, None, "--json", "history", "9" * 20)
+    assert done.returncode == 0, done.stderr
+    assert [row["task"] for row in _reply(done)] == ["count the otters"]
+
+
+def test_resume_says_four_characters_of_an_id_suffice(isolated_home: Path) -> None:
+    done = agentgod(isolated_home, None, "--resume", "zz", "go on")
+    assert done.returncode == cli.EXIT_USAGE
+    assert "its first 4 characters are enough" in done.stderr
+
+
+def test_a_bare_double_dash_ends_the_options(factory: Factory, isolated_home: Path) -> None:
+    done = agentgod(isolated_home, factory.api, "--plain", "--", "--json", "explained")
+    assert done.returncode == 0, done.stderr
+    assert "MERGED" in done.stdout and not done.stdout.startswith("{")
+    assert "--json explained" in factory.of("plan")[0].prompt
+
+
+def test_retry_with_no_runs_asks_for_no_key(
+    isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    terminal = open_terminal(_env(isolated_home, None, TERM="xterm"), "--plain", "retry")
+    terminal.expect("There is no run yet.")
+    assert terminal.close() == cli.EXIT_FAILED
+    assert "API key" not in terminal.text
+
+
+def test_out_copies_are_the_user_s_files(
+    factory: Factory, isolated_home: Path, tmp_path: Path
+) -> None:
+    body = (
+        "def run(task, previous_outputs):\n"
+        "    save_artifact('notes.md', 'otters')\n"
+        "    return 'saved'\n"
+    )
+    factory.bodies = {"fact_finder": [body]}
+    out = tmp_path / "out"
+    done = agentgod(isolated_home, factory.api, "--out", str(out), "write notes")
+    assert done.returncode == 0, done.stderr
+    assert (out / "notes.md").stat().st_mode & 0o777 == 0o644, "as any program makes a file"
+
+
+def test_a_failed_agent_is_no_one_s_input(factory: Factory, isolated_home: Path) -> None:
+    factory.plans = [plan(agent_spec("flaky_fetcher"), agent_spec("writer", ["flaky_fetcher"]))]
+    factory.bodies = {"flaky_fetcher": [RAISING]}
+    reply = _reply(
+        agentgod(isolated_home, factory.api, "--json", "write it", AGENT_REPAIR_ATTEMPTS="0")
+    )
+    shown = _reply(agentgod(isolated_home, None, "--json", "show", reply["run_id"]))
+    inputs = {agent["name"]: agent["inputs"] for agent in shown["agents"]}
+    assert inputs == {"flaky_fetcher": [], "writer": []}
+
+
+def test_names_that_differ_in_the_middle_stay_apart_at_80_columns(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    north, south = (
+        f"customer_feedback_{side}_sentiment_summary_writer" for side in ("north", "south")
+    )
+    role = "Summarises one region's feedback"
+    both = plan(agent_spec(north, role=role), agent_spec(south, role=role))
+    factory.plans = [{**both, "independent": True}]
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="80")
+    terminal = open_terminal(env, "--discard", "summarise the feedback")
+    terminal.expect("run transcript")
+    assert terminal.close() == 0
+    transcript = terminal.text[terminal.text.rindex("run transcript") :]
+    names = [line.split()[0] for line in transcript.splitlines() if "customer" in line]
+    assert len(names) == len(set(names)) == 2, names
