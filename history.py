@@ -584,16 +584,20 @@ def _status(text: str, ok: bool) -> RunStatus:
         return RunStatus.OK if ok else RunStatus.FAILED
 
 
-def conversation(conversation_id: str, limit: int = 20) -> list[tuple[str, str]]:
+def conversation(
+    conversation_id: str, limit: int = 20, *, up_to: str | None = None
+) -> list[tuple[str, str]]:
     """(task, answer) of the conversation's latest `limit` answered runs, oldest first: what a
-    follow-up is planned with."""
+    follow-up is planned with. `up_to` (a run id) stops at that run: `--resume RUN` continues
+    the conversation as it stood then, without the turns that came after it."""
 
     def read(db: sqlite3.Connection) -> list[tuple[str, str]]:
         rows = db.execute(
             "SELECT task, answer FROM (SELECT id, started_at, task, answer FROM runs"
             " WHERE conversation_id = ? AND ok AND answer != ''"
+            " AND (? IS NULL OR id <= (SELECT id FROM runs WHERE run_id = ?))"
             " ORDER BY id DESC LIMIT ?) ORDER BY id",
-            (conversation_id, limit),
+            (conversation_id, up_to, up_to, limit),
         ).fetchall()
         return [(task, answer) for task, answer in rows]
 

@@ -228,7 +228,7 @@ class _Conductor:
         self.log.note("answer", answer)
         self.log.flush()
         if self.log.failed:
-            self.warn(f"the run's event log stopped: {self.log.failed}")
+            self.warn(self.log.failed)  # it says what stopped, and where
         self.settle(SETTLE_SECONDS)
         result = self.result(answer)
         result.run_file = self.archive(result)
@@ -775,4 +775,6 @@ def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> Non
     path = conductor.archive(conductor.record(None, error), wait_seconds=STOP_ARCHIVE_SECONDS)
     conductor.events = shown
     with contextlib.suppress(Exception):
+        if path is not None:  # the display's rail too: the stopped run was archived
+            shown.phase_finished(Phase.ARCHIVE, 0.0)
         shown.archived(str(path) if path else None)

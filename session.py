@@ -451,11 +451,20 @@ class Session:
             if agent.name not in chosen:
                 continue
             try:
-                library.remember(agent.name, agent.role, agent.source)
+                before = library.lookup(agent.name)
+                entry = library.remember(agent.name, agent.role, agent.source)
             except Exception as error:  # the answer is already the person's: never lose it here
                 self.warn(f"{agent.name} could not be kept: {problems.explain(error).technical}")
                 continue
             kept.append(agent.name)
+            if entry.generation > 1 and before != agent.source:
+                # Another agent of that name was kept (earlier, or by a run at the same time):
+                # it is replaced, never silently.
+                self.warn(
+                    f"{agent.name} replaced the library's earlier agent of that name (kept "
+                    f"before, or by another run meanwhile): it is generation {entry.generation} "
+                    "now, and its wins and losses start over"
+                )
         if kept:
             self.ui.info("Kept in the library: " + ", ".join(kept))
         return kept
@@ -788,17 +797,19 @@ class Session:
         """Continue a recorded conversation: the last run's ("last") or run `ref`'s."""
         from agentgod import history, verbs
 
+        up_to = None
         if ref == "last":
             found_id = history.last_conversation_id()
         else:
             found = verbs.find_run(ref)
             if found is None:
                 raise cli.UsageError(f"there is no run {ref}", "see 'agentgod history'")
-            found_id = found.conversation_id
+            found_id, up_to = found.conversation_id, found.run_id
         if found_id is None:
             self.warn("there is no earlier conversation to continue; this one starts afresh")
             return
-        turns = [Turn(task, answer) for task, answer in history.conversation(found_id)]
+        told = history.conversation(found_id, up_to=up_to)  # as it stood at that run
+        turns = [Turn(task, answer) for task, answer in told]
         self.conversation = Conversation(found_id, turns)
 
     def retry(self, ref: str | None) -> int:

@@ -85,8 +85,9 @@ class Reader:
         raise cli.UsageError(f"unknown verb {verb}")
 
     def notices(self) -> None:
-        """Tell the person when the run history had to be repaired (a damaged history.db)."""
-        for notice in historydb.notices():
+        """Tell the person what had to be repaired: a damaged history.db, a damaged library
+        index."""
+        for notice in [*historydb.notices(), *library.notices()]:
             self.warn(notice)
 
     def show_run(
@@ -155,15 +156,23 @@ class Reader:
         if self.json_mode:
             raise cli.UsageError("--replay draws the display; it has no JSON form")
         self.ui.task_started(found.task)
+        answers: list[str] = []
+
+        def noted(note: eventlog.Event) -> None:
+            if note.args.get("kind") == "answer":
+                answers.append(str(note.args.get("text", "")))
+
         try:
-            eventlog.replay(log, self.ui, on_note=self.replayed_note)
+            eventlog.replay(log, self.ui, on_note=noted)
         except FileNotFoundError:
             self.ui.task_finished()
             return self.missing(
                 f"Run {found.run_id} has no event log.",
                 "Runs recorded before event logs existed can be shown, not replayed.",
             )
-        self.ui.task_finished()
+        self.ui.task_finished()  # every phase settled, as the live display ended
+        if answers:  # after the display, as the run showed it: not where the log noted it
+            self.ui.answer(answers[-1])
         return cli.EXIT_OK
 
     def page(self, found: RunRecord, target: str) -> int:
@@ -245,10 +254,6 @@ class Reader:
             port or 0, say=self.ui.info, problem=self.ui.problem, show_url=show_url
         )
         return cli.EXIT_OK if started else cli.EXIT_FAILED
-
-    def replayed_note(self, note: eventlog.Event) -> None:
-        if note.args.get("kind") == "answer":
-            self.ui.answer(str(note.args.get("text", "")))
 
     def last(self) -> int:
         found = history.last()
