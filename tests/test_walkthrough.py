@@ -8,10 +8,13 @@ nothing spent by mistake, nothing reported wrong, nothing mangled.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -986,3 +989,96 @@ def test_names_that_differ_in_the_middle_stay_apart_at_80_columns(
     transcript = terminal.text[terminal.text.rindex("run transcript") :]
     names = [line.split()[0] for line in transcript.splitlines() if "customer" in line]
     assert len(names) == len(set(names)) == 2, names
+
+
+def factory_working(factory: Factory) -> threading.Event:
+    working = threading.Event()
+
+    def agent_reply(name: str, request: Request) -> Reply:
+        working.set()
+        return Reply(f"result from {name}", latency=5.0)
+
+    factory.agent_reply = agent_reply
+    return working
+
+
+def test_a_stopped_run_s_rail_shows_its_archive_done(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    working = factory_working(factory)
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="120")
+    terminal = open_terminal(env, "--discard", "count the otters")
+    assert working.wait(60), "the agent reached the model"
+    os.kill(terminal.process.pid, signal.SIGINT)
+    terminal.expect("Stopped.")
+    assert terminal.close() == cli.EXIT_INTERRUPTED
+    rails = [line for line in terminal.text.splitlines() if "plan" in line and "archive" in line]
+    assert rails[-1].endswith("✓ archive 0.0s"), rails[-1]
+
+
+def test_a_replay_ends_with_every_phase_settled(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    assert agentgod(isolated_home, factory.api, "count the otters").returncode == 0
+    env = _env(isolated_home, None, TERM="xterm", COLUMNS="120")
+    terminal = open_terminal(env, "show", "--replay")
+    terminal.expect("MERGED: fact_finder")
+    assert terminal.close() == 0
+    rails = [line for line in terminal.text.splitlines() if "plan" in line and "archive" in line]
+    assert "○" not in rails[-1], rails[-1]
+    assert rails[-1].endswith("✓ archive 0.0s")
+    assert terminal.text.rindex("MERGED: fact_finder") > terminal.text.rindex(rails[-1])
+
+
+def test_a_damaged_library_index_is_rebuilt_and_said_so(
+    factory: Factory, isolated_home: Path
+) -> None:
+    assert agentgod(isolated_home, factory.api, "--keep", "count the otters").returncode == 0
+    index = isolated_home / "inventory" / "agents" / "index.json"
+    index.write_text("{ this is no index")
+    listed = agentgod(isolated_home, None, "library")
+    assert listed.returncode == 0, listed.stderr
+    assert (
+        "the library's index" in listed.stderr
+        and "was damaged and has been rebuilt" in listed.stderr
+    )
+    assert "fact_finder" in listed.stdout
+    again = agentgod(isolated_home, None, "library")
+    assert "damaged" not in again.stderr, "said once"
+
+
+def test_resume_continues_the_conversation_as_it_stood_at_that_run(
+    factory: Factory, isolated_home: Path
+) -> None:
+    first = _reply(agentgod(isolated_home, factory.api, "--json", "count the otters"))
+    second = _reply(agentgod(isolated_home, factory.api, "--json", "--continue", "and the seals"))
+    assert second["conversation"] == first["conversation"]
+    agentgod(isolated_home, factory.api, "--json", "--resume", first["run_id"], "and the whales")
+    planned = factory.of("plan")[-1].prompt
+    assert "count the otters" in planned
+    assert "and the seals" not in planned, "a later turn is no part of the conversation then"
+
+
+def test_two_runs_keeping_one_name_at_once_say_which_replaced_the_other(
+    factory: Factory, isolated_home: Path
+) -> None:
+    other = "def run(task, previous_outputs):\n    return call_llm(f'agent={AGENT_NAME} again')\n"
+    factory.bodies = {"fact_finder": [scripted.ECHO_BODY, other]}  # each run writes its own
+    factory.merge_reply = lambda request: Reply("MERGED", latency=1.5)  # both built by then
+    runs = [
+        subprocess.Popen(
+            [*agentgod_command(), "--keep", task],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(isolated_home, factory.api, TASK_REVISIONS="0"),
+        )
+        for task in ("count the otters", "count the seals")
+    ]
+    said = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], said
+    assert len(factory.of("generate")) == 2, "both runs wrote the agent"
+    warned = [err for _, err in said if "replaced the library's earlier agent" in err]
+    assert len(warned) == 1, "the run that kept it second says so"
+    assert "fact_finder replaced the library's earlier agent of that name" in warned[0]
