@@ -41,6 +41,9 @@ EXITS_BY_SIGNAL: dict[int, int] = {
 """The exit code of a run a stop signal ended, by the signal."""
 
 VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key", "ui")
+VERB_USAGE: dict[str, str] = {"history": "[N]", "forget": "NAME", "show": "[RUN]", "retry": "[RUN]"}
+"""What follows each verb in `--help` (and in README's table of commands, which a test holds to
+it); a verb not named takes nothing, and `key` its actions."""
 KEY_ACTIONS = ("set", "check")
 """`agentgod key set` saves a key it has tested; `key check` tests the one configured."""
 SHELLS = ("bash", "zsh", "fish")
@@ -156,9 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agentgod",
         description="An agent factory: plans, writes, guards and runs a team of LLM agents "
         "for your task, then merges and judges their answer.",
-        epilog="verbs (only as the whole command): library | history [N] | stats | last | "
-        "forget NAME | show [RUN] | retry [RUN] | key set|check | ui.  With no task at a "
-        "terminal, an interactive prompt starts; with piped stdin, stdin is the task.",
+        epilog=f"verbs (only as the whole command): {' | '.join(verb_usages())}.  With no task "
+        "at a terminal, an interactive prompt starts; with piped stdin, stdin is the task.",
     )
     parser.add_argument("words", nargs="*", metavar="TASK", help="the task; '-' reads stdin")
     parser.add_argument(
@@ -227,6 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--completion", choices=SHELLS, help="print a shell completion script for SHELL"
     )
     return parser
+
+
+def verb_usages() -> list[str]:
+    """Each verb as `--help` lists it: `history [N]`, `key set|check`."""
+    shapes = {**VERB_USAGE, "key": "|".join(KEY_ACTIONS)}
+    return [f"{verb} {shapes[verb]}" if verb in shapes else verb for verb in VERBS]
 
 
 def _split_task(argv: list[str]) -> tuple[list[str], str | None]:

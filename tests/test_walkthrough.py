@@ -1082,3 +1082,51 @@ def test_two_runs_keeping_one_name_at_once_say_which_replaced_the_other(
     warned = [err for _, err in said if "replaced the library's earlier agent" in err]
     assert len(warned) == 1, "the run that kept it second says so"
     assert "fact_finder replaced the library's earlier agent of that name" in warned[0]
+
+
+# ---- the README's tables are --help's ---------------------------------------------------------
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _table_cells(column: int, header: str) -> list[str]:
+    """The cells of one column of the README table whose header row starts with `header`."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} |"))
+    cells = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        parts = [part.strip() for part in re.split(r"(?<!\\)\|", line.strip("|"))]
+        cells.append(parts[column].replace("\\|", "|"))
+    return cells
+
+
+def test_the_readme_s_verb_table_is_help_s() -> None:
+    cells = _table_cells(0, "command | what it does")
+    commands = [re.fullmatch(r"`agentgod (.+)`", cell) for cell in cells]
+    listed = [found.group(1) for found in commands if found]
+    assert listed == cli.verb_usages()
+    shown = " ".join(subprocess.run(
+        [*agentgod_command(), "--help"], capture_output=True, text=True, timeout=60,
+        env=_env(Path("/nonexistent"), None),
+    ).stdout.split())  # fmt: skip
+    assert " | ".join(listed) in shown
+
+
+def test_the_readme_s_flag_table_is_help_s() -> None:
+    text = " ".join(_table_cells(1, "setting | flag"))
+    written = dict(
+        re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)(?:/|,)?(?: ([A-Z]+|\[[A-Z]+\]))?", text)
+    )
+    expected: dict[str, str] = {}
+    for action in cli.build_parser()._actions:
+        metavar = action.metavar if isinstance(action.metavar, str) else ""
+        if metavar and action.nargs == "?":
+            metavar = f"[{metavar}]"
+        for option in action.option_strings:
+            expected[option] = metavar if option.startswith("--") else ""
+    assert set(written) == set(expected), set(written) ^ set(expected)
+    for option, metavar in expected.items():
+        if metavar and option.startswith("--"):
+            assert written[option] == metavar, (option, written[option], metavar)
