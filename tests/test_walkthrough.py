@@ -1084,6 +1084,35 @@ def test_two_runs_keeping_one_name_at_once_say_which_replaced_the_other(
     assert "fact_finder replaced the library's earlier agent of that name" in warned[0]
 
 
+def test_cost_at_the_prompt_wraps_under_its_figures(
+    factory: Factory, isolated_home: Path, open_terminal: Callable[..., Terminal]
+) -> None:
+    env = _env(isolated_home, factory.api, TERM="xterm", COLUMNS="80")
+    terminal = open_terminal(env, "--discard")
+    terminal.expect("agentgod> ")
+    terminal.type("count the otters\n")
+    terminal.expect("agentgod> ")
+    terminal.type("/cost\n")
+    terminal.expect(r"agentgod> ")
+    terminal.type("quit\n")
+    assert terminal.close() == 0
+    shown = terminal.text[terminal.text.rindex("this session") :].splitlines()
+    wrapped = shown[1 : next(i for i, line in enumerate(shown) if "agentgod>" in line)]
+    assert wrapped, "80 columns are too few for the whole line"
+    assert all(line.startswith(" " * len("this session  ")) for line in wrapped), shown
+
+
+def test_money_reads_the_same_on_the_screen_and_in_the_run_file(
+    factory: Factory, isolated_home: Path
+) -> None:
+    _greedy(factory, "fact_finder")  # a run of more than ten cents
+    done = agentgod(isolated_home, factory.api, "--plain", "count the otters")
+    assert done.returncode == 0, done.stderr
+    [shown] = re.findall(r"\[cost\].* \| (\$[0-9.]+) \|", done.stdout + done.stderr)
+    [run_file] = (isolated_home / "runs").glob("*.md")
+    assert f"model calls · {shown}" in run_file.read_text(encoding="utf-8"), shown
+
+
 # ---- the README's tables are --help's ---------------------------------------------------------
 
 README = Path(__file__).resolve().parent.parent / "README.md"
