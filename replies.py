@@ -47,15 +47,23 @@ class CostReply(TokenUsage):
     usd: float
 
 
-class PlannedAgent(TypedDict):
-    """One agent of a plan, as the display lists it before anything runs."""
-
+class _PlannedAgent(TypedDict):
     name: str
     role: str
     depends_on: list[str]
     reused: bool
     """Its code comes from the library."""
-    carried: NotRequired[bool]
+
+
+class PlannedAgent(_PlannedAgent, total=False):
+    """One agent of a plan, as the display lists it before anything runs.
+
+    (The optional keys are a `total=False` subclass, not `NotRequired`: under postponed
+    annotations Python 3.11 counts a `NotRequired` key as required at run time, and an event log
+    written before the key existed must still replay.)
+    """
+
+    carried: bool
     """Its output comes from the run this one retries: it is neither written nor run."""
 
 
