@@ -75,11 +75,15 @@ def test_continue_plans_a_one_shot_with_the_last_runs_conversation(
     plans = factory.of("plan")
     assert "<conversation>" in plans[1].prompt and "otters" in plans[1].prompt
     assert "<conversation>" not in plans[2].prompt
-    resumed = run_json(isolated_home, factory.api, "--resume", str(first["run_id"]), "and why?")
+    resumed = run_json(isolated_home, factory.api, "--resume", str(second["run_id"]), "and why?")
     assert resumed["conversation"] == first["conversation"]
     block = factory.of("plan")[3].prompt.split("</conversation>")[0]
     assert "otters" in block and "much shorter" in block, "both earlier turns, oldest first"
     assert block.index("otters") < block.index("much shorter")
+    # --resume RUN continues the conversation as it stood at RUN: later turns are not in it.
+    run_json(isolated_home, factory.api, "--resume", str(first["run_id"]), "and where?")
+    block = factory.of("plan")[4].prompt.split("</conversation>")[0]
+    assert "otters" in block and "much shorter" not in block and "and why?" not in block
 
 
 # ---- a run recorded whole, opened, replayed ------------------------------------------------
