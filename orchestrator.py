@@ -536,7 +536,7 @@ class _Conductor:
             return ""
         agents = [a for r in self.rounds for a in r.agents]
         skipped = sum(a.kind == AgentKind.BUDGET for a in agents)
-        cut = [f"{skipped} of {len(agents)} agents never ran"] if skipped else []
+        cut = [f"{skipped} of {len(agents)} agents had no budget left to run"] if skipped else []
         if self.unmerged:
             cut.append("the answer is the agents' outputs, not merged")
         if self.judged != answer and self.settings.task_revisions:

@@ -234,7 +234,7 @@ def test_a_run_the_budget_stopped_partway_is_not_ok_and_names_retry(
     assert "result from first_wave" in reply["answer"], "what was paid for is still given"
     assert reply["error"]["type"] == "budget"
     assert reply["error"]["headline"].startswith("The budget stopped the run before it finished")
-    assert "1 of 2 agents never ran" in reply["error"]["headline"]
+    assert "1 of 2 agents had no budget left to run" in reply["error"]["headline"]
     assert f"`agentgod retry {run_id}`" in reply["error"]["advice"]
     [row] = _reply(agentgod(isolated_home, None, "--json", "history"))
     assert (row["run_id"], row["status"], row["ok"]) == (run_id, "budget", False)
