@@ -240,8 +240,9 @@ def copy_out(made: Iterable[Artifact], destination: Path) -> list[Path]:
     """Copy artifacts into `destination` (created if need be), for --out; the new paths, in order.
 
     Nothing there is overwritten: a name already taken gets a variant (report-2.md), chosen and
-    created in one step, so a file appearing meanwhile is not overwritten either. Copies are
-    0600, like the originals: the user decides who else may read them.
+    created in one step, so a file appearing meanwhile is not overwritten either. A copy is the
+    user's own file in a folder they chose, made as any program makes one (0666 less their
+    umask); the originals in the run's folder stay 0600.
     """
     destination = Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
@@ -250,7 +251,7 @@ def copy_out(made: Iterable[Artifact], destination: Path) -> list[Path]:
         for candidate in _variants(artifact.name):
             target = destination / candidate
             try:
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:
                 continue
             break

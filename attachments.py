@@ -57,6 +57,13 @@ _SECRET_NAMES = {
     "_netrc": "a .netrc file",
     ".git-credentials": "a Git credentials file",
     ".pgpass": "a PostgreSQL password file",
+    "shadow": "a shadow password file",
+    "shadow-": "a shadow password file",
+    "gshadow": "a shadow password file",
+    "gshadow-": "a shadow password file",
+    "master.passwd": "a password file",
+    "opasswd": "a password file",
+    ".htpasswd": "a password file",
 }
 _SECRET_SUFFIXES = {
     ".pem": "a key or certificate (.pem)",
@@ -70,7 +77,14 @@ _PRIVATE_KEY = re.compile(
 _KEY_FOLDERS = (".ssh", ".aws", ".gnupg", ".config/gcloud")
 """Folders under the user's home where keys live: nothing in them is ever attached."""
 
-_LABELS = {"text": "text", "csv": "CSV", "pdf": "PDF", "image": "image", "binary": "binary"}
+_LABELS = {
+    "text": "text",
+    "csv": "CSV",
+    "json": "JSON",
+    "pdf": "PDF",
+    "image": "image",
+    "binary": "binary",
+}
 
 _ADVICE_MISSING = (
     "Check the path (it is relative to the folder AgentGOD was started in); put a path with "
@@ -120,7 +134,7 @@ class Attachment:
     size: int
     """Bytes, from stat when attached."""
     kind: str
-    """"text", "csv", "pdf", "image" or "binary": what the generator may do with it."""
+    """"text", "csv", "json", "pdf", "image" or "binary": what the generator may do with it."""
     media_type: str
     """The MIME type ("text/csv", "application/pdf", "image/png", "application/octet-stream")."""
     preview: str
@@ -234,7 +248,8 @@ def gather(
 
     Raises AttachmentError naming the first file that cannot be attached. An `@word` with no dot,
     slash or quote that names nothing on disk is a handle, not a path, and is left alone; so is an
-    `@` inside a word (an email address).
+    `@` inside a word (an email address) — unless the words after it name a file (`@my file.csv`:
+    a shell took the quotes of `@"my file.csv"` away), which is refused with how to quote it.
     """
     base = cwd if cwd is not None else Path.cwd()
     collector = _Collector(
@@ -246,6 +261,8 @@ def gather(
     done = 0
     for match in _TOKEN.finditer(task):
         token = _token(match, base, collector.home)
+        if token is None or not os.path.lexists(token[2]):
+            _unquoted(task, match, base, collector.home)
         if token is None:
             continue
         end, written, path = token
@@ -276,6 +293,31 @@ def _token(match: re.Match[str], base: Path, home: Path) -> tuple[int, str, Path
         if "/" not in written and "." not in written:
             return None
     return match.start() + 1 + len(written), written, path
+
+
+UNQUOTED_WORDS = 6
+"""How many words after an `@word` that is no file are tried as the rest of its name."""
+
+
+def _unquoted(task: str, match: re.Match[str], base: Path, home: Path) -> None:
+    """Refuse an `@word` that is no file when it and the words after it name one: the quotes of
+    `@"my file.csv"` were taken away (by the shell, or never typed), and the run would go on
+    without the file the person meant."""
+    bare = match.group("bare")
+    if bare is None:
+        return
+    words = [bare, *task[match.end() :].split(None, UNQUOTED_WORDS)[:UNQUOTED_WORDS]]
+    for count in range(2, len(words) + 1):
+        written = " ".join(words[:count])
+        for candidate in (written, written.rstrip("".join(_TRAILING))):
+            if candidate and os.path.lexists(_expand(candidate, base, home)):
+                raise AttachmentError(
+                    f"@{bare}",
+                    f"no file is called {bare!r}, but {candidate!r} is one: the quotes around "
+                    "a name with spaces were lost (a shell takes them away)",
+                    f"Quote the name for the shell too: '@\"{candidate}\"' (or --file "
+                    f'"{candidate}"); at the interactive prompt, @"{candidate}".',
+                )
 
 
 def _expand(written: str, base: Path, home: Path) -> Path:
@@ -636,3 +678,9 @@ def complete(prefix: str, cwd: Path | None = None) -> list[str]:
     except OSError:
         return []
     return sorted(matches)[:COMPLETIONS]
+
+
+def quoted(path: str) -> str:
+    """A completed path as it must be typed after `@`: in double quotes when it holds a space
+    (or a quote mark), so the task reads it as one name, as `gather` does."""
+    return f'"{path}"' if re.search(r"[\s'\"]", path) else path

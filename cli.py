@@ -31,6 +31,8 @@ EXIT_INTERRUPTED = 130
 """SIGINT (Ctrl-C)."""
 EXIT_TERMINATED = 143
 """SIGTERM (a polite kill)."""
+EXIT_PIPE = 141
+"""SIGPIPE: the reader of stdout went away (`agentgod history | head -1`); said nothing."""
 EXITS_BY_SIGNAL: dict[int, int] = {
     signal.SIGHUP: EXIT_HANGUP,
     signal.SIGINT: EXIT_INTERRUPTED,
@@ -39,11 +41,27 @@ EXITS_BY_SIGNAL: dict[int, int] = {
 """The exit code of a run a stop signal ended, by the signal."""
 
 VERBS = ("library", "history", "stats", "last", "forget", "show", "retry", "key", "ui", "models")
+VERB_USAGE: dict[str, str] = {"history": "[N]", "forget": "NAME", "show": "[RUN]", "retry": "[RUN]"}
+"""What follows each verb in `--help` (and in README's table of commands, which a test holds to
+it); a verb not named takes nothing, and `key` its actions."""
 BATCH_ACTIONS = ("show", "resume")
+"""`agentgod batch show [ID]` and `batch resume ID`; any other word after batch is its FILE."""
 EVAL_ACTIONS = ("show", "resume", "compare", "list")
 """`agentgod eval show [ID]`, `eval resume ID`, `eval compare ID1 ID2`, `eval list`; any other
 word after eval is its SUITE."""
-"""`agentgod batch show [ID]` and `batch resume ID`; any other word after batch is its FILE."""
+MANY_USAGES = (
+    "batch FILE|-",
+    "batch show [ID]",
+    "batch resume ID",
+    "gateway",
+    "eval SUITE",
+    "eval --from-history N",
+    "eval show [ID]",
+    "eval resume ID",
+    "eval compare ID1 ID2",
+    "eval list",
+)
+"""The verbs of many runs as `--help` lists them, after the others (`_many`, `_eval_words`)."""
 MAX_PARALLEL = 64
 RUN_ID = re.compile(r"[0-9a-f]{8}")
 """A whole run id (what --run-id must be)."""
@@ -51,7 +69,12 @@ LISTEN = re.compile(r"(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})")
 KEY_ACTIONS = ("set", "check")
 """`agentgod key set` saves a key it has tested; `key check` tests the one configured."""
 SHELLS = ("bash", "zsh", "fish")
+COMPLETE = "--complete"
+"""`agentgod --complete runs|agents|code WORDS…`: the values a completion script offers, one a
+line; first on the command line or not at all, and in no help (it is the scripts')."""
 RUN_VERBS = ("show", "retry")
+ALL_VERBS = (*VERBS, "batch", "gateway", "eval")
+"""Every word that is a command when it begins the command line."""
 """Verbs whose one optional word names a run (its id, or a unique prefix of it)."""
 RUN_REF = re.compile(r"[0-9a-f]{4,8}")
 """What a run id, or a prefix of one that names a run, looks like."""
@@ -77,8 +100,9 @@ class Invocation:
 
     mode: str
     """"task" (text given), "stdin" (read the task from stdin), "repl", "verb", "version",
-    "completion" (its shell in `task`), "batch" (its action in `verb`: run, show or resume; its
-    FILE or ID in `verb_arg`) or "gateway"."""
+    "completion" (its shell in `task`), "complete" (what to list for a completion script in
+    `task`: runs, agents or code), "batch" (its action in `verb`: run, show or resume; its FILE
+    or ID in `verb_arg`), "gateway" or "eval"."""
     task: str | None = None
     """The task text for mode "task"."""
     verb: str | None = None
@@ -111,7 +135,9 @@ class Invocation:
     resume: str | None = None
     """Continue this run's conversation (--resume RUN); "last" for -c/--continue."""
     code: str | None = None
-    """show: print this agent's source, exactly as it ran (--code NAME)."""
+    """show: print the code the model wrote for this agent (--code NAME)."""
+    full: bool = False
+    """show --code: the whole file that ran, the trusted runtime around the model's code too."""
     replay: bool = False
     """show: replay the run's live display from its event log (--replay)."""
     parallel: int | None = None
@@ -139,6 +165,8 @@ class Invocation:
     """eval: only the suite's first N cases (--limit N)."""
     verb_arg2: str | None = None
     """eval compare: the second eval's ID."""
+    words: tuple[str, ...] = ()
+    """complete: the command line being completed (the shell's words)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -147,12 +175,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _positive_dollars(text: str) -> float:
+    """A budget the BUDGET_USD setting accepts (kinds.BUDGET_USD_RANGE): the flag is the setting,
+    so a value the setting would refuse is this flag's usage error, not a configuration one."""
+    from agentgod.kinds import BUDGET_USD_RANGE
+
+    low, high = BUDGET_USD_RANGE
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of dollars, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of dollars, got {text!r}")
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(
+            f"must be from {low:g} to {high:,.0f} dollars, got {text!r}"
+        )
     return value
 
 
@@ -181,11 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agentgod",
         description="An agent factory: plans, writes, guards and runs a team of LLM agents "
         "for your task, then merges and judges their answer.",
-        epilog="verbs (only as the whole command): library | history [N] | stats | last | "
-        "forget NAME | show [RUN] | retry [RUN] | ui | models | batch FILE|- | batch show [ID] | "
-        "batch resume ID | gateway | eval SUITE | eval show|resume|compare|list.  "
-        "With no task at a terminal, an interactive prompt starts; "
-        "with piped stdin, stdin is the task.",
+        epilog=f"verbs (only as the whole command): {' | '.join(verb_usages())}.  With no task "
+        "at a terminal, an interactive prompt starts; with piped stdin, stdin is the task.",
     )
     parser.add_argument("words", nargs="*", metavar="TASK", help="the task; '-' reads stdin")
     parser.add_argument(
@@ -232,7 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     talk.add_argument("--resume", metavar="RUN", help="continue the conversation of run RUN")
     shown = parser.add_argument_group("show RUN")
-    shown.add_argument("--code", metavar="NAME", help="print the source agent NAME ran")
+    shown.add_argument(
+        "--code", metavar="NAME", help="print the code the model wrote for agent NAME"
+    )
+    shown.add_argument(
+        "--full", action="store_true", help="with --code: the whole file that ran, runtime and all"
+    )
     shown.add_argument("--replay", action="store_true", help="replay the run's live display")
     shown.add_argument(
         "--html",
@@ -289,24 +326,74 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def verb_usages() -> list[str]:
+    """Each verb as `--help` lists it: `history [N]`, `key set|check`."""
+    shapes = {**VERB_USAGE, "key": "|".join(KEY_ACTIONS)}
+    return [f"{verb} {shapes[verb]}" if verb in shapes else verb for verb in VERBS] + list(
+        MANY_USAGES
+    )
+
+
 def _split_task(argv: list[str]) -> tuple[list[str], str | None]:
-    """Everything after the first --task is task text, even flag-shaped words like --json."""
+    """Everything after the first --task is task text, even flag-shaped words like --json; so is
+    everything after a bare `--` (POSIX: the options end there): `agentgod -- --json` is the
+    task "--json", and `agentgod -- history` the task "history"."""
     for index, token in enumerate(argv):
-        if token == "--":
-            return argv, None
-        if token == "--task":
+        if token in ("--", "--task"):
             return argv[:index], " ".join(argv[index + 1 :])
         if token.startswith("--task="):
             return argv[:index], " ".join([token[len("--task=") :], *argv[index + 1 :]])
     return argv, None
 
 
-def _verb(words: list[str]) -> tuple[str, str | None] | None:
-    """A verb when the words are its shape; None for a task.
+VERB_WORDS: dict[str, tuple[int, int, str]] = {
+    "history": (0, 1, "at most one number of runs"),
+    "forget": (1, 1, "the NAME of one library agent"),
+    "show": (0, 1, "at most one run id"),
+    "retry": (0, 1, "at most one run id"),
+    "key": (1, 1, "one action, set or check"),
+}
+"""How many words may follow a verb (fewest, most) and what they are; a verb not named here takes
+none. Whatever the verb, a word more is a usage error, never a paid task."""
+KEY_ON_THE_LINE = (
+    "key set reads the key from the prompt or stdin; a key on the command line lands in your "
+    "shell history"
+)
 
-    A verb followed by one word is a mistyped verb, not a task: a paid run is the wrong answer
-    to `history abc`. A slash command given on the command line (`agentgod /history`) is the
-    verb it names. `--task` runs any of these words as a task.
+
+def near_verb(word: str, verbs: tuple[str, ...] = ALL_VERBS) -> str | None:
+    """The verb `word` is one edit away from (a letter changed, added, dropped or two swapped;
+    `histroy`, `History`), else None. Short verbs (`ui`, `key`) only by case: one edit from them
+    is another word (`hi`, `hey`)."""
+    lowered = word.lower()
+    for verb in verbs:
+        if lowered == verb or (len(verb) >= 4 and _one_edit(lowered, verb)):
+            return verb
+    return None
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether `a` and `b` differ by exactly one edit (Damerau: a swap of neighbours is one)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diffs = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        if len(diffs) == 1:
+            return True
+        i = diffs[0]
+        return len(diffs) == 2 and diffs[1] == i + 1 and a[i] == b[i + 1] and a[i + 1] == b[i]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def verb_of(words: list[str]) -> tuple[str, str | None] | None:
+    """A verb when the words begin with one; None for a task.
+
+    A verb takes only the words `VERB_WORDS` allows it: one more is a usage error (`history 5 6`,
+    `show a b`, `key set sk-ant-…`), because a paid run is the wrong answer to a mistyped
+    command. A one-word task one edit from a verb (`histroy`) asks whether the verb was meant.
+    A slash command given on the command line (`agentgod /history`) is the verb it names.
+    `--task` runs any of these words as a task.
     """
     if not words:
         return None
@@ -320,34 +407,46 @@ def _verb(words: list[str]) -> tuple[str, str | None] | None:
             )
         if name not in VERBS:
             if len(words) == 1:
-                raise UsageError(f"unknown command {first}", f"verbs: {', '.join(VERBS)}")
+                near = near_verb(name)
+                meant = f"; did you mean {near}?" if near else ""
+                raise UsageError(f"unknown command {first}{meant}", f"verbs: {', '.join(VERBS)}")
             return None
         first = name
     elif first not in VERBS:
+        near = near_verb(first) if len(words) == 1 else None
+        if near is not None:
+            raise UsageError(
+                f"did you mean `{near}`? {first!r} is no command, and one word is no task",
+                f"to run it as a task: agentgod --task {first}",
+            )
         return None
     verb, rest = first, words[1:]
+    fewest, most, takes = VERB_WORDS.get(verb, (0, 0, "no argument"))
     as_task = f"to run it as a task: agentgod --task {' '.join(words)}"
-    if not rest:
+    if verb == "key":
+        # Never echoed: the word after `key` may be the key itself.
+        if rest[:1] == ["set"] and len(rest) > 1:
+            raise UsageError(KEY_ON_THE_LINE, "run 'agentgod key set' and paste the key when asked")
+        if not rest:
+            raise UsageError("key needs an action: set or check", "e.g. 'agentgod key check'")
+        if len(rest) > 1 or rest[0] not in KEY_ACTIONS:
+            raise UsageError(f"key takes {takes}", "e.g. 'agentgod key check'")
+        return verb, rest[0]
+    if len(rest) < fewest:
         if verb == "forget":
             raise UsageError("forget needs the NAME of a library agent", "see 'agentgod library'")
-        if verb == "key":
-            raise UsageError("key needs an action: set or check", "e.g. 'agentgod key check'")
+        raise UsageError(f"{verb} needs {takes}", HINT)
+    if len(rest) > most:
+        count = f"{len(rest)} word{'s' if len(rest) > 1 else ''}"
+        raise UsageError(f"{verb} takes {takes}, got {count}: {' '.join(rest)!r}", as_task)
+    if not rest:
         return verb, None
-    if len(rest) > 1:
-        if words[0].startswith("/"):
-            raise UsageError(f"too many words after {words[0]}", as_task)
-        return None
-    if verb == "forget":
-        return verb, rest[0]
-    if verb == "key":
-        if rest[0] in KEY_ACTIONS:
-            return verb, rest[0]
-        raise UsageError(f"key takes set or check, got {rest[0]!r}", as_task)
     if verb in RUN_VERBS:
         if RUN_REF.fullmatch(rest[0]):
             return verb, rest[0]
         raise UsageError(
-            f"{verb} takes a run id such as 3f9a2b1c (see 'agentgod history'), got {rest[0]!r}",
+            f"{verb} takes a run id such as 3f9a2b1c (its first 4 characters are enough; see "
+            f"'agentgod history'), got {rest[0]!r}",
             as_task,
         )
     if verb == "history":
@@ -357,11 +456,14 @@ def _verb(words: list[str]) -> tuple[str, str | None] | None:
             f"history takes a positive whole number of runs, got {rest[0]!r}",
             f"e.g. 'agentgod history 5'; {as_task}",
         )
-    raise UsageError(f"{verb} takes no argument, got {rest[0]!r}", as_task)
+    return verb, rest[0]
 
 
 def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
     """Parse argv into an Invocation; raises UsageError (exit 2), SystemExit(0) for --help."""
+    if argv[:1] == [COMPLETE] and len(argv) > 1:
+        # What a completion script asks (not for people): the rest is the shell's words, as is.
+        return Invocation("complete", task=argv[1], words=tuple(argv[2:]))
     head, task_text = _split_task(list(argv))
     args = build_parser().parse_intermixed_args(head)
     options = {
@@ -380,6 +482,7 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         "no_web": args.no_web,
         "resume": args.resume,
         "code": args.code,
+        "full": args.full,
         "replay": args.replay,
         "parallel": args.parallel,
         "engine": args.engine,
@@ -395,7 +498,11 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
     }
     _check_batch_flags(args)
     if args.resume not in (None, "last") and not RUN_REF.fullmatch(args.resume):
-        raise UsageError(f"--resume takes a run id such as 3f9a2b1c, got {args.resume!r}")
+        raise UsageError(
+            f"--resume takes a run id such as 3f9a2b1c (its first 4 characters are enough), "
+            f"got {args.resume!r}",
+            "`agentgod history` lists the runs and their ids",
+        )
     if any(not path.strip() for path in args.file):
         raise UsageError("--file needs a path")
     if args.out is not None and not args.out.strip():
@@ -411,8 +518,9 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
     words: list[str] = args.words
     if task_text is not None:
         if words:
-            raise UsageError("give the task either as words or after --task, not both")
-        return Invocation("task", task=_clean_task(task_text, "--task"), **options)
+            raise UsageError("give the task either as words or after --task (or --), not both")
+        task = _clean_task(task_text, "the task after --task (or --)")
+        return Invocation("task", task=task, **options)
     evaluated = _eval_words(words, args)
     if evaluated is not None:
         action, first, second = evaluated
@@ -443,7 +551,7 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
     if words == ["show"] and args.html and RUN_REF.fullmatch(args.html):
         # `show --html 3f9a`: the word is the run, not a file named like one.
         words, options["html"] = ["show", args.html], ""
-    verb = _verb(words)
+    verb = verb_of(words)
     shows = [
         flag for flag in ("code", "replay", "html", "trace") if options[flag] not in (None, False)
     ]
@@ -453,6 +561,8 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
         raise UsageError(
             f"show takes one of --code, --replay, --html and --trace, got {len(shows)}"
         )
+    if args.full and args.code is None:
+        raise UsageError("--full belongs to 'agentgod show RUN --code NAME'")
     if options["trace"] is not None and not str(options["trace"]).strip():
         raise UsageError("--trace needs a file ('-' for stdout)")
     if args.port is not None and (verb is None or verb[0] != "ui"):
@@ -473,8 +583,8 @@ def parse(argv: list[str], *, stdin_is_tty: bool | None = None) -> Invocation:
 def _many(words: list[str]) -> tuple[str, str, str | None] | None:
     """`batch FILE|-`, `batch show [ID]`, `batch resume ID`, `gateway`: (mode, action, arg).
 
-    Only as the whole command line, like the other verbs: `batch` followed by more words than
-    these take is a task (`--task` runs any of them as one).
+    Only as the whole command line, like the other verbs: a word more than these take is a usage
+    error, never a paid task (`--task` runs any of them as one).
     """
     if not words or words[0] not in ("batch", "gateway"):
         return None
@@ -502,7 +612,11 @@ def _many(words: list[str]) -> tuple[str, str, str | None] | None:
         if not rest[0].strip():
             raise UsageError("batch needs a FILE of tasks")
         return "batch", "run", rest[0]
-    return None
+    count = f"{len(rest)} words"
+    raise UsageError(
+        f"batch takes one FILE, or show [ID] or resume ID; got {count}: {' '.join(rest)!r}",
+        as_task,
+    )
 
 
 def _eval_words(
@@ -574,9 +688,23 @@ def _clean_task(text: str, source: str) -> str:
 
 
 def read_task(stream: TextIO | None) -> str:
-    """The task from stdin: BOM and zero-width characters removed; empty is a usage error."""
-    text = stream.read() if stream is not None else ""
-    return _clean_task(text, "the task read from stdin")
+    """The task from stdin: UTF-8, BOM and zero-width characters removed; empty, or bytes that
+    are no UTF-8 text, is a usage error."""
+    source = "the task read from stdin"
+    raw = getattr(stream, "buffer", None)
+    if raw is None:
+        text = stream.read() if stream is not None else ""
+    else:
+        data = raw.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise UsageError(
+                f"{source} is not UTF-8 text (byte 0x{data[error.start]:02x} at offset "
+                f"{error.start})",
+                "save the text as UTF-8; attach other files with @PATH or --file PATH",
+            ) from None
+    return _clean_task(text, source)
 
 
 def overrides(invocation: Invocation) -> dict[str, str]:
@@ -599,21 +727,60 @@ def completion_script(shell: str) -> str:
     bash and zsh (through bashcompinit) complete flags and verbs; fish gets one `complete` line
     per flag and verb.
     """
+    parser = build_parser()
     flags = sorted(
         option
-        for action in build_parser()._actions
+        for action in parser._actions
         for option in action.option_strings
         if option.startswith("--")
     )
-    verbs = [*VERBS, "batch", "gateway", "eval"]
+    values = {  # a flag's closed set of values, from the parser itself
+        option: [str(choice) for choice in action.choices]
+        for action in parser._actions
+        if action.choices
+        for option in action.option_strings
+        if option.startswith("--")
+    }
     if shell == "fish":
-        lines = [f"complete -c agentgod -f -n __fish_use_subcommand -a {verb}" for verb in verbs]
-        lines += [f"complete -c agentgod -l {flag[2:]}" for flag in flags]
+        lines = [
+            f"complete -c agentgod -f -n __fish_use_subcommand -a {verb}" for verb in ALL_VERBS
+        ]
+        lines += [
+            f"complete -c agentgod -l {flag[2:]}"
+            + (f" -xa '{' '.join(values[flag])}'" if flag in values else "")
+            for flag in flags
+        ]
+        asked = "(agentgod --complete {} (commandline -opc) 2>/dev/null)"
+        lines += [
+            "complete -c agentgod -f -n '__fish_seen_subcommand_from key' -a 'set check'",
+            "complete -c agentgod -f -n '__fish_seen_subcommand_from show retry' "
+            f"-a '{asked.format('runs')}'",
+            "complete -c agentgod -f -n '__fish_seen_subcommand_from forget' "
+            f"-a '{asked.format('agents')}'",
+            f"complete -c agentgod -l resume -xa '{asked.format('runs')}'",
+            f"complete -c agentgod -l code -xa '{asked.format('code')}'",
+        ]
         return "\n".join(lines) + "\n"
-    words = " ".join([*verbs, *flags])
+    words = " ".join([*ALL_VERBS, *flags])
+    cases = "".join(
+        f'        {flag}) COMPREPLY=($(compgen -W "{" ".join(choices)}" -- "$word")); return;;\n'
+        for flag, choices in values.items()
+    )
+    asked = '$(agentgod --complete {} "${{COMP_WORDS[@]}}" 2>/dev/null)'
     script = (
         "_agentgod() {\n"
-        '    local word="${COMP_WORDS[COMP_CWORD]}"\n'
+        '    local word="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"\n'
+        '    case "$prev" in\n'
+        f"{cases}"
+        f'        key) COMPREPLY=($(compgen -W "{" ".join(KEY_ACTIONS)}" -- "$word")); return;;\n'
+        f'        show|retry|--resume) COMPREPLY=($(compgen -W "{asked.format("runs")}" '
+        '-- "$word")); return;;\n'
+        f'        forget) COMPREPLY=($(compgen -W "{asked.format("agents")}" -- "$word")); '
+        "return;;\n"
+        f'        --code) COMPREPLY=($(compgen -W "{asked.format("code")}" -- "$word")); '
+        "return;;\n"
+        "        --file|--out|--html|--trace) COMPREPLY=(); return;;\n"
+        "    esac\n"
         f'    COMPREPLY=($(compgen -W "{words}" -- "$word"))\n'
         "}\n"
         "complete -o default -F _agentgod agentgod\n"
@@ -658,7 +825,7 @@ def answer_early(argv: list[str]) -> Invocation | int:
         if "--json" in _split_task(argv)[0]:
             # The JSON contract holds for usage errors too: one object on stdout, exit 2.
             headline = {"type": "usage", "headline": str(error), "advice": error.hint, "detail": ""}
-            print(json.dumps({"ok": False, "task": None, "error": headline}))
+            print(json.dumps({"ok": False, "task": "", "error": headline}))
         return usage_error(error)
     if invocation.mode == "version":
         print(f"agentgod {__version__}")

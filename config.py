@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from agentgod import models, redact
-from agentgod.kinds import CouncilMode, Effort, SandboxMode, Switch
+from agentgod.kinds import BUDGET_USD_RANGE, CouncilMode, Effort, SandboxMode, Switch
 from agentgod.models import DEFAULT_FAST_MODEL, DEFAULT_MODEL, Price, Profile, ProfileOverride
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -129,6 +129,9 @@ class HomeError(RuntimeError):
 
 class MissingApiKeyError(RuntimeError):
     """No ANTHROPIC_API_KEY in the environment or in .env."""
+
+    asked = False
+    """True when a person was just asked for one and entered none."""
 
 
 @dataclass(frozen=True)
@@ -342,6 +345,18 @@ def check_home() -> Path:
             f"{MIN_FREE_BYTES // 2**20} MB to keep its agents and records",
             full=True,
         )
+    # The folders a run writes into, each proven writable too: a `runs/` that is a file or
+    # read-only would otherwise be found by the archive, after the run was paid for.
+    for folder, mode in ((where / "runs", 0o700), (where / "generated_agents", 0o777)):
+        if folder.exists() and not folder.is_dir():
+            raise HomeError(folder, "it is a file, not a folder")
+        try:
+            folder.mkdir(mode=mode, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder, prefix=".agentgod-probe-"):
+                pass
+        except OSError as error:
+            full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+            raise HomeError(folder, error.strerror or type(error).__name__, full=full) from None
     return where
 
 
@@ -492,7 +507,7 @@ def _profiles(where: Path) -> tuple[ProfileOverride, ...]:
 def _budget() -> float | None:
     if not env("BUDGET_USD"):
         return None
-    return _number("BUDGET_USD", "", 0.000001, 1_000_000, float)
+    return _number("BUDGET_USD", "", *BUDGET_USD_RANGE, float)
 
 
 def _megabytes(name: str, default: str) -> int:

@@ -154,12 +154,14 @@ class _Schedule:
         self._finished: set[str] = set()
 
     def ready(self) -> list[planner.AgentSpec]:
-        """Not started, its code exists, and every agent it depends on is done."""
+        """Not started nor finished (an agent the budget skipped is finished, code or not), its
+        code exists, and every agent it depends on is done."""
         return [
             a
             for a in self.agents
             if a.name in self.code
             and a.name not in self._started
+            and a.name not in self._finished
             and all(dep in self._finished for dep in a.depends_on)
         ]
 
@@ -333,8 +335,13 @@ class Crew:
                         self._pool.free_slot(spec.name)
                         self._absorb(records[spec.name], outcome, outputs, tally)
                         schedule.finish(spec.name)
-            for future in work:  # still being written when the budget ran out
-                self._absorb_built(records[work[future].name], future.result(), schedule, None)
+            for future in work:  # still being written (or run) when the budget ran out
+                spec, outcome = work[future], future.result()
+                if isinstance(outcome, _Built):
+                    self._absorb_built(records[spec.name], outcome, schedule, None)
+                else:  # paid for: its output counts like any other's
+                    self._pool.free_slot(spec.name)
+                    self._absorb(records[spec.name], outcome, outputs, tally)
         self._pool.end_round()
         run.events.phase_finished(Phase.RUN, time.monotonic() - phase)
         return outputs

@@ -1,7 +1,7 @@
 """filesniff.py — what a file is, and a bounded glimpse of it, from its first bytes.
 
 attachments.py decides which files may reach an agent and reads the start of each; this module
-only looks at those bytes. The kind (text, CSV, PDF, image or binary) and the media type come
+only looks at those bytes. The kind (text, CSV, JSON, PDF, image or binary) and the media type come
 from the content first and the name's suffix second, so a `.pdf` that is not a PDF is not
 called one. The preview is what a prompt can afford: a text's first lines, a CSV's header and a
 few rows (with the row count when the whole file was read), a PDF's page count, an image's
@@ -13,6 +13,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import json
 import mimetypes
 import re
 from pathlib import PurePath
@@ -25,6 +26,8 @@ PREVIEW_CHARS = 1000
 CSV_SAMPLE_ROWS = 3
 """Data rows a CSV's preview shows under its header: enough to see the delimiter and quoting."""
 
+TEXT_KINDS = ("text", "csv", "json")
+"""The kinds whose content is text: read, scanned for secrets and previewed as such."""
 _TEXT_MEDIA = frozenset({"application/json", "application/xml", "application/javascript"})
 _SNIFFED_MEDIA = frozenset(
     {"application/pdf", "image/png", "image/jpeg", "image/gif", "image/webp"}
@@ -39,12 +42,14 @@ _PDF_COUNT = re.compile(rb"/Count\s+(\d+)")
 def sniff(head: bytes, name: str, whole: bool) -> tuple[str, str, str | None]:
     """(kind, media type, text) of a file that starts with `head` and is called `name`.
 
-    `whole`: `head` is the entire file. The text is `head` decoded, for a text or CSV file only
+    `whole`: `head` is the entire file. The text is `head` decoded, for a text, CSV or JSON file
     (None for any other kind): what the caller scans for secrets and hands to `preview`.
     """
     text = _utf8(head, whole)
     kind, media_type = _kind(head, name, text is not None)
-    return kind, media_type, text if kind in ("text", "csv") else None
+    if kind == "text" and media_type == "application/json":
+        kind, media_type = _json(text or "", whole)
+    return kind, media_type, text if kind in TEXT_KINDS else None
 
 
 def preview(head: bytes, kind: str, media_type: str, text: str | None, whole: bool) -> str:
@@ -95,6 +100,18 @@ def _kind(head: bytes, name: str, textual: bool) -> tuple[str, str]:
     if guessed in _SNIFFED_MEDIA or guessed.startswith("text/") or not guessed:
         return "binary", "application/octet-stream"
     return "binary", guessed
+
+
+def _json(text: str, whole: bool) -> tuple[str, str]:
+    """A file named as JSON: JSON when it parses (or is too large to read whole, the name then
+    standing), else plain text, whatever its name says."""
+    if not whole:
+        return "json", "application/json"
+    try:
+        json.loads(text.removeprefix("\ufeff"))
+    except ValueError:
+        return "text", "text/plain"
+    return "json", "application/json"
 
 
 def _bounded(lines: list[str], more: bool) -> str:

@@ -59,6 +59,8 @@ class HistoryRow:
     """The Markdown archive, or None when only the database row could be written."""
     agents: int
     """How many agents took part."""
+    retry_of: str | None = None
+    """The run this one retried, if it is a retry."""
 
 
 @dataclass(frozen=True)
@@ -365,8 +367,8 @@ def history(limit: int = 10, *, matching: str = "", status: str = "") -> list[Hi
     def read(db: sqlite3.Connection) -> list[HistoryRow]:
         rows = db.execute(
             "SELECT id, started_at, task, ok, complexity, usd, duration_seconds, run_file,"
-            " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id), run_id, status"
-            f" FROM runs{condition} ORDER BY id DESC LIMIT ?",
+            " (SELECT COUNT(*) FROM run_agents WHERE run_agents.run_id = runs.id), run_id, status,"
+            f" retry_of FROM runs{condition} ORDER BY id DESC LIMIT ?",
             (*values, limit),
         ).fetchall()
         return [
@@ -382,6 +384,7 @@ def history(limit: int = 10, *, matching: str = "", status: str = "") -> list[Hi
                 duration_seconds=row[6],
                 run_file=Path(row[7]) if row[7] else None,
                 agents=row[8],
+                retry_of=row[11],
             )
             for row in rows
         ]
@@ -619,16 +622,20 @@ def _status(text: str, ok: bool) -> RunStatus:
         return RunStatus.OK if ok else RunStatus.FAILED
 
 
-def conversation(conversation_id: str, limit: int = 20) -> list[tuple[str, str]]:
+def conversation(
+    conversation_id: str, limit: int = 20, *, up_to: str | None = None
+) -> list[tuple[str, str]]:
     """(task, answer) of the conversation's latest `limit` answered runs, oldest first: what a
-    follow-up is planned with."""
+    follow-up is planned with. `up_to` (a run id) stops at that run: `--resume RUN` continues
+    the conversation as it stood then, without the turns that came after it."""
 
     def read(db: sqlite3.Connection) -> list[tuple[str, str]]:
         rows = db.execute(
             "SELECT task, answer FROM (SELECT id, started_at, task, answer FROM runs"
             " WHERE conversation_id = ? AND ok AND answer != ''"
+            " AND (? IS NULL OR id <= (SELECT id FROM runs WHERE run_id = ?))"
             " ORDER BY id DESC LIMIT ?) ORDER BY id",
-            (conversation_id, limit),
+            (conversation_id, up_to, up_to, limit),
         ).fetchall()
         return [(task, answer) for task, answer in rows]
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
+BUDGET_USD_RANGE = (0.000001, 1_000_000.0)
+"""What a budget may be, in dollars: BUDGET_USD and --budget alike."""
 AGENT_NAME = re.compile(r"[a-z][a-z0-9_]{2,39}")
 """An agent's name, file name and previous_outputs key at once: use with `fullmatch`."""
 

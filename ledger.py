@@ -23,6 +23,7 @@ from typing import Any
 
 from agentgod.models import FREE, WEB_SEARCH_USD_PER_1000, Price, table_price
 from agentgod.replies import CostSummary
+from agentgod.text import dollars
 
 
 @dataclass
@@ -124,8 +125,10 @@ class BudgetExhaustedError(RuntimeError):
     """The next model call would cross the budget, so it was not made."""
 
     def __init__(self, spent_usd: float, budget_usd: float, needed_usd: float = 0.0) -> None:
-        needs = f"; the next call needed up to ${needed_usd:.4f}" if needed_usd else ""
-        super().__init__(f"the ${budget_usd:g} budget is spent (${spent_usd:.4f} so far{needs})")
+        needs = f"; the next call needed up to {dollars(needed_usd)}" if needed_usd else ""
+        super().__init__(
+            f"the {dollars(budget_usd)} budget is spent ({dollars(spent_usd)} so far{needs})"
+        )
         self.spent_usd = spent_usd
         self.budget_usd = budget_usd
         self.needed_usd = needed_usd

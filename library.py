@@ -60,6 +60,17 @@ HINT_ROLE_CHARS = 200
 """A role longer than this is cut in the planner's view (the library keeps it whole)."""
 
 _thread_lock = threading.Lock()
+_notices: list[str] = []
+"""What had to be repaired since the last `notices()`: a person is told, never left to guess."""
+_notices_lock = threading.Lock()
+
+
+def notices() -> list[str]:
+    """The repairs made since the last call (a damaged index rebuilt), for the person; drains."""
+    with _notices_lock:
+        taken = list(_notices)
+        _notices.clear()
+    return taken
 
 
 @dataclass
@@ -566,7 +577,16 @@ def _load(folder: Path) -> dict[str, LibraryEntry]:
     salvaged, intact = _index_entries(_read_json(index_path), folder)
     if intact and set(salvaged) == names and _newer_than_sidecars(index_path, names, sidecars):
         return salvaged
-    return _rebuild(folder, names, salvaged)
+    damaged = not intact and index_path.is_file()  # not merely behind: unreadable, or broken
+    rebuilt = _rebuild(folder, names, salvaged)
+    if damaged:
+        count = f"{len(rebuilt)} agent" + ("" if len(rebuilt) == 1 else "s")
+        with _notices_lock:
+            _notices.append(
+                f"the library's index ({index_path}) was damaged and has been rebuilt from the "
+                f"agents' own records ({count}; none lost)"
+            )
+    return rebuilt
 
 
 def _index_entries(raw: Any, folder: Path) -> tuple[dict[str, LibraryEntry], bool]:

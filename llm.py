@@ -540,6 +540,8 @@ def _within_deadline(
         except wire.Cancelled:
             raise
         except Exception as error:
+            if isinstance(error, wire.NotFoundError):
+                error.setting = model_setting(str(request.get("model", "")), settings)
             if time.monotonic() >= deadline and isinstance(error, wire.APIConnectionError):
                 raise DeadlineExceeded(seconds, attempts, request["model"]) from error
             spent = gateway_budget_refusal(error)
@@ -574,6 +576,18 @@ def gateway_budget_refusal(error: BaseException) -> BudgetExhaustedError | None:
         return float(value) if isinstance(value, int | float) else 0.0
 
     return BudgetExhaustedError(number("spent_usd"), number("budget_usd"), number("needed_usd"))
+
+
+def model_setting(model: str, settings: config.Settings) -> str:
+    """The setting that named `model` for this call: FAST_MODEL (the intake, the judge, a key's
+    test), DEEP_MODEL (the council), else MODEL; so a model that was not found is changed where
+    it was set."""
+    if model != settings.model:
+        if model == settings.fast_model:
+            return "FAST_MODEL"
+        if model == settings.deep_model:
+            return "DEEP_MODEL"
+    return "MODEL"
 
 
 def _send(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -19,6 +21,14 @@ from agentgod import cli, config, signals
 from agentgod.replies import ErrorDetail
 from agentgod.session import Session, stdin_is_tty
 from agentgod.ui import PlainUI, isatty
+
+STDIN_AT_A_TERMINAL = (
+    "agentgod: reading the task from stdin: type or paste it, then press Ctrl-D on a line of "
+    "its own (Ctrl-C to leave)"
+)
+LAUNCHED = time.monotonic()
+"""When this process began to work for the person (its first module of ours): a one-shot run's
+duration counts its start-up too."""
 
 
 def cli_main() -> NoReturn:
@@ -58,7 +68,14 @@ def _run(invocation: cli.Invocation) -> int:
         json_mode=invocation.json,
         interactive=interactive,
     )
+    if invocation.mode == "complete":
+        from agentgod import verbs
+
+        verbs.complete(invocation.task or "", invocation.words)
+        return cli.EXIT_OK
     session = Session(ui, invocation, interactive)
+    if invocation.mode != "repl":  # at the prompt, each run starts when Enter is pressed
+        session.launched = LAUNCHED
     try:
         session.sweep()
         if invocation.mode in ("batch", "gateway"):
@@ -75,6 +92,9 @@ def _run(invocation: cli.Invocation) -> int:
         if invocation.mode == "verb" and invocation.verb != "retry":
             session.settle_settings()
             return session.verb(invocation.verb or "", invocation.verb_arg)
+        if invocation.mode == "stdin" and stdin_is_tty():
+            # `agentgod -` at a terminal: say what it waits for, rather than sit there silent.
+            print(STDIN_AT_A_TERMINAL, file=sys.stderr, flush=True)
         if invocation.mode not in ("repl", "verb"):
             session.task = invocation.task or cli.read_task(sys.stdin)
         config.check_home()  # before anything is spent or started
@@ -88,9 +108,9 @@ def _run(invocation: cli.Invocation) -> int:
             session.resume(invocation.resume)
         if invocation.mode == "repl":
             return session.repl()
-        session.ensure_key()
         if invocation.mode == "verb":
-            return session.retry(invocation.verb_arg)
+            return session.retry(invocation.verb_arg)  # asks for a key once it has a run
+        session.ensure_key()
         return session.answer(session.task)
     except cli.UsageError as error:
         if invocation.json:
@@ -101,6 +121,10 @@ def _run(invocation: cli.Invocation) -> int:
         with contextlib.suppress(OSError, ValueError):  # the terminal that hung up is gone
             session.fail(stop, code)
         return code
+    except BrokenPipeError:
+        # The reader went away (`agentgod history | head -1`): what it wanted, it has. Silence,
+        # and the exit a shell reports for a pipe closed under a writer.
+        return cli.EXIT_PIPE
     except Exception as error:
         return session.fail(error, cli.EXIT_FAILED)
 
@@ -153,9 +177,23 @@ def _usage_json(error: cli.UsageError) -> ErrorDetail:
 
 
 def _check_out(out: str | None) -> None:
-    """--out must be able to become a folder; found out now, not after the run is paid for."""
+    """--out must be a folder that can be written, or one that can be made; found out now, not
+    after the run is paid for (nothing is left behind by looking)."""
     if out is None:
         return
     folder = Path(out).expanduser()
     if folder.exists() and not folder.is_dir():
         raise cli.UsageError(f"--out {out}: it is a file, not a folder")
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise cli.UsageError(f"--out {out}: {existing} is a file, not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".agentgod-probe-", dir=existing))
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise cli.UsageError(
+            f"--out {out}: the files could not be written there ({reason})",
+            "give --out a folder you can write to",
+        ) from None

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from agentgod import (
@@ -52,10 +52,11 @@ from agentgod.attachments import Attached
 from agentgod.conversation import Conversation
 from agentgod.crew import Crew
 from agentgod.events import NullEvents, SerialisedEvents, TaskEvents, answer_stream
-from agentgod.kinds import Phase, RunStatus, Spend
+from agentgod.kinds import AgentKind, Phase, RunStatus, Spend
 from agentgod.results import AllAgentsFailedError, PendingAgent, TaskResult
 from agentgod.runrecord import AgentRecord, Failure, RunRecord
 from agentgod.scratch import RunSpace
+from agentgod.text import dollars
 
 
 class Withdrawn(Exception):
@@ -102,6 +103,11 @@ class _Round:
     """The planner judged the task a follow-up: agents and the merge see the conversation."""
     reasoning: str = ""
     """The planner's reasons for this team."""
+    trimmed: list[str] = field(default_factory=list)
+    """Agents the plan held beyond MAX_AGENTS, left out."""
+    ran: bool = False
+    """Its agents are done: `outputs` is what they delivered, so an agent's inputs are only
+    those of its upstream agents that delivered (a failed one gave it nothing)."""
 
 
 class _Conductor:
@@ -119,6 +125,7 @@ class _Conductor:
         retry: Retry | None = None,
         planning: planner.Planning | None = None,
         gate: Gate | None = None,
+        started: float | None = None,
     ) -> None:
         self.task = task
         self.retry = retry
@@ -148,8 +155,11 @@ class _Conductor:
         self.log.note("task", task)  # what a viewer of the run in progress names it by
         # The log first: a moment is in the log's queue before the display draws it.
         self.events = SerialisedEvents(eventlog.Tee(self.log, events or NullEvents()))
-        self.started = time.monotonic()
-        self.started_at = datetime.now(UTC)
+        now = time.monotonic()
+        self.started = now if started is None else min(started, now)
+        """When the person began to wait (the caller's clock: Enter, or the command's launch),
+        so the run's duration counts the intake and start-up too."""
+        self.started_at = datetime.now(UTC) - timedelta(seconds=now - self.started)
         self.stopped = threading.Event()
         self.rounds: list[_Round] = []
         self.council_improved = False
@@ -184,6 +194,10 @@ class _Conductor:
             self.usage.listen(self.fell_back)
         self.finished: TaskResult | None = None
         """What the run returns, once it has it (a trace not exported is a warning there too)."""
+        self.unmerged = False
+        """The budget could not pay for the merge: the answer is the agents' outputs as they are."""
+        self.judged: str | None = None
+        """The last answer the judge ruled on: a budget stop before it rules leaves it unjudged."""
 
     # ---- the flow ------------------------------------------------------------------------------
 
@@ -219,7 +233,7 @@ class _Conductor:
         self.log.note("answer", answer)
         self.log.flush()
         if self.log.failed:
-            self.warn(f"the run's event log stopped: {self.log.failed}")
+            self.warn(self.log.failed)  # it says what stopped, and where
         self.settle(SETTLE_SECONDS)
         result = self.result(answer)
         result.run_file = self.archive(result)
@@ -290,7 +304,8 @@ class _Conductor:
                     "name": a.name,
                     "role": a.role,
                     "depends_on": list(a.depends_on),
-                    "reused": kept[a.name] is not None or a.name in (carried or {}),
+                    "reused": kept[a.name] is not None and a.name not in (carried or {}),
+                    "carried": a.name in (carried or {}),
                 }
                 for a in ordered
             ],
@@ -308,13 +323,14 @@ class _Conductor:
             effort,
             follow_up=plan.follow_up,
             reasoning=plan.reasoning,
+            trimmed=plan.trimmed,
         )
         self.rounds.append(this_round)
         self.journal.update(self.record(None))  # the plan, in the history before any agent runs
         # A follow-up's agents work from the earlier answers too: they see only the task text.
         agent_task = f"{self.context}\n\n{task_text}" if plan.follow_up else task_text
         outputs = self.crew.run_round(ordered, kept, agent_task, effort, this_round, carried or {})
-        this_round.outputs = outputs
+        this_round.outputs, this_round.ran = outputs, True
         if not outputs and self.budget_hit.is_set():
             raise ledger.BudgetExhaustedError(
                 self.usage.cost_usd(), self.usage.budget_usd or 0.0, self.budget_needed
@@ -371,8 +387,10 @@ class _Conductor:
             self.budget_hit.set()
             spent, cap = self.usage.cost_usd(), self.usage.budget_usd or 0.0
             self.events.budget_exhausted(spent, cap)
-            needs = f"; the next call needed up to ${needed_usd:.4f}" if needed_usd else ""
-            self.warn(f"the budget stopped the run: ${spent:.4f} of ${cap:.4f} spent{needs}")
+            needs = f"; the next call needed up to {dollars(needed_usd)}" if needed_usd else ""
+            self.warn(
+                f"the budget stopped the run: {dollars(spent)} of {dollars(cap)} spent{needs}"
+            )
 
     # ---- after the agents ----------------------------------------------------------------------
 
@@ -404,6 +422,7 @@ class _Conductor:
         except ledger.BudgetExhaustedError as error:
             self.note_budget(error.needed_usd)
             merged = merger.Merged(merger.fallback_answer(ordered))  # the agents' work, unmerged
+            self.unmerged = True
         finally:
             self.events.phase_finished(Phase.MERGE, time.monotonic() - phase)
         for warning in merged.warnings:
@@ -471,6 +490,7 @@ class _Conductor:
         finally:
             self.events.phase_finished(Phase.JUDGE, time.monotonic() - phase)
         self.events.judged(verdict.done, verdict.missing)
+        self.judged = answer
         return verdict
 
     def bookkeep_library(self) -> None:
@@ -496,14 +516,15 @@ class _Conductor:
         """The run's facts as they stand: `answer` is None when it ended without one. A run
         stopped (or failed) after an answer was paid for keeps that answer, unjudged."""
         last = self.rounds[-1] if self.rounds else None
+        stopped = answer is not None and self.budget_hit.is_set()
         return RunRecord(
             task=self.task,
-            ok=answer is not None,
+            ok=answer is not None and not stopped,
             answer=answer if answer is not None else (self.answer or ""),
-            error=problems.explain(error).headline if error else "",
+            error=problems.explain(error).headline if error else self.budget_cut(answer),
             complexity=last.complexity if last else None,
             waves=last.waves if last else [],
-            agents=[a for r in self.rounds for a in r.agents],
+            agents=[_given(a, r) for r in self.rounds for a in r.agents],
             failures=[f for r in self.rounds for f in r.failures],
             revisions=self.revisions,
             council_improved=self.council_improved,
@@ -518,7 +539,7 @@ class _Conductor:
             attachments=[item.reply() for item in self.attached.files],
             artifacts=[item.reply() for item in self.artifacts.list()],
             run_id=self.space.id,
-            status=_status(answer, error),
+            status=RunStatus.BUDGET if stopped else _status(answer, error),
             conversation_id=self.conversation.id if self.conversation else None,
             retry_of=self.retry.run_id if self.retry else None,
             carried=sorted(self.retry.outputs) if self.retry else [],
@@ -526,17 +547,40 @@ class _Conductor:
             effort=last.effort if last else None,
             reasoning=last.reasoning if last else "",
             plan=[spec.model_dump() for spec in last.specs] if last else [],
+            trimmed=[name for done in self.rounds for name in done.trimmed],
             calls=self.usage.call_log(),
             budget_usd=self.usage.budget_usd,
         )
 
+    def budget_cut(self, answer: str | None) -> str:
+        """What a run the budget stopped left undone, as its record's one-line error; "" for a
+        run the budget did not stop. Its answer is partial, and says how."""
+        if answer is None or not self.budget_hit.is_set():
+            return ""
+        agents = [a for r in self.rounds for a in r.agents]
+        skipped = sum(a.kind == AgentKind.BUDGET for a in agents)
+        cut = [f"{skipped} of {len(agents)} agents had no budget left to run"] if skipped else []
+        if self.unmerged:
+            cut.append("the answer is the agents' outputs, not merged")
+        if self.judged != answer and self.settings.task_revisions:
+            cut.append("the answer was not judged")
+        spent, cap = self.usage.cost_usd(), self.usage.budget_usd or 0.0
+        return (
+            f"The budget stopped the run before it finished ({dollars(spent)} of "
+            f"{dollars(cap)} spent): {'; '.join(cut) or 'the answer is partial'}."
+        )
+
     def result(self, answer: str) -> TaskResult:
         """The answered run's record, with what its caller still has to act on."""
+        planned: dict[str, int] = {}
+        for spec in (spec for done in self.rounds for spec in done.specs):
+            planned.setdefault(spec.name, len(planned))
+        new = sorted(self.crew.new_sources.items(), key=lambda item: planned.get(item[0], 0))
         return TaskResult.of(
             self.record(answer),
-            pending=[  # as the library would keep them: with the standalone road
+            pending=[  # in the plan's order, as the library keeps them: with the standalone road
                 PendingAgent(name, role, generator.for_library(source))
-                for name, (role, source) in self.crew.new_sources.items()
+                for name, (role, source) in new
             ],
             agent_paths=sorted(set(self.crew.paths.values())),
             usage=self.usage,
@@ -606,6 +650,14 @@ STOP_ARCHIVE_SECONDS = 1.0
 """How long a stopped run's archive waits for another process's lock on the history."""
 
 
+def _given(agent: AgentRecord, done: _Round) -> AgentRecord:
+    """The agent's record with the inputs it was given: its upstream agents that delivered, once
+    the round is over (one that failed is no input)."""
+    if not done.ran or all(name in done.outputs for name in agent.inputs):
+        return agent
+    return dataclasses.replace(agent, inputs=[n for n in agent.inputs if n in done.outputs])
+
+
 def _status(answer: str | None, error: BaseException | None) -> RunStatus:
     """How the run ended, for its record."""
     if answer is not None:
@@ -631,6 +683,7 @@ def handle_task(
     retry: Retry | None = None,
     planning: planner.Planning | None = None,
     gate: Gate | None = None,
+    started: float | None = None,
 ) -> TaskResult:
     """Run one task headless and return its TaskResult.
 
@@ -644,7 +697,9 @@ def handle_task(
     its ledger and the same task, attachments and conversation): the run takes its result
     instead of asking again, and cancels it if the run ends before taking it. `gate` (see
     Gate) lets the caller decide, once the run's first processes are starting, whether it goes
-    on, with a new plan, or not at all (Withdrawn: no record is kept).
+    on, with a new plan, or not at all (Withdrawn: no record is kept). `started` is when the
+    person began to wait (time.monotonic(): Enter, or the command's launch), the start of the
+    run's duration; now when not given.
 
     Raises on planner or code-generation failures (bad key, network, an invalid plan) and when
     every agent failed; a failed run is still archived so `history` and `stats` see it. So is an
@@ -659,7 +714,17 @@ def handle_task(
     own = space is None
     space = space or RunSpace()
     conductor = _Conductor(
-        task, settings, events, usage, space, attached, conversation, retry, planning, gate
+        task,
+        settings,
+        events,
+        usage,
+        space,
+        attached,
+        conversation,
+        retry,
+        planning,
+        gate,
+        started,
     )
     try:
         return conductor.run()
@@ -733,4 +798,6 @@ def _archive_interrupted(conductor: _Conductor, error: KeyboardInterrupt) -> Non
     path = conductor.archive(conductor.record(None, error), wait_seconds=STOP_ARCHIVE_SECONDS)
     conductor.events = shown
     with contextlib.suppress(Exception):
+        if path is not None:  # the display's rail too: the stopped run was archived
+            shown.phase_finished(Phase.ARCHIVE, 0.0)
         shown.archived(str(path) if path else None)

@@ -235,10 +235,11 @@ class Plan(BaseModel):
         """
         limit = self.agent_limit or config.settings().max_agents
         agents = _without_repeats(self.agents)
-        # The API does not enforce the schema's bound, so a plan can arrive too big: keep the
-        # first agents the planner listed (it lists producers first) rather than lose the task.
-        self._trimmed = tuple(agent.name for agent in agents[limit:])
-        agents = agents[:limit]
+        # The API does not enforce the schema's bound, so a plan can arrive too big: trim it
+        # rather than lose the task, keeping the agent that combines the others (_within_limit).
+        chained = not self.independent and not any(agent.depends_on for agent in agents)
+        agents, dropped = _within_limit(agents, limit, chained=chained)
+        self._trimmed = tuple(dropped)
 
         # Every name as given keeps priority over invented suffixes, so a dependency on an agent
         # the model really named "writer_2" can never be captured by a renamed duplicate.
@@ -275,6 +276,66 @@ class Plan(BaseModel):
     def trimmed(self) -> list[str]:
         """Agents dropped because the plan held more than MAX_AGENTS, in the planner's order."""
         return list(self._trimmed)
+
+
+def _within_limit(
+    agents: list[AgentSpec], limit: int, *, chained: bool
+) -> tuple[list[AgentSpec], list[str]]:
+    """At most `limit` agents, and the names of those left out (in the plan's order).
+
+    The agent that combines the others (it depends on some, and none on it) is what the answer
+    is made of: it is kept. Of the rest, the one fewest agents depend on (directly or through
+    others) goes first, the later-listed of equals; whoever depended on it takes over its own
+    inputs, so a chain stays a chain and the combiner still gets the work that remains.
+    `chained`: no agent declared a dependency and the plan is not `independent`, so it runs in
+    list order (taskgraph.sanitise) and its last agent is the combiner.
+    """
+    if len(agents) <= limit:
+        return agents, []
+    first: dict[str, int] = {}
+    for position, agent in enumerate(agents):
+        first.setdefault(agent.name, position)
+    needs: dict[int, set[int]] = {}
+    for position, agent in enumerate(agents):
+        if chained:
+            needs[position] = {position - 1} if position else set()
+        else:
+            found = (first.get(_usable_name(dep)) for dep in agent.depends_on)
+            needs[position] = {dep for dep in found if dep is not None and dep != position}
+    declared = {position: set(wanted) for position, wanted in needs.items()}
+    alive = set(range(len(agents)))
+
+    def dependents(position: int) -> int:
+        """How many living agents need `position`'s output, directly or through others."""
+        seen: set[int] = set()
+        pending = [position]
+        while pending:
+            current = pending.pop()
+            for other in alive:
+                if current in needs[other] and other not in seen:
+                    seen.add(other)
+                    pending.append(other)
+        return len(seen - {position})
+
+    while len(alive) > limit:
+        worth = {}
+        for position in alive:
+            count = dependents(position)
+            combines = count == 0 and bool(needs[position] & alive)
+            worth[position] = (combines, count, -position)
+        gone = min(alive, key=worth.__getitem__)
+        alive.discard(gone)
+        for other in alive:
+            if gone in needs[other]:
+                needs[other] = (needs[other] - {gone}) | (needs[gone] & alive)
+    kept = []
+    for position in sorted(alive):
+        agent = agents[position]
+        if not chained and needs[position] != declared[position]:
+            inputs = [agents[dep].name for dep in sorted(needs[position])]
+            agent = agent.model_copy(update={"depends_on": inputs})
+        kept.append(agent)
+    return kept, [agents[position].name for position in sorted(set(needs) - alive)]
 
 
 def _without_repeats(agents: list[AgentSpec]) -> list[AgentSpec]:

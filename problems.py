@@ -39,8 +39,15 @@ class Problem:
 
 
 def _technical(error: BaseException) -> str:
-    text = str(error).strip()
+    """The error's class and message; for an API status error its status and the API's own
+    message, never the raw body an API or a proxy sent (a dict's repr, a page of HTML)."""
     name = type(error).__name__
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and hasattr(error, "body"):
+        message = _api_message(error).strip()
+        raw = not message or message.startswith(("{", "[", "<")) or "\n" in message
+        return f"{name}: HTTP {status}" + ("" if raw else f" - {message[:300]}")
+    text = str(error).strip()
     return f"{name}: {text}" if text else name
 
 
@@ -57,6 +64,15 @@ def _api_message(error: BaseException) -> str:
 
 
 def _missing_key(error: BaseException) -> Problem:
+    if getattr(error, "asked", False):  # at the prompt that just asked: no circle back to it
+        return Problem(
+            "No Anthropic API key was entered.",
+            "Paste the key at the prompt (it is not shown as you type), or set "
+            "ANTHROPIC_API_KEY in your environment; keys are at "
+            "https://console.anthropic.com/settings/keys.",
+            "",
+            "missing_key",
+        )
     return Problem(
         "No Anthropic API key is set.",
         "Create a key at https://console.anthropic.com/settings/keys, then run "
@@ -110,13 +126,22 @@ def _permission(error: BaseException) -> Problem:
 
 
 def _unknown_model(error: BaseException) -> Problem:
+    """Named with the setting that held it (FAST_MODEL for the intake, the judge and a key's
+    test; DEEP_MODEL for the council; MODEL otherwise), and never suggested as its own fix."""
     message = _api_message(error)
+    setting = str(getattr(error, "setting", "") or "MODEL")
     model = message.split("model:", 1)[1].strip() if "model:" in message else ""
-    model = model or os.environ.get("MODEL", "") or "the configured model"
-    other = next(m for m in (DEFAULT_MODEL, DEFAULT_FAST_MODEL) if m != model)
+    model = model or os.environ.get(setting, "") or "the configured model"
+    defaults = (
+        (DEFAULT_FAST_MODEL, DEFAULT_MODEL)
+        if setting == "FAST_MODEL"
+        else (DEFAULT_MODEL, DEFAULT_FAST_MODEL)
+    )
+    other = next(m for m in defaults if m != model)
+    where = "--model or the MODEL setting" if setting == "MODEL" else f"the {setting} setting"
     return Problem(
         f"The model {model} was not found.",
-        f"Pick a model your key can use with --model or the MODEL setting (for example {other}).",
+        f"Pick a model your key can use with {where} (for example {other}).",
         _technical(error),
         "unknown_model",
     )
@@ -224,7 +249,7 @@ def _interrupted(error: BaseException) -> Problem:
     return Problem(
         "Stopped.",
         "The run was interrupted; nothing more was spent after the interrupt.",
-        "interrupted",
+        "",
         "interrupted",
     )
 
@@ -348,6 +373,17 @@ _GATEWAY_REFUSALS = frozenset({"capability_expired", "capability_invalid", "mode
 401 and 403 by their type, not their status."""
 
 
+def _task_too_large(error: BaseException) -> Problem:
+    return Problem(
+        str(getattr(error, "headline", "") or error),
+        "Save the text to a file and attach it instead (`@notes.txt` in a short task, or --file): "
+        "the planner sees a sample of it, and the agents' own code reads it whole. Nothing was "
+        "spent.",
+        "",
+        "task_too_large",
+    )
+
+
 def _generic(error: BaseException) -> Problem:
     return Problem(
         "Something went wrong and the task did not finish.",
@@ -391,6 +427,7 @@ _BY_TYPE: tuple[tuple[str, str, Translator], ...] = (
     ("agentgod.llm", "UnpricedModelError", _unpriced),
     ("agentgod.config", "HomeError", _home),
     ("agentgod.attachments", "AttachmentError", _attachment),
+    ("agentgod.session", "TaskTooLargeError", _task_too_large),
     ("agentgod.wire", "AuthenticationError", _wrong_key),
     ("agentgod.wire", "PermissionDeniedError", _permission),
     ("agentgod.wire", "NotFoundError", _unknown_model),

@@ -13,45 +13,105 @@ from collections.abc import Iterator
 
 REDACTED = "[redacted]"
 
+_WORD_START = r"(?<![A-Za-z0-9])"
+"""A key begins a word: `ask-me-anything-2024-edition` and `disk-usage-report-for-the-team`
+hold "sk-" but no key, because a letter stands before it."""
+
+KEY_SHAPES: tuple[tuple[str, str], ...] = (
+    ("Anthropic", "sk-ant-api03-…, sk-ant-admin01-…, sk-ant-oat01-…"),
+    ("OpenAI", "sk-proj-…, sk-svcacct-…, sk-admin-…, and sk- with 32 letters and digits or more"),
+    ("OpenRouter", "sk-or-v1-…"),
+    ("other sk- keys", "sk- and 20 or more letters and digits, a digit among them (DeepSeek …)"),
+    ("Stripe", "sk_live_…, sk_test_…, rk_live_…, rk_test_…"),
+    ("GitHub", "ghp_…, gho_…, ghu_…, ghs_…, ghr_…, github_pat_…"),
+    ("GitLab", "glpat-…"),
+    ("AWS", "AKIA… and ASIA… access key ids"),
+    ("Slack", "xoxb-…, xoxp-…, xoxa-…, xoxr-…, xoxs-…"),
+    ("Google", "AIza…"),
+    ("Hugging Face", "hf_…"),
+    ("bearer tokens", "Authorization: Bearer …"),
+    ("named secrets", "api_key=…, SECRET: …, token=…, password=… (a word of the name, not a part)"),
+    ("private keys", "-----BEGIN … PRIVATE KEY----- … -----END … PRIVATE KEY-----"),
+)
+"""What `redact` catches, by the real shapes the keys have (documentation, and what the property
+test generates): keys are matched where a word begins and by their own prefixes, never by "sk"
+somewhere inside an ordinary word."""
+
 _PATTERNS: tuple[re.Pattern[str], ...] = (
-    # Anthropic keys (sk-ant-api03-…, sk-ant-admin01-…) and other sk- style keys.
-    re.compile(r"sk-[A-Za-z0-9][A-Za-z0-9_\-]{16,}"),
-    # Authorization headers and bearer tokens.
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{12,}"),
-    # key=value or key: value pairs whose name says secret.
+    # Anthropic, OpenAI and OpenRouter keys by their prefixes; other sk- keys by a long run of
+    # letters and digits (a digit among them unless the run is key-length on its own).
     re.compile(
-        r"(?i)\b([A-Z0-9_]*(?:api[_-]?key|secret|token|password|passwd)[A-Z0-9_]*)"
+        _WORD_START + r"sk-(?:(?:ant|proj|svcacct|admin|None|or-v1)-[A-Za-z0-9_\-]{16,}"
+        r"|[A-Za-z0-9]{32,}|(?=[A-Za-z]*[0-9])[A-Za-z0-9]{20,})"
+    ),
+    # Authorization headers and bearer tokens: the scheme as a header writes it (any case after
+    # "Authorization:"), the token on the same line with a digit in it; "the bearer of
+    # ask-2024-news" is prose.
+    re.compile(
+        r"(?:(?i:\bauthorization:[ \t]*bearer)|\bBearer|\bBEARER)[ \t]+"
+        r"(?=[A-Za-z._~+/=\-]*[0-9])[A-Za-z0-9._~+/=\-]{12,}"
+    ),
+    # key=value or key: value pairs whose name says secret: the telling word is a whole part of
+    # the name (`DB_PASSWORD`, `x-api-key`, `client_secret`), never inside another word
+    # (`secretary`, `max_tokens`); the match starts at that word, the name's start stays.
+    re.compile(
+        r"(?i)(?<![A-Z0-9])((?:api[_\-]?key|secret|token|password|passwd)[0-9]*"
+        r"(?:[_\-][A-Z0-9]+)*)(?![A-Z0-9])"
         r"([ \t]*[=:][ \t]*[\"']?)([^\s\"',;]{6,})"
     ),
     # PEM private keys, whole block.
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL),
-    # AWS access key ids and GitHub tokens.
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
+    # AWS access key ids (long-term and temporary).
+    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    # GitHub tokens, classic and fine-grained.
+    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    # Stripe secret and restricted keys.
+    re.compile(_WORD_START + r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+    # GitLab personal access tokens.
+    re.compile(_WORD_START + r"glpat-[A-Za-z0-9_\-]{20,}"),
+    # Slack tokens: xoxb-123-456-abc…
+    re.compile(_WORD_START + r"xox[abprs]-[0-9]+-[A-Za-z0-9\-]{10,}"),
+    # Google API keys.
+    re.compile(_WORD_START + r"AIza[0-9A-Za-z_\-]{35}"),
+    # Hugging Face tokens.
+    re.compile(_WORD_START + r"hf_[A-Za-z0-9]{30,}"),
 )
 
+_BEARER = 1
+"""The bearer pattern ignores case only in part; its clue is looked for in the lowered text."""
 _CLUES: tuple[tuple[str, ...], ...] = (
     ("sk-",),
     ("bearer",),
     ("key", "secret", "token", "passw"),
     ("-----BEGIN ",),
-    ("AKIA",),
-    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ("AKIA", "ASIA"),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ("k_live_", "k_test_"),
+    ("glpat-",),
+    ("xox",),
+    ("AIza",),
+    ("hf_",),
 )
 """Per pattern, substrings one of which every match contains: a text holding none of them cannot
 match, and most texts (event fields, short record strings) hold none, so the regex never runs.
 Lowercase for the patterns that ignore case (see `_may_match`)."""
 
 
-_SHAPES: tuple[str, ...] = ("", "start", "line", "", "", "")
+_SHAPES: tuple[str, ...] = ("", "line", "line", "", "", "", "", "", "", "", "")
 """Per pattern, where its matches lie around its clues, for the patterns that ignore case (no
 literal prefix speeds their search, so a long text is searched only around its clues,
-`_matches`): "start", every match begins with a clue; "line", every match lies within the line
-holding a clue (the pattern matches no line break); "" (the others): search the whole text."""
+`_matches`): "line", every match lies within the line holding a clue (the pattern matches no
+line break; a bearer token may begin at "Authorization:", before its clue); "" (the others):
+search the whole text."""
 _AFTER_CLUE: tuple[re.Pattern[bytes] | None, ...] = (
     None,
     None,
-    re.compile(rb"[a-z0-9_]*[ \t]*[=:]"),
+    re.compile(rb"[a-z0-9_\-]*[ \t]*[=:]"),
+    None,
+    None,
+    None,
+    None,
+    None,
     None,
     None,
     None,
@@ -69,8 +129,8 @@ whole."""
 
 
 _RULES: tuple[tuple[re.Pattern[str], tuple[str, ...], bool], ...] = tuple(
-    (pattern, clues, bool(pattern.flags & re.IGNORECASE))
-    for pattern, clues in zip(_PATTERNS, _CLUES, strict=True)
+    (pattern, clues, bool(pattern.flags & re.IGNORECASE) or index == _BEARER)
+    for index, (pattern, clues) in enumerate(zip(_PATTERNS, _CLUES, strict=True))
 )
 """Each pattern with its clues and whether it ignores case (read once: flags are slow enums)."""
 
@@ -211,16 +271,9 @@ def _matches(
         yield from pattern.finditer(text)
         return
     done = 0
-    """Where the last match ended (start) or the last line searched (line): finditer's next
-    search begins there too."""
+    """Where the last line searched ended: a clue before it was searched with its line."""
     for hit in hits:
         if hit < done:
-            continue
-        if shape == "start":
-            found = pattern.match(text, hit)  # \b still sees the character before `hit`
-            if found is not None:
-                yield found
-                done = found.end()
             continue
         start = text.rfind("\n", 0, hit) + 1
         end = text.find("\n", hit)

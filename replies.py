@@ -47,14 +47,24 @@ class CostReply(TokenUsage):
     usd: float
 
 
-class PlannedAgent(TypedDict):
-    """One agent of a plan, as the display lists it before anything runs."""
-
+class _PlannedAgent(TypedDict):
     name: str
     role: str
     depends_on: list[str]
     reused: bool
     """Its code comes from the library."""
+
+
+class PlannedAgent(_PlannedAgent, total=False):
+    """One agent of a plan, as the display lists it before anything runs.
+
+    (The optional keys are a `total=False` subclass, not `NotRequired`: under postponed
+    annotations Python 3.11 counts a `NotRequired` key as required at run time, and an event log
+    written before the key existed must still replay.)
+    """
+
+    carried: bool
+    """Its output comes from the run this one retries: it is neither written nor run."""
 
 
 class AgentReply(TypedDict):
@@ -69,6 +79,10 @@ class AgentReply(TypedDict):
     usage: TokenUsage
     """Its own model calls, every attempt together, as the broker billed them."""
     usd: float
+
+
+CARRIED = "carried"
+"""A transcript row's kind for an agent whose output came from the run retried."""
 
 
 class TranscriptAgent(AgentReply):
@@ -95,6 +109,10 @@ class Transcript(TypedDict):
     run_file: str | None
     sandbox: list[str]
     run_id: str | None
+    retry_of: NotRequired[str | None]
+    """The run this one retried: its agents listed as carried delivered there."""
+    trimmed: NotRequired[list[str]]
+    """Agents the plan held beyond MAX_AGENTS, left out: said again beside the answer."""
 
 
 class FileReply(TypedDict):
@@ -111,7 +129,7 @@ class AttachmentReply(FileReply):
     """A file the user attached (`@path`, `--file`), readable by every agent."""
 
     kind: str
-    """text, csv, pdf, image or binary: what the agents were told it is."""
+    """text, csv, json, pdf, image or binary: what the agents were told it is."""
 
 
 class ArtifactReply(FileReply):
@@ -134,7 +152,14 @@ class FallbackReply(TypedDict):
 class RunReply(TypedDict):
     """The one object `agentgod --json` prints for a run that produced an answer."""
 
-    ok: Literal[True]
+    ok: bool
+    """False for a run the budget stopped: its answer is partial (`partial`, `error`)."""
+    status: str
+    """How the run ended (`kinds.RunStatus`): ok, or budget for a partial answer."""
+    partial: bool
+    """The budget stopped the run before it finished: the answer is what it had paid for."""
+    error: NotRequired[ErrorDetail]
+    """With `ok` false: what stopped it, and the way on (`agentgod retry RUN`)."""
     run_id: str | None
     """The run's short id (`agentgod show ID`, `retry ID`); None for small talk, which is no run."""
     conversation: str | None
@@ -189,6 +214,8 @@ def chat_reply(task: str, answer: str, cost: CostSummary) -> RunReply:
     spent = cost_reply(cost)
     return RunReply(
         ok=True,
+        status="ok",
+        partial=False,
         run_id=None,
         conversation=None,
         task=task,
@@ -231,6 +258,8 @@ class ErrorReply(TypedDict):
     ok: Literal[False]
     task: str
     error: ErrorDetail
+    run_id: NotRequired[str]
+    """The run, when one had begun: it is recorded (`agentgod show`, `retry`)."""
     answer: NotRequired[str]
     """An answer the run had paid for before it was stopped, when it had one."""
     unjudged: NotRequired[bool]
@@ -313,6 +342,8 @@ class HistoryRow(TypedDict):
     duration_seconds: float | None
     agents: int
     run_file: str | None
+    retry_of: NotRequired[str | None]
+    """The run this one retried (`agentgod retry`), if it is a retry."""
 
 
 class TokenTotals(TypedDict):

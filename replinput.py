@@ -81,7 +81,8 @@ def completions(word: str) -> list[str]:
     if word.startswith("@"):
         from agentgod import attachments
 
-        return ["@" + path for path in attachments.complete(word[1:])]
+        typed = word[1:].lstrip('"')
+        return ["@" + attachments.quoted(path) for path in attachments.complete(typed)]
     if word.startswith("/"):
         names = (command.split()[0] for command, _ in SLASH_COMMANDS)
         return [name for name in names if name.startswith(word)]
@@ -105,6 +106,20 @@ def as_command(text: str) -> str | None:
     if first in BARE_COMMANDS and (len(words) == 1 or (first == "history" and len(words) == 2)):
         return "/" + " ".join([first, *words[1:]])
     return None
+
+
+def near_command(text: str) -> str | None:
+    """The command a one-word line is one edit away from (`histroy`, `Stats`), or None.
+
+    Such a line is a typo, not a task worth a team; `/help` lists what there is.
+    """
+    from agentgod import cli
+
+    words = text.split()
+    if len(words) != 1 or words[0].startswith(("/", "@")):
+        return None
+    names = tuple(dict.fromkeys((*BARE_COMMANDS, *cli.VERBS)))
+    return cli.near_verb(words[0], names)
 
 
 def _more_input_waiting(seconds: float = 0.01) -> bool:

@@ -9,7 +9,9 @@ commands' tables (library, history, stats), which need nothing of the live displ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import textwrap
+from collections.abc import Iterable, Sequence
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -22,12 +24,41 @@ from rich.table import Table
 from rich.text import Text
 
 from agentgod.replies import HistoryRow, LibraryRow, StatsReply
-from agentgod.text import dollars, duration, one_line, tokens_text
+from agentgod.text import WIDE_HISTORY, dollars, duration, one_line, tokens_text
 
 
-def middle(name: str, limit: int) -> str:
+def middle(name: str, limit: int, others: Iterable[str] = ()) -> str:
     """`name` in at most `limit` characters: its start and, longer, its end (where names made
-    from one stem differ: `feedback_reader_north`, `feedback_reader_south`), joined by "…"."""
+    from one stem differ: `feedback_reader_north`, `feedback_reader_south`), joined by "…".
+
+    When another of `others` (the names shown beside it) would be cut to the same text — they
+    differ in the middle: `report_north_writer`, `report_south_writer` — the part shown is where
+    they differ: `repo…north_…`, `repo…south_…`.
+    """
+    if len(name) <= limit:
+        return name
+    cut = _ends(name, limit)
+    rivals = [other for other in others if other != name and _ends(other, limit) == cut]
+    if not rivals or limit < 5:
+        return cut
+    start = min(_shared(name, other) for other in rivals)
+    head = max(1, min(start, (limit - 2) * 2 // 5))
+    window = name[start : start + limit - head - 2]
+    if start + len(window) >= len(name):  # what differs is the end after all
+        return f"{name[:head]}…{name[len(name) - (limit - 1 - head) :]}"
+    return f"{name[:head]}…{window}…"
+
+
+def _shared(one: str, other: str) -> int:
+    """How many characters `one` and `other` begin with in common."""
+    return next(
+        (at for at, (a, b) in enumerate(zip(one, other, strict=False)) if a != b),
+        min(len(one), len(other)),
+    )
+
+
+def _ends(name: str, limit: int) -> str:
+    """`name`'s start and end in at most `limit` characters, joined by "…"."""
     if len(name) <= limit:
         return name
     head = max(1, (limit - 1) * 2 // 5)
@@ -44,6 +75,16 @@ def fit(pieces: Sequence[str], width: int, indent: str = "  ") -> str:
             lines.append(indent)
         lines[-1] += piece.lstrip() if not lines[-1].strip() else piece
     return "\n".join(lines).rstrip()
+
+
+def words(text: str, width: int, indent: str = "  ") -> str:
+    """`text` in lines of at most `width`, broken only between words (each line after a break
+    indented): a word longer than a line — a path, a URL — stays whole, for the terminal to wrap
+    and a person to select in one piece."""
+    return "\n".join(
+        fit(re.split(r"(?<= )", line), width, indent) if line.strip() else line
+        for line in text.split("\n")
+    )
 
 
 class Clamp:
@@ -114,11 +155,16 @@ class Verbatim(Markdown):
         super().__init__("", hyperlinks=False)
         self.markup = markup
         parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
-        self.parsed = verbatim_tokens(parser.parse(markup))
+        self.parsed = verbatim_tokens(parser.parse(markup), markup.split("\n"))
 
 
-def verbatim_tokens(tokens: list[Token]) -> list[Token]:
-    """Soft breaks made hard; indented paragraphs made code blocks (see Verbatim)."""
+def verbatim_tokens(tokens: list[Token], source: list[str] | None = None) -> list[Token]:
+    """Soft breaks made hard; indented paragraphs made code blocks (see Verbatim).
+
+    Such a block is the paragraph's own lines as written (`source`, for one at the top level),
+    dedented as a whole: the parser strips the first line's indentation but not the others',
+    which would shift the code's lines against each other.
+    """
     kept: list[Token] = []
     index = 0
     while index < len(tokens):
@@ -127,7 +173,10 @@ def verbatim_tokens(tokens: list[Token]) -> list[Token]:
         if token.type == "paragraph_open" and inline is not None and inline.type == "inline":
             lines = inline.content.split("\n")
             if any(line[:1].isspace() for line in lines[1:]):
-                block = Token("fence", "code", 0, block=True, content=inline.content + "\n")
+                code = inline.content
+                if source is not None and token.level == 0 and token.map:
+                    code = textwrap.dedent("\n".join(source[token.map[0] : token.map[1]]))
+                block = Token("fence", "code", 0, block=True, content=code.rstrip("\n") + "\n")
                 block.level = token.level
                 kept.append(block)
                 index += 3  # paragraph_open, inline, paragraph_close
@@ -188,26 +237,56 @@ def library_table(entries: list[LibraryRow]) -> Table:
     return table
 
 
-def history_table(rows: list[HistoryRow]) -> Table:
-    """`agentgod history`: the recent runs, newest first."""
-    table = Table(title="recent runs", title_justify="left", box=box.SIMPLE_HEAD)
-    for heading in ("run", "when", "result", "complexity", "cost", "time", "agents", "task"):
-        table.add_column(
-            heading, justify="right" if heading in ("cost", "time", "agents") else "left"
-        )
+def history_table(rows: list[HistoryRow], width: int = WIDE_HISTORY) -> Table:
+    """`agentgod history`: the recent runs, newest first, one line each at any `width` (the
+    task cut to what is left, with "…"); a retry is marked ↻ with the run it retried."""
+    narrow = width < WIDE_HISTORY
+    table = Table(
+        title="recent runs",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        expand=True,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    headings = ["run", "when", "result", "complexity", "cost", "time", "agents", "task"]
+    if narrow:
+        headings.remove("complexity")
+    lines: list[list[str | Text]] = []
     for row in rows:
         usd = row.get("usd")
         agents = row.get("agents")
-        table.add_row(
+        when = str(row.get("started_at", ""))[:16].replace("T", " ")
+        task = Text(one_line(row.get("task", ""), 300), overflow="ellipsis", no_wrap=True)
+        if row.get("retry_of"):
+            task = Text.assemble((f"↻ {row['retry_of']} ", "yellow"), task)
+            task.no_wrap, task.overflow = True, "ellipsis"
+        cells: list[str | Text] = [
             row["run_id"],
-            str(row.get("started_at", ""))[:16].replace("T", " "),
+            when[5:] if narrow else when,
             Text(row["status"], "green" if row.get("ok") else "red"),
             str(row.get("complexity") or "-"),
             dollars(float(usd)) if usd is not None else "-",
             duration(float(row.get("duration_seconds") or 0.0)),
             str(len(agents) if isinstance(agents, list | tuple) else agents or 0),
-            Text(one_line(row.get("task", ""), 60), overflow="ellipsis"),
+            task,
+        ]
+        if narrow:
+            del cells[3]
+        lines.append(cells)
+    for index, heading in enumerate(headings):
+        # Every fact keeps its whole width; the task alone is cut (with "…") to what is left.
+        facts = [len(str(line[index])) for line in lines]
+        table.add_column(
+            heading,
+            justify="right" if heading in ("cost", "time", "agents") else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=None if heading == "task" else max(len(heading), *facts),
+            ratio=1 if heading == "task" else None,
         )
+    for line in lines:
+        table.add_row(*line)
     return table
 
 

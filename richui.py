@@ -39,6 +39,7 @@ from rich.text import Text
 from agentgod import asking
 from agentgod.kinds import Phase
 from agentgod.replies import (
+    CARRIED,
     BatchProgress,
     BatchSummaryLine,
     CostSummary,
@@ -59,6 +60,7 @@ from agentgod.richtext import (
     library_table,
     middle,
     stats_grid,
+    words,
 )
 from agentgod.text import clean, cost_text, dollars, duration, one_line
 from agentgod.ui import (
@@ -69,6 +71,8 @@ from agentgod.ui import (
     batch_summary_text,
     eval_footer,
     eval_row,
+    retry_hint,
+    trim_note,
 )
 
 WORDMARK = r"""
@@ -193,11 +197,17 @@ class RichUI(PlainUI):
 
     # ---- output plumbing -----------------------------------------------------------------------
 
+    def _print(self, console: Console, text: Text) -> None:
+        """A text already broken into lines (`words`): printed as it is, never folded inside a
+        word, so a path too long for the screen is wrapped by the terminal, whole."""
+        console.print(text, overflow="ignore", crop=False, highlight=False)
+
     def _narrate(self, text: str) -> None:
-        self.console.print(Text(clean(text)), highlight=False)
+        self._print(self.console, Text(words(clean(text), self.console.width, " " * 11)))
 
     def _result(self, text: str) -> None:
-        self.answer_console.print(Text(clean(text)), highlight=False)
+        width = self.answer_console.width
+        self._print(self.answer_console, Text(words(clean(text), width, "")))
 
     def _prompt(self, text: str) -> None:
         self.console.print(Text(clean(text)), end="", highlight=False)
@@ -339,23 +349,33 @@ class RichUI(PlainUI):
                 )
         # At 80 columns a role beside the facts would be a few words wide: it goes under the name.
         room = self.console.width - 56 if narrow else self._name_room(56)
+        names = [agent["name"] for agent in agents]
         for agent in self._in_plan_order(agents):
             ok = bool(agent.get("ok"))
-            name = Text(middle(agent["name"], room), style="bold", no_wrap=True)
+            name = Text(middle(agent["name"], room, names), style="bold", no_wrap=True)
             role = Clamp(Text(one_line(agent.get("role", ""), 300), style="dim" if narrow else ""))
-            table.add_row(
-                *([Group(name, role)] if narrow else [name, role]),
-                "reused" if agent.get("reused") else "new",
-                Text("done", "green") if ok else Text(f"failed ({agent.get('kind')})", "red"),
-                str(agent.get("attempts", 0)),
-                duration(float(agent.get("seconds", 0.0))),
-                dollars(agent["usd"]),
-            )
+            if agent.get("kind") == CARRIED:  # delivered in the run retried: not run again
+                facts_of: list[str | Text] = ["carried", Text("done", "green"), "-", "-", "-"]
+            else:
+                facts_of = [
+                    "reused" if agent.get("reused") else "new",
+                    Text("done", "green") if ok else Text(f"failed ({agent.get('kind')})", "red"),
+                    str(agent.get("attempts", 0)),
+                    duration(float(agent.get("seconds", 0.0))),
+                    dollars(agent["usd"]),
+                ]
+            table.add_row(*([Group(name, role)] if narrow else [name, role]), *facts_of)
         notes = Text()
         for failure in run["failures"]:
             notes.append(f"✗ {failure['name']}: {one_line(failure['reason'])}\n", style="red")
         revisions, run_id = run["revisions"], run["run_id"]
+        if run["failures"] and run_id:
+            notes.append(f"↻ {retry_hint(run_id, len(run['failures']))}\n", style="yellow")
+        if run.get("trimmed"):
+            notes.append(f"! {trim_note(run.get('trimmed') or [])}\n", style="yellow")
         facts = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
+        if run.get("retry_of"):
+            facts.insert(0, f"retry of {run['retry_of']}")
         if run["council_improved"]:
             facts.append("council improved the answer")
         facts.append(f"sandbox: {', '.join(run['sandbox']) or 'none reported'}")
@@ -363,7 +383,9 @@ class RichUI(PlainUI):
             facts.append(f"run {run_id} (agentgod show {run_id})")
         pieces = [f"{fact} · " for fact in facts[:-1]] + facts[-1:]
         notes.append(fit(pieces, self.console.width, "") + "\n" + self._saved(run_file), "dim")
-        self._show(Group(table, notes))
+        self._show(table)
+        if not self.quiet:
+            self._print(self.console, notes)  # the run file's path whole, however long
 
     def _name_room(self, reserved: int) -> int:
         """How many characters an agent's name may take beside `reserved` columns of other facts:
@@ -371,31 +393,34 @@ class RichUI(PlainUI):
         return max(16, (self.console.width - reserved) * 3 // 5)
 
     def _saved(self, run_file: str | None) -> str:
-        """The run file on its own line, home as ~, broken (if need be) only after a "/"."""
+        """The run file on its own line, home as ~, never broken (the terminal wraps it whole)."""
         if not run_file:
             return "not archived"
         home = str(Path.home()).rstrip("/") + "/"
         shown = "~/" + run_file[len(home) :] if run_file.startswith(home) else run_file
-        return fit(re.split(r"(?<=/)", f"saved to {shown}"), self.console.width, "  ")
+        return words(f"saved to {shown}", self.console.width)
 
     def problem(self, headline: str, advice: str, technical: str) -> None:
         self._stop_live()
-        text = Text(f"✗ {one_line(headline, 400)}\n", style="bold red")
+        width = self.error_console.width
+        text = Text(words(f"✗ {one_line(headline, 400)}", width) + "\n", style="bold red")
         if advice.strip():
-            text.append(clean(advice).strip() + "\n")
+            text.append(words(clean(advice).strip(), width) + "\n")
         if technical.strip():
-            text.append(clean(technical).strip(), style="dim")
-        self.error_console.print(text)
+            text.append(words(clean(technical).strip(), width), style="dim")
+        self._print(self.error_console, text)
 
     def info(self, text: str) -> None:
-        self._show(Text(clean(text)))
+        if not self.quiet:
+            self._print(self.console, Text(words(clean(text), self.console.width)))
 
     def warn(self, text: str) -> None:
         """In the live display where the person looks; quiet, on stderr like PlainUI."""
         if self.quiet:
             super().warn(text)
         else:
-            self._show(Text(f"! {clean(text)}", style="yellow"))
+            shown = words(f"! {clean(text)}", self.console.width)
+            self._print(self.console, Text(shown, style="yellow"))
 
     def ask(self, question: str) -> str | None:
         self._stop_live()
@@ -440,15 +465,18 @@ class RichUI(PlainUI):
         if not rows:
             super().history(rows)
             return
-        self.answer_console.print(history_table(rows))
+        self.answer_console.print(history_table(rows, self.answer_console.width))
 
     def stats(self, stats: StatsReply) -> None:
         self.answer_console.print(stats_grid(stats))
 
     def session_cost(self, summary: CostSummary) -> None:
-        self.answer_console.print(
-            Text.assemble(("this session  ", "bold"), (cost_text(summary), "dim"))
-        )
+        """Broken only between its parts, each line after the first under the first's figures."""
+        head = "this session  "
+        pieces = re.split(r"(?<= \| )|(?<= / )", head + cost_text(summary))
+        line = Text(fit(pieces, self.answer_console.width, " " * len(head)), style="dim")
+        line.stylize("bold not dim", 0, len(head))
+        self._print(self.answer_console, line)
 
     def help(self, commands: list[tuple[str, str]]) -> None:
         grid = Table.grid(padding=(0, 2))
@@ -480,8 +508,9 @@ class RichUI(PlainUI):
             board.add_column(no_wrap=True, justify="right", min_width=6)
             board.add_column(style="dim")  # wraps first when the screen is narrow: one line cut
             room = self._name_room(24)
+            names = list(self._agents)
             for agent in self._agents.values():
-                board.add_row(*self._agent_cells(agent, now, frame, room))
+                board.add_row(*self._agent_cells(agent, now, frame, room, names))
             parts: list[RenderableType] = [header] if self._plan_summary else []
             parts.append(rail)
             if self._agents:
@@ -546,7 +575,7 @@ class RichUI(PlainUI):
 
     @staticmethod
     def _agent_cells(
-        agent: _Agent, now: float, frame: str, room: int
+        agent: _Agent, now: float, frame: str, room: int, names: list[str]
     ) -> tuple[RenderableType, ...]:
         elapsed: float | None
         if agent.state in _SPINNING:
@@ -558,9 +587,9 @@ class RichUI(PlainUI):
         return (
             mark,
             Text(
-                middle(agent.name, room - 9) + " (reused)"
+                middle(agent.name, room - 9, names) + " (reused)"
                 if agent.reused
-                else middle(agent.name, room)
+                else middle(agent.name, room, names)
             ),
             Text(agent.state, style=colour),
             Text(duration(elapsed) if elapsed is not None else ""),
@@ -612,6 +641,10 @@ class RichUI(PlainUI):
                 a["name"]: _Agent(a["name"], a.get("role", ""), bool(a.get("reused")))
                 for a in agents
             }
+            for a in agents:
+                if a.get("carried"):  # delivered in the run retried: done, and never run again
+                    agent = self._agents[a["name"]]
+                    agent.state, agent.note = "done", "carried from the run retried"
 
     def revision_started(self, revision: int, missing: str) -> None:
         """A revision merges (and judges) again, so the rail from the merge on starts over; a

@@ -17,7 +17,7 @@ from pathlib import Path
 from agentgod.kinds import RunStatus
 from agentgod.replies import CostSummary
 from agentgod.runrecord import AgentRecord, Failure, RunRecord, new_run_id, utc
-from agentgod.text import human_size
+from agentgod.text import dollars, human_size
 
 SLUG_LENGTH = 40
 
@@ -95,11 +95,18 @@ def _answer(record: RunRecord) -> str:
         return "_No answer._"
     if record.ok:
         return answer
+    if record.status is RunStatus.BUDGET and record.error:
+        return f"_Partial: {record.error}_\n\n{answer}"
     return f"_Not judged: the run ended before the judge read it._\n\n{answer}"
+
+
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
+"""ANSI escape sequences (CSI, OSC, and the two-character ones): removed whole from a slug."""
 
 
 def slugify(task: str) -> str:
     """The task's lowercase ASCII words joined by hyphens: at most SLUG_LENGTH long, never empty."""
+    task = _ESCAPES.sub(" ", task)  # a terminal's escape sequence is no word of the task
     folded = unicodedata.normalize("NFKD", task).encode("ascii", "ignore").decode().lower()
     words = re.findall(r"[a-z0-9]+", folded)
     slug = ""
@@ -111,16 +118,19 @@ def slugify(task: str) -> str:
     return slug or (words[0][:SLUG_LENGTH] if words else "task")
 
 
-def file_stem(record: RunRecord) -> str:
-    """The file's name before `.md`: when the run started, then what it was about."""
-    return f"{utc(record.started_at):%Y%m%dT%H%M%SZ}_{slugify(record.task)}"
+def file_stem(record: RunRecord, task: str | None = None) -> str:
+    """The file's name before `.md`: when the run started, then what it was about (`task`, when
+    given: the task as typed, escape sequences and all, already redacted)."""
+    return (
+        f"{utc(record.started_at):%Y%m%dT%H%M%SZ}_{slugify(record.task if task is None else task)}"
+    )
 
 
 # ---- Markdown pieces -------------------------------------------------------------------------
 
 
 def _dollars(cost: CostSummary) -> str:
-    return f"${cost['usd']:.4f}" + (" (estimated)" if cost["estimate"] else "")
+    return dollars(cost["usd"]) + (" (estimated)" if cost["estimate"] else "")
 
 
 def _cost_table(cost: CostSummary) -> str:
@@ -171,7 +181,7 @@ def _agent_table(agents: list[AgentRecord]) -> str:
         lines.append(
             f"| `{agent.name}` | {_cell(agent.role)} | {'library' if agent.reused else 'new'} "
             f"| {_cell(result)} | {agent.attempts} | {_duration(agent.seconds)} "
-            f"| ${agent.usd:.4f} |"
+            f"| {dollars(agent.usd)} |"
         )
     return "\n".join(lines)
 
@@ -217,7 +227,7 @@ def _phase_table(phases: dict[str, CostSummary]) -> str:
     if not phases:
         return ""
     lines = ["", "", "| Phase | Calls | Cost |", "|---|---:|---:|"]
-    lines += [f"| {name} | {c['llm_calls']} | ${c['usd']:.4f} |" for name, c in phases.items()]
+    lines += [f"| {name} | {c['llm_calls']} | {dollars(c['usd'])} |" for name, c in phases.items()]
     return "\n".join(lines)
 
 

@@ -132,7 +132,10 @@ def archive(
         if into is not None and into.parent == folder and into.is_file():
             run_file = _rewrite(into, text)
         else:
-            run_file = _write_new_file(folder, runfile.file_stem(scrubbed), text)
+            # The slug from the task redacted but not yet cleaned: an escape sequence in it goes
+            # whole (runfile.slugify), where cleaning leaves its remnants ("31mred").
+            stem = runfile.file_stem(scrubbed, task=redact(record.task))
+            run_file = _write_new_file(folder, stem, text)
         if wrote is not None:
             wrote(run_file)
     except Exception as error:

@@ -20,6 +20,7 @@ from typing import Any
 from agentgod.kinds import AgentKind, RunStatus
 from agentgod.ledger import Call
 from agentgod.replies import (
+    CARRIED,
     AgentReply,
     ArtifactReply,
     AttachmentReply,
@@ -218,6 +219,8 @@ class RunRecord:
     made before the plan included."""
     budget_usd: float | None = None
     """The cap the run spent under (BUDGET_USD, --budget); None without one."""
+    trimmed: list[str] = field(default_factory=list)
+    """Agents the plan held beyond MAX_AGENTS, left out (a warning says so too, and is kept)."""
     run_file: Path | None = None
     """The run file the archive wrote (runs/<stamp>_<slug>.md); None until it is written, or
     when it could not be."""
@@ -235,7 +238,9 @@ class RunRecord:
         """The `--json` reply of a run that answered (`kept`: its new agents that joined the
         library)."""
         return RunReply(
-            ok=True,
+            ok=self.ok,
+            status=self.status.value,
+            partial=self.status is RunStatus.BUDGET,
             run_id=self.run_id,
             conversation=self.conversation_id,
             task=self.task,
@@ -275,14 +280,33 @@ class RunRecord:
 
     def transcript(self) -> Transcript:
         """What the transcript after the answer draws."""
+        ran = {agent.name for agent in self.agents}
+        roles = {str(spec.get("name")): str(spec.get("role", "")) for spec in self.plan}
+        carried = [  # delivered in the run retried: listed, as carried, not as new or reused
+            TranscriptAgent(
+                name=name,
+                role=roles.get(name, ""),
+                reused=False,
+                ok=True,
+                attempts=0,
+                seconds=0.0,
+                usage=no_usage(),
+                usd=0.0,
+                kind=CARRIED,
+            )
+            for name in self.carried
+            if name not in ran
+        ]
         return Transcript(
-            agents=[agent.transcript_row() for agent in self.agents],
+            agents=[*carried, *(agent.transcript_row() for agent in self.agents)],
             failures=[failure.reply() for failure in self.failures],
             revisions=self.revisions,
             council_improved=self.council_improved,
             run_file=str(self.run_file) if self.run_file else None,
             sandbox=list(self.sandbox),
             run_id=self.run_id,
+            retry_of=self.retry_of,
+            trimmed=list(self.trimmed),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -317,7 +341,8 @@ class RunRecord:
             "fallbacks": [dict(each) for each in self.fallbacks()],
             "warnings": list(self.warnings),
             "sandbox": list(self.sandbox),
-            "outputs": dict(self.outputs),
+            # Only a run whose agents' work reached no answer has outputs apart from its agents'.
+            **({"outputs": dict(self.outputs)} if self.outputs else {}),
             "attachments": [dict(item) for item in self.attachments],
             "artifacts": [dict(item) for item in self.artifacts],
             "run_file": str(self.run_file) if self.run_file else None,

@@ -10,10 +10,12 @@ modules (pydantic, the road to the model, the pipeline) are imported only when a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,15 +42,50 @@ if TYPE_CHECKING:
     from agentgod.planner import Planning
     from agentgod.results import PendingAgent
 
+ATTACH_ADVICE = (
+    "Save the text to a file and attach it instead (`@notes.txt` in a short task, or --file): "
+    "the planner sees a sample of it, and the agents' own code reads it whole."
+)
+KEY_VARIABLE = "ANTHROPIC_API_KEY"
+_EXPORTED_KEY = (
+    "The key comes from ANTHROPIC_API_KEY in your environment, which wins over {}: correct or "
+    "unset that variable (`unset ANTHROPIC_API_KEY`, and your shell's startup file); "
+    "`agentgod key set` then saves a working one. Keys are at "
+    "https://console.anthropic.com/settings/keys."
+)
+_GIVEN_KEY = (
+    "The key given may be mistyped, revoked or for another organisation; nothing was saved. "
+    "Keys are at https://console.anthropic.com/settings/keys."
+)
+RETRIABLE = frozenset(
+    {"budget", "all_agents_failed", "merge_failed", "merge_refused", "interrupted", "timeout",
+     "overloaded", "rate_limit", "server_error", "connection", "invalid_reply"}
+)  # fmt: skip
+"""Problems a run can end with after it began, for which `agentgod retry RUN` is the way on."""
 KEY_ASKS = 3
 """How often a key the API rejects is asked for again at a terminal, before giving up."""
 WAITING = "reading the task"
 """What the spinner says between Enter and the run's own display."""
 CHAT_MAX_WORDS = 12
 """Only input this short is worth a small-talk check; anything longer is a task."""
+TASK_MAX_CHARS = 50_000
+"""The largest task sent without a question: a task goes whole into every model call of its run
+(the plan, each agent, the merge, the judge), so a long text belongs in a file, attached (`@file`:
+the planner sees a sample of it, and the agents' own code reads it whole)."""
+CHARS_PER_TOKEN = 3.5
+"""A cautious guess at the characters in a token, for the estimate before a large task."""
 SENT_WAIT_SECONDS = 5.0
 """How long the intake waits for the plan's request to leave first; only a plan request that
 cannot even be built or sent (and then fails) could take longer."""
+
+
+class TaskTooLargeError(Exception):
+    """A task above TASK_MAX_CHARS, refused before anything was spent (no one could confirm it,
+    or the person said no); problems tells it with its size, what it would cost and `@file`."""
+
+    def __init__(self, headline: str) -> None:
+        super().__init__(headline)
+        self.headline = headline
 
 
 class Session:
@@ -71,6 +108,11 @@ class Session:
         """Whether the current run's display has begun (ui.task_started)."""
         self.warnings: list[str] = []
         """The current run's warnings from before it started (the pipeline keeps its own)."""
+        self.run_id: str | None = None
+        """The current run's id once it has begun: a failure after that names the run."""
+        self.launched: float | None = None
+        """When the command was launched (time.monotonic()): the first run's duration starts
+        there, so it counts start-up; later ones (the REPL's) start at Enter."""
 
     # ---- failures ------------------------------------------------------------------------------
 
@@ -81,13 +123,41 @@ class Session:
 
     def fail(self, error: BaseException, code: int) -> int:
         problem = problems.explain(error)
+        if self.run_id is not None and problem.kind in RETRIABLE:
+            way_on = self._way_on()
+            if way_on:
+                problem = dataclasses.replace(problem, advice=f"{problem.advice} {way_on}")
+        self.report(problem)
+        return code
+
+    def report(self, problem: problems.Problem) -> None:
+        """A failure, as the person (or, with --json, the program) is told it."""
         if self.invocation.json:
-            reply = ErrorReply(ok=False, task=redact.redact(self.task), error=error_json(problem))
+            task = self.task if len(self.task) <= TASK_MAX_CHARS else self.task[:200] + "…"
+            reply = ErrorReply(ok=False, task=redact.redact(task), error=error_json(problem))
+            if self.run_id is not None:
+                reply["run_id"] = self.run_id
             if self.unjudged is not None:
                 reply["answer"], reply["unjudged"] = self.unjudged, True
             cli.print_json(reply)
         self.ui.problem(problem.headline, problem.advice, problem.technical)
-        return code
+
+    def _way_on(self) -> str:
+        """A run that began is recorded, whatever stopped it: its id, and retry when it has
+        something to reuse (a plan)."""
+        run_id = self.run_id
+        with contextlib.suppress(Exception):  # the record is a courtesy here, never a new failure
+            from agentgod import history
+
+            found = history.load(run_id)
+            if found is not None and found.plan:
+                return (
+                    f"The run is recorded as {run_id}: `agentgod retry {run_id}` runs it again, "
+                    "reusing what was paid for."
+                )
+            if found is not None:
+                return f"The run is recorded as {run_id} (`agentgod show {run_id}`)."
+        return ""
 
     def sweep(self) -> None:
         """What runs killed outright left behind is finished and cleared (scratch.sweep); the
@@ -135,7 +205,9 @@ class Session:
         for attempt in range(KEY_ASKS):
             key = self.ui.ask_secret("Anthropic API key (input hidden):") or ""
             if not key:
-                raise config.MissingApiKeyError("no key was entered")
+                missing = config.MissingApiKeyError("no key was entered")
+                missing.asked = True
+                raise missing
             try:
                 self._test_key(key)
                 break
@@ -148,7 +220,7 @@ class Session:
             save_key(env_file, key)
             self.ui.info(f"Saved to {env_file}.")
 
-    def _test_key(self, key: str) -> None:
+    def _test_key(self, key: str, works: str = "The key works.") -> None:
         """One tiny call with `key`; the session goes on with it only if it works."""
         from agentgod import llm
 
@@ -164,25 +236,56 @@ class Session:
                 settings=settings,
             )
         self.overrides = told
-        self.ui.info("The key works.")
+        self.ui.info(works)
 
     def key(self, action: str) -> int:
         """`agentgod key set`: read a key (hidden at a terminal, else one line of stdin), test it,
-        save it to AGENTGOD_HOME/.env (0600). `key check`: test the configured one."""
+        save it to AGENTGOD_HOME/.env (0600). `key check`: test the configured one, and say where
+        it came from. An exported ANTHROPIC_API_KEY wins over the file: both say so."""
+        env_file = config.home() / ".env"
+        exported = os.environ.get(KEY_VARIABLE, "").strip()
+        source = f"{KEY_VARIABLE} in your environment" if exported else str(env_file)
         if action == "check":
-            self._test_key(config.api_key(self.overrides))
+            try:
+                self._test_key(config.api_key(self.overrides), f"The key works (from {source}).")
+            except Exception as error:
+                problem = problems.explain(error)
+                if exported and problem.kind in ("authentication", "permission"):
+                    problem = dataclasses.replace(problem, advice=_EXPORTED_KEY.format(env_file))
+                self.report(problem)
+                return cli.EXIT_FAILED
         else:
             if stdin_is_tty():
                 key = self.ui.ask_secret("Anthropic API key (input hidden):") or ""
             else:
                 key = sys.stdin.readline().strip()
             if not key:
-                raise config.MissingApiKeyError("no key was given")
-            self._test_key(key)
-            save_key(config.home() / ".env", key)
-            self.ui.info(f"Saved to {config.home() / '.env'} (readable only by you).")
+                missing = config.MissingApiKeyError("no key was given")
+                missing.asked = stdin_is_tty()
+                raise missing
+            try:
+                self._test_key(key)
+            except Exception as error:
+                problem = problems.explain(error)
+                if problem.kind == "authentication":  # the key given, not ANTHROPIC_API_KEY
+                    problem = dataclasses.replace(problem, advice=_GIVEN_KEY)
+                self.report(problem)
+                return cli.EXIT_FAILED
+            save_key(env_file, key)
+            self.ui.info(f"Saved to {env_file} (readable only by you).")
+            if exported and exported != key:
+                self.warn(
+                    f"{KEY_VARIABLE} is set in your environment and wins over {env_file}: the "
+                    f"key just saved is used only once you unset it (`unset {KEY_VARIABLE}`, "
+                    "and take it out of your shell's startup file)"
+                )
+                source = f"{KEY_VARIABLE} in your environment (not the key saved)"
+            else:
+                source = str(env_file)
         if self.invocation.json:
-            cli.print_json({"ok": True, "key": "works"})
+            cli.print_json(
+                {"ok": True, "key": "works", "source": source, "warnings": self.warnings}
+            )
         return cli.EXIT_OK
 
     # ---- one task ------------------------------------------------------------------------------
@@ -197,6 +300,7 @@ class Session:
         planning: Planning | None = None,
         gate: Callable[[], Planning | None] | None = None,
         settings: config.Settings | None = None,
+        started: float | None = None,
     ) -> int:
         """Run, report, keep, clean up. Returns the exit code for this task.
 
@@ -218,6 +322,7 @@ class Session:
         unjudged: list[str] = []
         keep_files = False
         space = scratch.RunSpace(self.invocation.run_id)  # a batch names its runs
+        self.run_id = space.id
         try:
             result = orchestrator.handle_task(
                 task,
@@ -232,8 +337,10 @@ class Session:
                 retry=retry,
                 planning=planning,
                 gate=gate,
+                started=started,
             )
         except orchestrator.Withdrawn as chat:
+            self.run_id = None  # small talk is no run
             self.usage.merge(spent)
             space.close()
             self._chat(task, str(chat), spent)
@@ -262,6 +369,7 @@ class Session:
         self.conversation.add(self.task, result.answer, run_id=result.run_id)
         self._history_notices()
         made = self.deliver(result.artifact_files)
+        cut = self._budget_cut(result.status, result.error, result.run_id)
         if self.invocation.json:
             answer = result.reply(self._keep(result.pending))
             answer["task"] = self.task  # as the person wrote it, before clarification
@@ -270,6 +378,8 @@ class Session:
             if estimated:  # the reply's usd carries no "~": say why it is a guess
                 answer["warnings"].append(f"the cost is {estimated}")
             answer["artifacts"] = made
+            if cut is not None:
+                answer["error"] = error_json(cut)
             cli.print_json(answer)
         else:
             self.ui.answer(result.answer)
@@ -277,8 +387,23 @@ class Session:
                 self.ui.artifacts(made)
             self.ui.cost(result.cost, result.duration_seconds)
             self.ui.transcript(result.transcript())
+            if cut is not None:  # after the answer, where it is read: the answer is partial
+                self.ui.problem(cut.headline, cut.advice, cut.technical)
             self._keep(result.pending)
-        return cli.EXIT_OK
+        return cli.EXIT_OK if cut is None else cli.EXIT_FAILED
+
+    @staticmethod
+    def _budget_cut(status: RunStatus, error: str, run_id: str) -> problems.Problem | None:
+        """A run the budget stopped answered in part: what is missing, and the way on."""
+        if status is not RunStatus.BUDGET:
+            return None
+        return problems.Problem(
+            error or "The budget stopped the run before it finished: the answer is partial.",
+            f"`agentgod retry {run_id}` finishes it, reusing every output already paid for "
+            "(give it more room with --budget or BUDGET_USD).",
+            "",
+            "budget",
+        )
 
     def deliver(self, made: list[Artifact]) -> list[ArtifactReply]:
         """The run's artifacts as the person should see them: copied to --out DIR when given.
@@ -326,11 +451,20 @@ class Session:
             if agent.name not in chosen:
                 continue
             try:
-                library.remember(agent.name, agent.role, agent.source)
+                before = library.lookup(agent.name)
+                entry = library.remember(agent.name, agent.role, agent.source)
             except Exception as error:  # the answer is already the person's: never lose it here
                 self.warn(f"{agent.name} could not be kept: {problems.explain(error).technical}")
                 continue
             kept.append(agent.name)
+            if entry.generation > 1 and before != agent.source:
+                # Another agent of that name was kept (earlier, or by a run at the same time):
+                # it is replaced, never silently.
+                self.warn(
+                    f"{agent.name} replaced the library's earlier agent of that name (kept "
+                    f"before, or by another run meanwhile): it is generation {entry.generation} "
+                    "now, and its wins and losses start over"
+                )
         if kept:
             self.ui.info("Kept in the library: " + ", ".join(kept))
         return kept
@@ -360,7 +494,10 @@ class Session:
         while True:
             try:
                 line = prompt.read()
-            except EOFError:
+            except EOFError:  # Ctrl-D: the shell's prompt goes on a line of its own
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stdout.write("\n")
+                    sys.stdout.flush()
                 return cli.EXIT_OK
             except KeyboardInterrupt as stop:
                 if isinstance(stop, signals.Stopped) and stop.ends_session:
@@ -376,7 +513,21 @@ class Session:
                 return cli.EXIT_OK
             command = replinput.as_command(text)
             if command:
-                self.slash(command)
+                try:
+                    self.slash(command)
+                except KeyboardInterrupt as stop:
+                    if isinstance(stop, signals.Stopped) and stop.ends_session:
+                        raise
+                    signals.resume()
+                except Exception as error:  # a command's failure never ends the session
+                    self.fail(error, cli.EXIT_FAILED)
+                continue
+            near = replinput.near_command(text)
+            if near is not None:
+                self.ui.warn(
+                    f"did you mean /{near}? {text!r} was not run: one word is no task "
+                    "(write a few words to make it one)"
+                )
                 continue
             try:
                 self.answer(text)
@@ -399,10 +550,14 @@ class Session:
         talk withdraws it (the plan's stream closed, what it had cost counted) and an answer to
         the question has the plan made again with it.
         """
+        started = self._began()
         self.warnings = []
+        self.run_id = None
         with self.ui.waiting(WAITING):  # on screen at once: the first model reply takes seconds
             attached = self.attach(text)
             settings = self.settings()  # the run's snapshot, from its first call on
+        self._check_size(attached.task, settings)
+        with self.ui.waiting(WAITING):
             # The run's ledger from its first call: the plan's and the intake's are counted in it.
             spent = ledger.Usage(budget_usd=settings.budget_usd)
             planning = self._plan_ahead(attached.task, attached, settings, spent)
@@ -416,8 +571,45 @@ class Session:
         if screening is not None:
             gate = functools.partial(self._gate, screening, attached, settings, spent, planning)
         return self.run_task(
-            attached.task, attached, spent, planning=planning, gate=gate, settings=settings
+            attached.task,
+            attached,
+            spent,
+            planning=planning,
+            gate=gate,
+            settings=settings,
+            started=started,
         )
+
+    def _began(self) -> float:
+        """When the person began to wait for this run: the launch for a command's first run,
+        else now (Enter at the prompt)."""
+        launched, self.launched = self.launched, None
+        return launched if launched is not None else time.monotonic()
+
+    def _check_size(self, task: str, settings: config.Settings) -> None:
+        """A task above TASK_MAX_CHARS is said before any spend, with its size and what it would
+        cost: a person at a terminal may still send it; anyone else is refused."""
+        if len(task) <= TASK_MAX_CHARS:
+            return
+        from agentgod.models import price_of
+        from agentgod.text import dollars, human_size
+
+        tokens = int(len(task) / CHARS_PER_TOKEN)
+        calls = 4 if settings.task_revisions else 3  # the plan, one agent, the merge (the judge)
+        per_million = 3 * price_of(settings.model)[0].input
+        if settings.task_revisions:
+            per_million += price_of(settings.fast_model)[0].input
+        size = human_size(len(task.encode("utf-8")))
+        headline = (
+            f"The task is {size} (about {tokens:,} tokens), and a task goes whole into every "
+            f"model call of its run: at least {calls} calls, at least "
+            f"{dollars(tokens * per_million / 1e6)} of input at list prices before any output."
+        )
+        if self.interactive and not self.invocation.json:
+            self.ui.warn(f"{headline} {ATTACH_ADVICE}")
+            if self.ui.confirm("Send it as the task anyway?", default=False):
+                return
+        raise TaskTooLargeError(headline)
 
     def _plan_ahead(
         self, task: str, attached: Attached, settings: config.Settings, spent: ledger.Usage
@@ -555,7 +747,11 @@ class Session:
                 "",
             )
         elif command in verbs:
-            self.verb(verbs[command], argument or None)
+            try:  # the command line's rules: `/show a b` is one word too many
+                found = cli.verb_of([command, *argument.split()])
+                self.verb(verbs[command], found[1] if found else None)
+            except cli.UsageError as error:
+                self.ui.problem(f"{command}: {error}.", "/help lists the commands.", "")
         elif command == "/new":
             self.conversation = Conversation()
             self.ui.info("A new conversation: earlier tasks and answers are set aside.")
@@ -578,11 +774,18 @@ class Session:
             settings: config.Settings | None = self.settings()
         except config.ConfigError:
             settings = None  # a verb needs none it cannot read again (settle_settings warned)
-        reader = verbs.Reader(self.ui, json_mode=asked.json, warn=self.warn, settings=settings)
+        reader = verbs.Reader(
+            self.ui,
+            json_mode=asked.json,
+            warn=self.warn,
+            settings=settings,
+            at_prompt=asked.mode == "repl",
+        )
         return reader.run(
             verb,
             argument,
             code=asked.code,
+            full=asked.full,
             replay=asked.replay,
             html=asked.html,
             trace=asked.trace,
@@ -595,17 +798,19 @@ class Session:
         """Continue a recorded conversation: the last run's ("last") or run `ref`'s."""
         from agentgod import history, verbs
 
+        up_to = None
         if ref == "last":
             found_id = history.last_conversation_id()
         else:
             found = verbs.find_run(ref)
             if found is None:
                 raise cli.UsageError(f"there is no run {ref}", "see 'agentgod history'")
-            found_id = found.conversation_id
+            found_id, up_to = found.conversation_id, found.run_id
         if found_id is None:
             self.warn("there is no earlier conversation to continue; this one starts afresh")
             return
-        turns = [Turn(task, answer) for task, answer in history.conversation(found_id)]
+        told = history.conversation(found_id, up_to=up_to)  # as it stood at that run
+        turns = [Turn(task, answer) for task, answer in told]
         self.conversation = Conversation(found_id, turns)
 
     def retry(self, ref: str | None) -> int:
@@ -639,6 +844,7 @@ class Session:
         )
         planned = {spec.name for spec in plan.agents}
         outputs = {a.name: a.output for a in found.agents if a.ok and a.name in planned}
+        self.ensure_key()  # only now: a retry of nothing never asks for a key
         self.task = found.task
         self.warnings = []
         if found.conversation_id:
@@ -651,7 +857,7 @@ class Session:
             max_files=settings.attach_max_files,
         )
         seed = orchestrator.Retry(found.run_id, plan, outputs)
-        return self.run_task(found.task, attached, retry=seed)
+        return self.run_task(found.task, attached, retry=seed, started=self._began())
 
 
 def _load_pipeline(settings: config.Settings) -> None:

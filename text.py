@@ -14,6 +14,8 @@ import re
 
 from agentgod.replies import CostSummary
 
+WIDE_HISTORY = 100
+"""Below this many columns `history` leaves out each run's grade and year to keep one line."""
 _MAX_PLACES = 8
 """Decimals of the smallest amount `dollars` shows apart from zero."""
 # C0 and C1 control characters except tab and newline: model output reaches a terminal through
@@ -70,10 +72,12 @@ def duration(value: float) -> str:
 
 
 def dollars(usd: float, estimate: bool = False) -> str:
-    """Cents hide most runs' cost, so small amounts keep four decimals, and amounts below a
-    hundredth of a cent as many as show two digits (a $0.0001 budget is not "$0.0000");
-    "~" marks an estimate."""
-    if usd >= 0.1:
+    """Money, the one way it is written everywhere (the display, errors, warnings, run files).
+
+    Cents hide most runs' cost, so amounts under a dollar keep four decimals, and amounts below
+    a hundredth of a cent as many as show two digits (a $0.0001 budget is not "$0.0000");
+    a dollar and more, cents. "~" marks an estimate."""
+    if usd >= 1:
         amount = f"${usd:.2f}"
     elif usd >= 0.0001 or usd <= 0:
         amount = f"${usd:.4f}"

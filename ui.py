@@ -22,6 +22,7 @@ implemented structurally and mypy checks `PlainUI` against them; so this module 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sys
 import threading
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from agentgod import asking
 from agentgod.kinds import Phase
 from agentgod.replies import (
+    CARRIED,
     ArtifactReply,
     AttachmentReply,
     BatchProgress,
@@ -48,7 +50,16 @@ from agentgod.replies import (
     Transcript,
     TranscriptAgent,
 )
-from agentgod.text import clean, cost_text, dollars, duration, human_size, one_line, tokens_text
+from agentgod.text import (
+    WIDE_HISTORY,
+    clean,
+    cost_text,
+    dollars,
+    duration,
+    human_size,
+    one_line,
+    tokens_text,
+)
 
 if TYPE_CHECKING:
     from agentgod.events import TaskEvents
@@ -62,6 +73,30 @@ _TAG_WIDTH = 11
 _MIN_NAME_WIDTH = 10
 FIELD_WIDTH = 10
 """The label column of `agentgod show`: 'retry of' and two spaces."""
+
+
+def retry_hint(run_id: str, failed: int) -> str:
+    """Where a run some of whose agents failed goes on from."""
+    agents = "agent" if failed == 1 else "agents"
+    return (
+        f"agentgod retry {run_id} reruns the {failed} failed {agents}, reusing every output "
+        "already paid for"
+    )
+
+
+def trim_note(left_out: list[str]) -> str:
+    """Beside the answer: what a plan larger than MAX_AGENTS lost."""
+    return (
+        f"the plan held more agents than MAX_AGENTS allows; left out: {', '.join(left_out)} "
+        "(raise MAX_AGENTS, or ask for less at once)"
+    )
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """The columns of the terminal `stream` is, or None when it is none (a pipe, a file)."""
+    if not isatty(stream):
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def isatty(stream: TextIO) -> bool:
@@ -222,6 +257,10 @@ class PlainUI(asking.Questions):
         agents, run_file = run["agents"], run["run_file"]
         width = max([self._name_width, *(len(a["name"]) for a in agents)])
         for agent in self._in_plan_order(agents):
+            if agent.get("kind") == CARRIED:
+                origin = f"run {run['retry_of']}" if run.get("retry_of") else "the run retried"
+                self._line("run", f"{agent['name']:<{width}}  carried from {origin}")
+                continue
             attempts = int(agent.get("attempts", 0))
             status = "done" if agent.get("ok") else "failed"
             kind = "" if agent.get("ok") else str(agent.get("kind") or "")
@@ -236,7 +275,13 @@ class PlainUI(asking.Questions):
         for failure in run["failures"]:
             self._line("failed", f"{failure['name']:<{width}}  {one_line(failure['reason'])}")
         revisions, sandbox, run_id = run["revisions"], run["sandbox"], run["run_id"]
+        if run["failures"] and run_id:
+            self._line("retry", retry_hint(run_id, len(run["failures"])))
+        if run.get("trimmed"):
+            self._line("plan", trim_note(run.get("trimmed") or []))
         notes = [f"{revisions} revision{'' if revisions == 1 else 's'}"]
+        if run.get("retry_of"):
+            notes.insert(0, f"retry of {run['retry_of']}")
         if run["council_improved"]:
             notes.append("council improved the answer")
         notes.append(f"sandbox: {', '.join(sandbox) if sandbox else 'none reported'}")
@@ -332,18 +377,32 @@ class PlainUI(asking.Questions):
         self._result(f"profiles: {reply['profiles_file']}{told}; learned: {reply['learned_file']}")
 
     def history(self, rows: list[HistoryRow]) -> None:
+        """One line per run, whatever the terminal's width (the task is cut to fit); a retry is
+        marked ↻ with the run it retried."""
         if not rows:
             self._result("No runs yet.")
             return
+        width = terminal_width(self.out)
+        narrow = width is not None and width < WIDE_HISTORY
         for row in rows:
-            usd = row.get("usd")
-            self._result(
-                f"{row['run_id']:<8}  {str(row.get('started_at', ''))[:16].replace('T', ' '):<16}  "
-                f"{row['status']:<11}  {row.get('complexity') or '-':<8}  "
-                f"{dollars(float(usd)) if usd is not None else '-':>9}  "
-                f"{duration(float(row.get('duration_seconds') or 0.0)):>7}  "
-                f"{_count(row.get('agents')):>2} agents  {one_line(row.get('task', ''), 60)}"
-            )
+            usd, count = row.get("usd"), _count(row.get("agents"))
+            when = str(row.get("started_at", ""))[:16].replace("T", " ")
+            gap = " " if narrow else "  "
+            facts = [
+                f"{row['run_id']:<8}",
+                when[5:] if narrow else when,
+                f"{row['status']:<11}",
+                *([] if narrow else [f"{row.get('complexity') or '-':<8}"]),
+                f"{dollars(float(usd)) if usd is not None else '-':>8}",
+                f"{duration(float(row.get('duration_seconds') or 0.0)):>7}",
+                f"{count:>2} {'agent' if count == 1 else 'agents':<6}",
+            ]
+            head = gap.join(facts) + gap
+            task = one_line(row.get("task", ""), 10_000)
+            if row.get("retry_of"):
+                task = f"↻ {row['retry_of']} {task}"
+            room = max(12, width - len(head) - 1) if width is not None else 60
+            self._result(head + (task if len(task) <= room else task[: room - 1] + "…"))
 
     def stored_run(self, run: dict[str, Any]) -> None:
         """`agentgod show`: what a recorded run planned, what each agent did, cost and said."""
@@ -371,7 +430,9 @@ class PlainUI(asking.Questions):
             self._field("  role", one_line(agent["role"], 200))
             self._field("  inputs", inputs)
             shown = agent["output"] if agent["ok"] else agent.get("error", "")
-            for line in (str(shown).strip() or "(nothing)").splitlines():
+            if not str(shown).strip():  # a record rebuilt from its run file keeps no outputs
+                shown = "(not in this record)" if agent["ok"] else "(no error was recorded)"
+            for line in str(shown).strip().splitlines():
                 self._result(f"  | {line}")
         self._result("")
         if run.get("ok"):
@@ -440,7 +501,13 @@ class PlainUI(asking.Questions):
         )
         wave_of = {name: number for number, wave in enumerate(waves, 1) for name in wave}
         for agent in agents:
-            origin = "from the library" if agent.get("reused") else "new"
+            origin = (
+                "carried from the run retried"
+                if agent.get("carried")
+                else "from the library"
+                if agent.get("reused")
+                else "new"
+            )
             self._agent_line(
                 agent["name"],
                 "waiting",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgod import cli, config, eventlog, history, historydb, learned, library
-from agentgod.agent_runtime import artifact_name_problem
+from agentgod.agent_runtime import BODY_END, BODY_START, artifact_name_problem
 from agentgod.replies import (
     HistoryRow,
     LibraryRow,
@@ -33,6 +33,9 @@ from agentgod.runrecord import RunRecord
 from agentgod.text import visible_code
 from agentgod.ui import PlainUI, isatty
 
+HISTORY_MOST = 1_000_000
+"""`history N` lists at most this many runs: a larger N (twenty digits) means all of them."""
+
 
 class Reader:
     """One read-only command, drawn by `ui` or printed as JSON."""
@@ -44,8 +47,11 @@ class Reader:
         json_mode: bool,
         warn: Callable[[str], None],
         settings: config.Settings | None = None,
+        at_prompt: bool = False,
     ) -> None:
         self.ui = ui
+        self.at_prompt = at_prompt
+        """At the interactive prompt: advice names its slash commands, not the shell's."""
         self.json_mode = json_mode
         self.warn = warn
         """Where a notice about a repaired history goes (the session lists it in --json too)."""
@@ -58,6 +64,7 @@ class Reader:
         argument: str | None,
         *,
         code: str | None = None,
+        full: bool = False,
         replay: bool = False,
         html: str | None = None,
         trace: str | None = None,
@@ -65,7 +72,9 @@ class Reader:
     ) -> int:
         """Carry out `verb`; the exit code of the CLI contract."""
         if verb == "show":
-            return self.show_run(argument, code=code, replay=replay, html=html, trace=trace)
+            return self.show_run(
+                argument, code=code, full=full, replay=replay, html=html, trace=trace
+            )
         if verb == "ui":
             return self.serve(port)
         if verb == "models":
@@ -76,7 +85,7 @@ class Reader:
         if verb == "history":
             if argument is not None and not cli.is_positive_number(argument):
                 raise cli.UsageError(f"history takes a positive whole number, got {argument!r}")
-            limit = int(argument) if argument else 10
+            limit = min(int(argument), HISTORY_MOST) if argument else 10
             runs = [history_row(row) for row in history.history(limit)]
             return self.show(runs, self.ui.history, "No runs yet.")
         if verb == "stats":
@@ -88,8 +97,9 @@ class Reader:
         raise cli.UsageError(f"unknown verb {verb}")
 
     def notices(self) -> None:
-        """Tell the person when the run history had to be repaired (a damaged history.db)."""
-        for notice in historydb.notices():
+        """Tell the person what had to be repaired: a damaged history.db, a damaged library
+        index."""
+        for notice in [*historydb.notices(), *library.notices()]:
             self.warn(notice)
 
     def show_run(
@@ -100,6 +110,7 @@ class Reader:
         replay: bool,
         html: str | None = None,
         trace: str | None = None,
+        full: bool = False,
     ) -> int:
         """One recorded run: drawn, as one JSON object, one agent's code, replayed, as a web
         page or as a trace."""
@@ -108,10 +119,10 @@ class Reader:
         if found is None:
             return self.missing(
                 f"There is no run {ref}." if ref else "There are no runs yet.",
-                "`agentgod history` lists the runs and their ids.",
+                f"{self.named('history')} lists the runs and their ids.",
             )
         if code is not None:
-            return self.code(found, code)
+            return self.code(found, code, full=full)
         if replay:
             return self.replay(found)
         if html is not None:
@@ -124,7 +135,9 @@ class Reader:
             self.ui.stored_run(found.to_json())
         return cli.EXIT_OK
 
-    def code(self, found: RunRecord, name: str) -> int:
+    def code(self, found: RunRecord, name: str, *, full: bool = False) -> int:
+        """The code the model wrote for agent `name` (`full`: the whole file that ran, the
+        trusted runtime around it too); `--json` always has the whole file, exactly."""
         agent = found.agent(name)
         if agent is None or not agent.source:
             names = ", ".join(a.name for a in found.agents if a.source) or "none"
@@ -135,7 +148,8 @@ class Reader:
         if self.json_mode:
             cli.print_json({"run_id": found.run_id, "agent": name, "source": agent.source})
             return cli.EXIT_OK
-        shown, flagged = visible_code(agent.source)
+        source = agent.source if full else model_part(agent.source)
+        shown, flagged = visible_code(source)
         if flagged:
             lines = ", ".join(map(str, flagged[:10])) + (" and more" if len(flagged) > 10 else "")
             self.warn(
@@ -154,15 +168,23 @@ class Reader:
         if self.json_mode:
             raise cli.UsageError("--replay draws the display; it has no JSON form")
         self.ui.task_started(found.task)
+        answers: list[str] = []
+
+        def noted(note: eventlog.Event) -> None:
+            if note.args.get("kind") == "answer":
+                answers.append(str(note.args.get("text", "")))
+
         try:
-            eventlog.replay(log, self.ui, on_note=self.replayed_note)
+            eventlog.replay(log, self.ui, on_note=noted)
         except FileNotFoundError:
             self.ui.task_finished()
             return self.missing(
                 f"Run {found.run_id} has no event log.",
                 "Runs recorded before event logs existed can be shown, not replayed.",
             )
-        self.ui.task_finished()
+        self.ui.task_finished()  # every phase settled, as the live display ended
+        if answers:  # after the display, as the run showed it: not where the log noted it
+            self.ui.answer(answers[-1])
         return cli.EXIT_OK
 
     def page(self, found: RunRecord, target: str) -> int:
@@ -245,10 +267,6 @@ class Reader:
         )
         return cli.EXIT_OK if started else cli.EXIT_FAILED
 
-    def replayed_note(self, note: eventlog.Event) -> None:
-        if note.args.get("kind") == "answer":
-            self.ui.answer(str(note.args.get("text", "")))
-
     def last(self) -> int:
         found = history.last()
         self.notices()
@@ -262,9 +280,11 @@ class Reader:
 
     def forget(self, name: str | None) -> int:
         if not name:
-            return self.missing("Which agent?", "Use /forget NAME; /library lists them.")
+            return self.missing(
+                "Which agent?", f"{self.named('forget NAME')}; {self.named('library')} lists them."
+            )
         if not library.forget(name):
-            return self.missing(f"No agent named {name}.", "`agentgod library` lists them")
+            return self.missing(f"No agent named {name}.", f"{self.named('library')} lists them.")
         if self.json_mode:
             cli.print_json({"forgotten": name})
         else:
@@ -280,6 +300,11 @@ class Reader:
         else:
             render(data)
         return cli.EXIT_OK
+
+    def named(self, command: str) -> str:
+        """A command as the person would type it here: `/history` at the prompt, else
+        `agentgod history`."""
+        return f"/{command}" if self.at_prompt else f"`agentgod {command}`"
 
     def missing(self, headline: str, advice: str) -> int:
         if self.json_mode:
@@ -379,6 +404,35 @@ def _write_private(path: Path, text: str) -> None:
         raise
 
 
+def complete(what: str, words: tuple[str, ...]) -> None:
+    """What a completion script offers as a value, one per line: `runs` (recent run ids),
+    `agents` (the library's), `code` (the agents with code of the run the command line names
+    after `show`, else of the last run). Nothing at all when there is nothing, or on any error:
+    a shell's Tab must never print a traceback."""
+    found: list[str] = []
+    with contextlib.suppress(Exception):
+        if what == "runs":
+            found = [row.run_id for row in history.history(50)]
+        elif what == "agents":
+            found = [entry.name for entry in library.entries()]
+        elif what == "code":
+            named = [word for word in words if cli.RUN_REF.fullmatch(word)]
+            run = history.load(named[0] if named else None)
+            found = [agent.name for agent in run.agents if agent.source] if run else []
+    sys.stdout.write("".join(f"{name}\n" for name in found))
+
+
+def model_part(source: str) -> str:
+    """What the model wrote of an agent's file: the lines between the runtime's header and its
+    footer (the whole file when it has no such markers, as a file from before them)."""
+    lines = source.split("\n")
+    try:
+        start, end = lines.index(BODY_START), lines.index(BODY_END)
+    except ValueError:
+        return source
+    return "\n".join(lines[start + 1 : end]).strip("\n") + "\n"
+
+
 def find_run(ref: str | None) -> RunRecord | None:
     """The run `ref` names (an id or a unique prefix; None: the last), or None if none does."""
     try:
@@ -406,6 +460,7 @@ def history_row(row: history.HistoryRow) -> HistoryRow:
         duration_seconds=row.duration_seconds,
         agents=row.agents,
         run_file=_path(row),
+        retry_of=row.retry_of,
     )
 
 

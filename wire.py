@@ -102,7 +102,8 @@ class PermissionDeniedError(APIStatusError):
 
 
 class NotFoundError(APIStatusError):
-    pass
+    setting = "MODEL"
+    """The setting that named the model not found (llm.model_setting fills it in)."""
 
 
 class RequestTooLargeError(APIStatusError):

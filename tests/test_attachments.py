@@ -613,7 +613,8 @@ def test_more_files_than_the_cap_are_refused(attach: Attach, work: Path) -> None
         ("archive.zip", b"PK\x03\x04\x00\x00", "binary", "application/zip", ""),
         ("table.tsv", b"a\tb\n1\t2\n", "csv", "text/tab-separated-values", "a\tb\n1\t2"),
         ("page.html", b"<p>hi</p>\n", "text", "text/html", "<p>hi</p>"),
-        ("data.json", b'{"a": 1}\n', "text", "application/json", '{"a": 1}'),
+        ("data.json", b'{"a": 1}\n', "json", "application/json", '{"a": 1}'),
+        ("broken.json", b"{a: 1\n", "text", "text/plain", "{a: 1"),
         ("empty.txt", b"", "text", "text/plain", ""),
     ],
 )

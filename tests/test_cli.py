@@ -100,8 +100,12 @@ def test_verbs_as_the_whole_command(argv: list[str], verb: str, arg: str | None)
         ["forget", "about", "it"],
     ],
 )
-def test_verb_words_in_a_longer_line_are_a_task(argv: list[str]) -> None:
-    invocation = cli.parse(argv)
+def test_verb_words_in_a_longer_line_are_a_usage_error_naming_task(argv: list[str]) -> None:
+    """A word more after a verb is never a paid task (issue 31): --task runs such a line."""
+    with pytest.raises(cli.UsageError) as raised:
+        cli.parse(argv)
+    assert raised.value.hint == f"to run it as a task: agentgod --task {' '.join(argv)}"
+    invocation = cli.parse(["--task", *argv])
     assert (invocation.mode, invocation.task) == ("task", " ".join(argv))
 
 

@@ -230,6 +230,7 @@ def test_show_code_flags_and_marks_bidi_controls_and_json_keeps_the_code_exact(
         run_id,
         "--code",
         "fact_finder",
+        "--full",  # the line is after the model's part: the whole file that ran shows it
     )
     assert terminal.close() == 0
     assert all(control not in terminal.raw for control in BIDI)

@@ -925,10 +925,10 @@ def test_a_version_4_history_is_migrated_in_place_keeping_every_row_and_every_co
     calls_before = query("SELECT * FROM run_calls ORDER BY run_id, seq")
     agents_before = query(f"SELECT {AGENT_COLUMNS}, output FROM run_agents ORDER BY rowid")
 
-    shown = agentgod(isolated_home, None, "show", "4a4a0002", "--code", "earlier_agent")
+    shown = agentgod(isolated_home, None, "show", "4a4a0002", "--code", "earlier_agent", "--full")
     assert shown.returncode == 0, shown.stderr
     assert query("PRAGMA user_version") == [(historydb.SCHEMA_VERSION,)]
-    assert shown.stdout == sources["earlier_agent"], "show --code, byte for byte"
+    assert shown.stdout == sources["earlier_agent"], "show --code --full, byte for byte"
     for run_id, names in V4_RUNS.items():
         done = agentgod(isolated_home, None, "show", run_id, "--json")
         stored = {agent["name"]: agent for agent in json.loads(done.stdout)["agents"]}

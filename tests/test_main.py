@@ -96,10 +96,11 @@ def test_json_success_has_exactly_the_contract(factory: Factory, isolated_home: 
         "revisions",
         "council_improved", "kept", "cost", "phases", "duration_seconds", "run_file", "sandbox",
         "budget_usd", "budget_exhausted", "warnings", "attachments", "artifacts", "retry_of",
-        "carried", "fallbacks",
+        "carried", "fallbacks", "status", "partial",
     }  # fmt: skip
     assert data["fallbacks"] == [], "no model fell back"
     assert data["ok"] is True and data["task"] == "a json task"
+    assert (data["status"], data["partial"]) == ("ok", False)
     assert data["answer"] == "MERGED: fact_finder"
     assert data["complexity"] == "simple"
     [agent] = data["agents"]
@@ -142,7 +143,7 @@ def test_json_failure_and_exit_1(fake_api: FakeMessagesAPI, isolated_home: Path)
     done = agentgod(isolated_home, fake_api, "--json", "a task")
     assert done.returncode == 1
     data = json.loads(done.stdout)
-    assert set(data) == {"ok", "task", "error"}
+    assert set(data) == {"ok", "task", "error", "run_id"}, "the run had begun: it is named"
     assert data["ok"] is False and data["task"] == "a task"
     assert set(data["error"]) == {"type", "headline", "advice", "detail"}
     assert data["error"]["type"] == "authentication"

@@ -221,13 +221,40 @@ def test_validating_a_validated_plan_changes_nothing() -> None:
 
 
 def test_an_oversized_plan_is_trimmed_to_the_limit_and_says_what_it_dropped() -> None:
+    """Declaring no dependency makes a chain in list order: its last agent combines the rest,
+    so it stays, and the chain closes over what is left (issue 31)."""
     agents = [spec(f"agent_{i}", instructions=f"Job {i}.") for i in range(5)]
     assert len(plan(*agents[:3], limit=3).agents) == 3
     trimmed = plan(*agents, limit=3)
-    assert [agent.name for agent in trimmed.agents] == ["agent_0", "agent_1", "agent_2"]
-    assert trimmed.trimmed == ["agent_3", "agent_4"]
+    assert team(trimmed) == {"agent_0": [], "agent_1": ["agent_0"], "agent_4": ["agent_1"]}
+    assert trimmed.trimmed == ["agent_2", "agent_3"]
     with pytest.raises(ValidationError):
         plan(limit=3)
+
+
+def test_a_trim_keeps_the_agent_that_combines_the_others() -> None:
+    researchers = [spec(f"research_{i}") for i in range(7)]
+    writer = spec("writer", [f"research_{i}" for i in range(7)])
+    trimmed = plan(*researchers, writer, limit=6)
+    assert team(trimmed)["writer"] == [f"research_{i}" for i in range(5)]
+    assert trimmed.trimmed == ["research_5", "research_6"]
+
+
+def test_a_trimmed_middle_agent_hands_its_inputs_to_whoever_needed_it() -> None:
+    trimmed = plan(
+        spec("fetch_a"), spec("fetch_b"), spec("analyst", ["fetch_a", "fetch_b"]),
+        spec("writer", ["analyst"]), limit=3,
+    )  # fmt: skip
+    assert team(trimmed) == {"fetch_a": [], "fetch_b": [], "writer": ["fetch_a", "fetch_b"]}
+    assert trimmed.trimmed == ["analyst"]
+
+
+def test_an_independent_plan_keeps_its_first_agents() -> None:
+    agents = [spec(f"angle_{i}") for i in range(5)]
+    payload = {"complexity": "standard", "agents": agents, "independent": True, "reasoning": "r"}
+    trimmed = plan_model(3).model_validate(payload)
+    assert [agent.name for agent in trimmed.agents] == ["angle_0", "angle_1", "angle_2"]
+    assert trimmed.trimmed == ["angle_3", "angle_4"]
 
 
 def test_bounded_model_states_the_limit_in_its_schema() -> None:
@@ -252,7 +279,7 @@ def test_plan_enforces_the_configured_limit(monkeypatch: pytest.MonkeyPatch) -> 
         Plan.model_validate({**payload, "agents": [spec(f"a_{i}") for i in range(3)]}).agents
     )
     four = [spec(f"a_{i}", instructions=f"Job {i}.") for i in range(4)]
-    assert Plan.model_validate({**payload, "agents": four}).trimmed == ["a_3"]
+    assert Plan.model_validate({**payload, "agents": four}).trimmed == ["a_2"], "a_3 ends it"
     limit = config.settings().max_agents
     assert plan_model(limit).model_json_schema()["properties"]["agents"]["maxItems"] == 3
 

@@ -251,6 +251,13 @@ _SECRETISH = st.lists(
                 "AKIAABCDEFGHIJKLMNOP",
                 "ghp_abcdefghijklmnopqrstuvwxyz01234",
                 "ghs_ABCDEFGHIJKLMNOPQRSTUVWXYZ01234",
+                "sk_live_abcdefghijklmnop1",
+                "glpat-abcdefghijklmnopqrst1",
+                "xoxb-123-abcdefghijk",
+                "AIzaabcdefghijklmnopqrstuvwxyz012345678",
+                "hf_abcdefghijklmnopqrstuvwxyz01234",
+                "token-id = abcdefgh1",
+                "AUTHORIZATION:bearer 12345abcdefgh",
                 "sk-",
                 "Bearer ",
                 "secret",
@@ -303,6 +310,7 @@ def test_redaction_is_what_every_pattern_applied_to_every_text_gives(text: str) 
 @example("api_\u212aey=abcdefgh")
 @example("bearer bearer\nabcdefghijklmnop")
 @example("key key=1234567x\nBEARER   abcdefghijkl0 token: 'abcdefgh1'")
+@example("Authorization: Bearer abcdefghijk1 and x-api-key-v2=abcdefgh1")
 def test_a_long_text_searched_around_its_clues_gives_every_match_a_whole_search_gives(
     text: str,
 ) -> None:

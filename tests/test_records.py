@@ -75,11 +75,15 @@ def test_continue_plans_a_one_shot_with_the_last_runs_conversation(
     plans = factory.of("plan")
     assert "<conversation>" in plans[1].prompt and "otters" in plans[1].prompt
     assert "<conversation>" not in plans[2].prompt
-    resumed = run_json(isolated_home, factory.api, "--resume", str(first["run_id"]), "and why?")
+    resumed = run_json(isolated_home, factory.api, "--resume", str(second["run_id"]), "and why?")
     assert resumed["conversation"] == first["conversation"]
     block = factory.of("plan")[3].prompt.split("</conversation>")[0]
     assert "otters" in block and "much shorter" in block, "both earlier turns, oldest first"
     assert block.index("otters") < block.index("much shorter")
+    # --resume RUN continues the conversation as it stood at RUN: later turns are not in it.
+    run_json(isolated_home, factory.api, "--resume", str(first["run_id"]), "and where?")
+    block = factory.of("plan")[4].prompt.split("</conversation>")[0]
+    assert "otters" in block and "much shorter" not in block and "and why?" not in block
 
 
 # ---- a run recorded whole, opened, replayed ------------------------------------------------
@@ -115,8 +119,9 @@ def test_show_json_holds_every_agents_code_output_and_usage_and_code_prints_it_e
         assert sum(c["usd"] for c in own) == pytest.approx(agent["usd"], abs=1e-6)
     assert all(call["seconds"] > 0 for call in calls), "every call was timed"
     code = agentgod(
-        isolated_home, factory.api, "show", str(answered["run_id"])[:4], "--code", "writer"
-    )
+        isolated_home, factory.api, "show", str(answered["run_id"])[:4], "--code", "writer",
+        "--full",
+    )  # fmt: skip
     assert code.returncode == 0, code.stderr
     assert code.stdout == agents["writer"]["source"], "exactly the source that ran"
     missing = agentgod(isolated_home, factory.api, "show", "--code", "nobody")
