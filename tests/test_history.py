@@ -937,7 +937,7 @@ def test_a_version_4_history_is_migrated_in_place_keeping_every_row_and_every_co
         }
     odd = agentgod(isolated_home, None, "show", "4a4a0002", "--code", "odd")
     assert odd.stdout == visible_code(sources["odd"])[0] + "\n"
-    kept = agentgod(isolated_home, None, "show", "4a4a0001", "--code", "kept_writer")
+    kept = agentgod(isolated_home, None, "show", "4a4a0001", "--code", "kept_writer", "--full")
     assert kept.stdout == sources["kept_writer"]
 
     assert query("SELECT * FROM runs ORDER BY id") == runs_before
