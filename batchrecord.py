@@ -22,9 +22,6 @@ from agentgod import history, historydb
 from agentgod.kinds import BatchStatus, TaskStatus
 from agentgod.runrecord import new_run_id
 
-MIN_PREFIX = 4
-"""The fewest characters of a batch id that may name it."""
-
 
 @dataclass
 class TaskRow:
@@ -215,28 +212,14 @@ def update_batch(batch: BatchRow) -> None:
 
 
 def load(ref: str | None = None) -> BatchRow | None:
-    """The batch `ref` names (its id or a unique prefix of at least MIN_PREFIX characters;
-    None: the newest), or None. Raises ValueError for a prefix too short or shared."""
-    wanted = None if ref is None else ref.strip().lower()
-    if wanted is not None and len(wanted) < MIN_PREFIX:
-        raise ValueError(f"{ref!r} is too short to name a batch: give at least {MIN_PREFIX}")
+    """The batch `ref` names (its id, or a unique prefix of at least historydb.MIN_PREFIX
+    characters; None: the newest), or None. Raises ValueError for a prefix too short or
+    shared."""
+    wanted = historydb.wanted_id(ref, "a batch")
 
     def read(db: sqlite3.Connection) -> BatchRow | None:
-        db.row_factory = sqlite3.Row
-        if wanted is None:
-            rows = db.execute("SELECT * FROM batches ORDER BY started_at DESC LIMIT 1").fetchall()
-        else:
-            rows = db.execute(
-                "SELECT * FROM batches WHERE substr(batch_id, 1, ?) = ?", (len(wanted), wanted)
-            ).fetchall()
-            exact = [row for row in rows if row["batch_id"] == wanted]
-            if len(rows) > 1 and not exact:
-                named = ", ".join(row["batch_id"] for row in rows[:5])
-                raise ValueError(f"{wanted!r} is the start of several batch ids: {named}")
-            rows = exact or rows
-        if not rows:
-            return None
-        return _batch(db, rows[0])
+        row = historydb.row_named(db, "batches", "batch_id", wanted)
+        return None if row is None else _batch(db, row)
 
     try:
         return history.query(read, None)

@@ -23,8 +23,6 @@ from agentgod import history, historydb
 from agentgod.kinds import BatchStatus, TaskStatus
 from agentgod.runrecord import new_run_id
 
-MIN_PREFIX = 4
-
 
 @dataclass
 class CaseRow:
@@ -224,26 +222,14 @@ def update_eval(record: EvalRow) -> None:
 
 
 def load(ref: str | None = None) -> EvalRow | None:
-    """The eval `ref` names (its id or a unique prefix of at least MIN_PREFIX characters;
-    None: the newest), or None. Raises ValueError for a prefix too short or shared."""
-    wanted = None if ref is None else ref.strip().lower()
-    if wanted is not None and len(wanted) < MIN_PREFIX:
-        raise ValueError(f"{ref!r} is too short to name an eval: give at least {MIN_PREFIX}")
+    """The eval `ref` names (its id, or a unique prefix of at least historydb.MIN_PREFIX
+    characters; None: the newest), or None. Raises ValueError for a prefix too short or
+    shared."""
+    wanted = historydb.wanted_id(ref, "an eval")
 
     def read(db: sqlite3.Connection) -> EvalRow | None:
-        db.row_factory = sqlite3.Row
-        if wanted is None:
-            rows = db.execute("SELECT * FROM evals ORDER BY started_at DESC LIMIT 1").fetchall()
-        else:
-            rows = db.execute(
-                "SELECT * FROM evals WHERE substr(eval_id, 1, ?) = ?", (len(wanted), wanted)
-            ).fetchall()
-            exact = [row for row in rows if row["eval_id"] == wanted]
-            if len(rows) > 1 and not exact:
-                named = ", ".join(row["eval_id"] for row in rows[:5])
-                raise ValueError(f"{wanted!r} is the start of several eval ids: {named}")
-            rows = exact or rows
-        return _eval(db, rows[0]) if rows else None
+        row = historydb.row_named(db, "evals", "eval_id", wanted)
+        return None if row is None else _eval(db, row)
 
     try:
         return history.query(read, None)

@@ -27,13 +27,8 @@ from agentgod.ledger import Call
 from agentgod.replies import CostSummary, TokenUsage
 from agentgod.runrecord import AgentRecord, Failure, RunRecord, utc
 
-MIN_PREFIX = 4
-"""The fewest characters of a run id that may name a run."""
-_HIGHEST = chr(0x10FFFF)
-"""Sorts after any character a run id may hold next (SQLite compares text's UTF-8 bytes)."""
 BY_PREFIX = "SELECT id, run_id, task FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY id DESC"
-"""The runs whose id starts with a prefix: a range of the index on run_id (every such id sorts
-between the prefix and the prefix followed by _HIGHEST), never a look at every row."""
+"""The runs whose id starts with a prefix: a range of the index on run_id (historydb.HIGHEST)."""
 
 _T = TypeVar("_T")
 
@@ -459,17 +454,13 @@ def stats() -> Stats:
 
 
 def load(ref: str | None = None) -> RunRecord | None:
-    """The run `ref` names (its id, or a unique prefix of at least MIN_PREFIX characters; None:
-    the newest run), or None when no run has that id or there is no history.
+    """The run `ref` names (its id, or a unique prefix of at least historydb.MIN_PREFIX
+    characters; None: the newest run), or None when no run has that id or there is no history.
 
     Raises ValueError when `ref` is too short, or when it is the start of several runs' ids
     (the message names them, so the person can type more of the one they mean).
     """
-    wanted = None if ref is None else ref.strip().lower()
-    if wanted is not None and len(wanted) < MIN_PREFIX:
-        raise ValueError(
-            f"{ref!r} is too short to name a run: give at least {MIN_PREFIX} characters of its id"
-        )
+    wanted = historydb.wanted_id(ref, "a run")
 
     def read(db: sqlite3.Connection) -> RunRecord | None:
         row = _resolve(db, wanted)
@@ -484,7 +475,7 @@ def _resolve(db: sqlite3.Connection, wanted: str | None) -> int | None:
         newest = db.execute("SELECT id FROM runs ORDER BY id DESC LIMIT 1")
         found = newest.fetchone()
         return None if found is None else int(found[0])
-    rows = db.execute(BY_PREFIX, (wanted, wanted + _HIGHEST)).fetchall()
+    rows = db.execute(BY_PREFIX, (wanted, wanted + historydb.HIGHEST)).fetchall()
     exact = [row for row in rows if row[1] == wanted]
     if len(rows) > 1 and not exact:
         named = "; ".join(f"{run_id} ({_first_line(task)})" for _, run_id, task in rows[:5])

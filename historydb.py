@@ -42,6 +42,49 @@ _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 _T = TypeVar("_T")
 
+MIN_PREFIX = 4
+"""The fewest characters of an id (a run's, a batch's, an eval's) that may name it."""
+HIGHEST = chr(0x10FFFF)
+"""Sorts after any character an id may hold next (SQLite compares text's UTF-8 bytes): the ids
+that start with a prefix all sort between the prefix and the prefix followed by this, so they
+are a range of the id's index, never a look at every row."""
+
+
+def wanted_id(ref: str | None, what: str) -> str | None:
+    """`ref` as the id, or the start of the id, to look a `what` (a run, a batch, an eval) up
+    by: stripped and lowered; None (the newest) stays None. Raises ValueError when it is too
+    short to name one."""
+    if ref is None:
+        return None
+    wanted = ref.strip().lower()
+    if len(wanted) < MIN_PREFIX:
+        raise ValueError(
+            f"{ref!r} is too short to name {what}: give at least {MIN_PREFIX} characters of its id"
+        )
+    return wanted
+
+
+def row_named(
+    db: sqlite3.Connection, table: str, column: str, wanted: str | None
+) -> sqlite3.Row | None:
+    """The row of `table` (batches, evals) whose `column`, its id, is `wanted` or starts with
+    it; the newest (by started_at) when `wanted` is None; None when there is none. Raises
+    ValueError when the prefix starts several ids and names none of them whole."""
+    db.row_factory = sqlite3.Row
+    if wanted is None:
+        newest = f"SELECT * FROM {table} ORDER BY started_at DESC LIMIT 1"
+        return db.execute(newest).fetchone()  # type: ignore[no-any-return]
+    rows = db.execute(
+        f"SELECT * FROM {table} WHERE {column} >= ? AND {column} < ?", (wanted, wanted + HIGHEST)
+    ).fetchall()
+    exact = [row for row in rows if row[column] == wanted]
+    if len(rows) > 1 and not exact:
+        named = ", ".join(row[column] for row in rows[:5])
+        raise ValueError(f"{wanted!r} is the start of several ids: {named}; give more of it")
+    chosen = exact or rows
+    return chosen[0] if chosen else None
+
+
 _SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,

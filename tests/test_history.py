@@ -27,7 +27,7 @@ from test_runlog import (
     runs_dir,
 )
 
-from agentgod import history, historydb, runlog, runrecord
+from agentgod import batchrecord, history, historydb, runlog, runrecord
 from agentgod.kinds import RunStatus
 
 
@@ -337,7 +337,7 @@ def test_any_prefix_resolves_to_its_one_run_or_is_refused(
     for run_id in ids:
         history.insert(make_record(run_id=run_id, task=f"task {run_id}"), None)
     chosen = data.draw(st.sampled_from(ids))
-    prefix = chosen[: data.draw(st.integers(history.MIN_PREFIX, len(chosen)))]
+    prefix = chosen[: data.draw(st.integers(historydb.MIN_PREFIX, len(chosen)))]
     matching = [run_id for run_id in ids if run_id.startswith(prefix)]
     if prefix == chosen or len(matching) == 1:
         found = history.load(prefix)
@@ -346,6 +346,37 @@ def test_any_prefix_resolves_to_its_one_run_or_is_refused(
         with pytest.raises(ValueError) as refused:
             history.load(prefix)
         assert all(run_id in str(refused.value) for run_id in matching[:5])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    ids=st.lists(
+        st.text(alphabet="ab", min_size=8, max_size=8), min_size=1, max_size=6, unique=True
+    ),
+    data=st.data(),
+)
+def test_a_batch_is_named_by_its_id_or_a_unique_prefix_as_a_run_is(
+    tmp_path_factory: pytest.TempPathFactory, ids: list[str], data: st.DataObject
+) -> None:
+    os.environ["AGENTGOD_HOME"] = str(tmp_path_factory.mktemp("home"))  # restored by conftest
+    runs_dir().mkdir()
+    for number, batch_id in enumerate(ids):
+        started = STARTED + timedelta(seconds=number)
+        batchrecord.create(batchrecord.BatchRow(batch_id, "-", started_at=started))
+    assert (newest := batchrecord.load(None)) is not None and newest.batch_id == ids[-1]
+    chosen = data.draw(st.sampled_from(ids))
+    prefix = chosen[: data.draw(st.integers(historydb.MIN_PREFIX, len(chosen)))]
+    matching = [batch_id for batch_id in ids if batch_id.startswith(prefix)]
+    if prefix == chosen or len(matching) == 1:
+        found = batchrecord.load(prefix.upper())
+        assert found is not None and found.batch_id == chosen
+    else:
+        with pytest.raises(ValueError, match="give more of it") as refused:
+            batchrecord.load(prefix)
+        assert all(batch_id in str(refused.value) for batch_id in matching[:5])
+    assert batchrecord.load("b" * 8 + "a") is None
+    with pytest.raises(ValueError, match="too short to name a batch"):
+        batchrecord.load(chosen[:3])
 
 
 PLAIN = st.text(alphabet=st.characters(categories=("L", "N", "Zs"), include_characters="\n.,!?"))
