@@ -55,6 +55,13 @@ def default_parallel() -> int:
     return max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 
+def capability_models(settings: config.Settings) -> list[str]:
+    """The models a run's capability lets it name at the gateway: every model its settings may
+    call (MODEL, FAST_MODEL, DEEP_MODEL and the fallbacks, flags included), so a fallback is
+    never refused there as a model not allowed."""
+    return sorted({ref.model for ref in settings.models_in_use()})
+
+
 # ---- reading the tasks ---------------------------------------------------------------------------
 
 

@@ -70,32 +70,6 @@ def _ui(session: Session) -> PlainUI:
     return ui
 
 
-def _flags(invocation: cli.Invocation) -> list[str]:
-    """The run flags every task's run is given."""
-    flags: list[str] = []
-    for flag, value in (
-        ("--model", invocation.model),
-        ("--effort", invocation.effort),
-        ("--council", invocation.council),
-    ):
-        if value is not None:
-            flags += [flag, value]
-    if invocation.no_web:
-        flags.append("--no-web")
-    if invocation.keep is True:
-        flags.append("--keep")
-    return flags
-
-
-def _models(invocation: cli.Invocation, settings: config.Settings) -> list[str]:
-    """The models a run's capability allows: the ones a run calls (main, fast, deep), and the
-    --model the runs are given."""
-    chosen = {settings.model, settings.fast_model, settings.deep_model}
-    if invocation.model:
-        chosen.add(invocation.model.strip())
-    return sorted(chosen)
-
-
 def _engine(name: str, options: batch.Options, settings: config.Settings) -> batch.Engine:
     if name == EngineName.RAY:
         from agentgod import rayengine
@@ -169,8 +143,8 @@ def run_new(session: Session, invocation: cli.Invocation) -> int:
         parallel=invocation.parallel or batch.default_parallel(),
         budget_usd=invocation.budget if invocation.budget is not None else settings.budget_usd,
         out=str(Path(invocation.out).expanduser().resolve()) if invocation.out else None,
-        flags=_flags(invocation),
-        models=_models(invocation, settings),
+        flags=[*cli.run_flags(invocation), *(["--keep"] if invocation.keep is True else [])],
+        models=batch.capability_models(settings),
         engine=invocation.engine or EngineName.LOCAL.value,
     )
     record = batch.start(rows, source, options.to_json())

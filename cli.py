@@ -721,6 +721,24 @@ def overrides(invocation: Invocation) -> dict[str, str]:
     return {name: value.strip() for name, value in given.items() if value is not None}
 
 
+def run_flags(invocation: Invocation) -> list[str]:
+    """The flags that shape a run (model, fallbacks, effort, council, web), as each run a batch
+    or an eval starts is given them: the runs run as the command line asked."""
+    flags: list[str] = []
+    for flag, value in (
+        ("--model", invocation.model),
+        ("--effort", invocation.effort),
+        ("--council", invocation.council),
+    ):
+        if value is not None:
+            flags += [flag, value]
+    for model in invocation.fallbacks:
+        flags += ["--fallback", model]
+    if invocation.no_web:
+        flags.append("--no-web")
+    return flags
+
+
 def completion_script(shell: str) -> str:
     """A completion script for `shell`, made from the parser itself, so it never lags a flag.
 

@@ -65,21 +65,6 @@ def _ui(session: Session, invocation: cli.Invocation) -> PlainUI:
     return ui
 
 
-def _flags(invocation: cli.Invocation) -> list[str]:
-    """The flags every factory run is given (the arms add their own after them)."""
-    flags: list[str] = []
-    for flag, value in (
-        ("--model", invocation.model),
-        ("--effort", invocation.effort),
-        ("--council", invocation.council),
-    ):
-        if value is not None:
-            flags += [flag, value]
-    if invocation.no_web:
-        flags.append("--no-web")
-    return flags
-
-
 def _refused(session: Session, invocation: cli.Invocation, headline: str, lines: list[str]) -> int:
     """A suite or a request that cannot be run: said whole, nothing spent; exit 2."""
     advice = "\n".join(lines)
@@ -116,15 +101,12 @@ def run_new(session: Session, invocation: cli.Invocation) -> int:
         session.warn(note)
     parallel = invocation.parallel or batch.default_parallel()
     budget = invocation.budget if invocation.budget is not None else settings.budget_usd
-    chosen = {settings.model, settings.fast_model, settings.deep_model}
-    if invocation.model:
-        chosen.add(invocation.model.strip())
     options: dict[str, Any] = {
         "parallel": parallel,
         "budget_usd": budget,
         "model": settings.model,
         "effort": settings.effort.value,
-        "flags": _flags(invocation),
+        "flags": cli.run_flags(invocation),
         "limit": invocation.limit,
     }
     record = evaluation.start(
@@ -135,8 +117,8 @@ def run_new(session: Session, invocation: cli.Invocation) -> int:
         batch_options=batch.Options(
             parallel=parallel,
             budget_usd=budget,
-            flags=_flags(invocation),
-            models=sorted(chosen),
+            flags=cli.run_flags(invocation),
+            models=batch.capability_models(settings),
         ),
     )
     return _sit(session, invocation, record, parallel, budget)

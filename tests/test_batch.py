@@ -484,6 +484,27 @@ def test_resume_of_a_finished_batch_runs_nothing(
     assert len(fake_api.messages()) == calls
 
 
+def test_each_run_is_given_the_batch_s_fallbacks_and_the_gateway_lets_them_answer(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    """--fallback reaches every run, and the capability allows the fallback's model: a model
+    the runs call only when MODEL is overloaded is no model the gateway may refuse."""
+    runs = Runs(fake_api)
+    main, fallback = "claude-sonnet-5-5", "claude-opus-4-5"
+    fake_api.route(lambda r: r.body.get("model") == main, Reply.error(529))
+    done = run_batch(
+        isolated_home, fake_api, "batch", "-", "--fallback", fallback, stdin=line("over") + "\n"
+    )
+    assert done.returncode == 0, done.stderr
+    [task], summary = output(done.stdout)
+    assert task["status"] == "ok", task
+    assert task["result"]["fallbacks"][0]["answered"] == fallback
+    assert runs.count("over", "judge") == 1
+    answered = [r for r in fake_api.messages() if r.status == 200]
+    assert answered and {r.body["model"] for r in answered} == {fallback, "claude-haiku-5-5"}
+    assert summary["usd"] == pytest.approx(billed(fake_api), abs=1e-6), "priced as what answered"
+
+
 def test_batch_show_and_its_errors(isolated_home: Path) -> None:
     missing = agentgod(isolated_home, None, "batch", "show", "abcd1234")
     assert missing.returncode == 1 and "There is no batch abcd1234" in missing.stderr
@@ -636,6 +657,7 @@ def test_the_batch_command_lines() -> None:
         ["batch"],
         ["batch", "resume"],
         ["batch", "show", "nothex!"],
+        ["batch", "these", "reports"],  # a word more is a usage error, never a paid task
         ["gateway", "now"],
         ["summarise", "it", "--parallel", "2"],
         ["batch", "t.jsonl", "--parallel", "0"],
