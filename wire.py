@@ -399,21 +399,8 @@ def post(
     """
     where = origin(base_url)
     exchange = exchange or Exchange()
-    payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    sent_headers = {
-        "content-type": "application/json",
-        "accept": "application/json",
-        "anthropic-version": API_VERSION,
-        **({"x-api-key": key} if key else {}),  # a local server's own model needs none
-        "user-agent": "agentgod",
-        **(headers or {}),
-    }
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise APITimeoutError()
-    timer = threading.Timer(left, exchange.end, args=("deadline",))
-    timer.daemon = True
-    timer.start()
+    payload, sent_headers = _request(key, body, headers)
+    timer = _deadline_timer(deadline, exchange)
     try:
         conn, response = _send(where, payload, sent_headers, exchange, deadline, on_sent)
         try:
@@ -431,6 +418,35 @@ def post(
     finally:
         timer.cancel()
         exchange.close_timers()
+
+
+def _request(
+    key: str, body: dict[str, Any], headers: dict[str, str] | None
+) -> tuple[bytes, dict[str, str]]:
+    """A Messages request's bytes and headers (the key's only when there is one: a local
+    server's own model needs none; `headers` last, so a caller's own win)."""
+    payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    sent = {
+        "content-type": "application/json",
+        "accept": "application/json",
+        "anthropic-version": API_VERSION,
+        **({"x-api-key": key} if key else {}),
+        "user-agent": "agentgod",
+        **(headers or {}),
+    }
+    return payload, sent
+
+
+def _deadline_timer(deadline: float, exchange: Exchange) -> threading.Timer:
+    """A started timer that ends `exchange` when `deadline` passes (APITimeoutError if it has
+    already): the call's connection is shut under whatever is reading it."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise APITimeoutError()
+    timer = threading.Timer(left, exchange.end, args=("deadline",))
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _finish(response: http.client.HTTPResponse) -> None:
@@ -749,21 +765,8 @@ def relay(
 
     where = origin(base_url)
     exchange = Exchange()
-    payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    sent_headers = {
-        "content-type": "application/json",
-        "accept": "application/json",
-        "anthropic-version": API_VERSION,
-        "x-api-key": key,
-        "user-agent": "agentgod",
-        **(headers or {}),
-    }
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise APITimeoutError()
-    timer = threading.Timer(left, exchange.end, args=("deadline",))
-    timer.daemon = True
-    timer.start()
+    payload, sent_headers = _request(key, body, headers)
+    timer = _deadline_timer(deadline, exchange)
     try:
         conn, response = _send(where, payload, sent_headers, exchange, deadline, None)
     except BaseException:
