@@ -39,8 +39,9 @@ from agentgod.runrecord import new_run_id
 
 LINE_FIELDS = frozenset({"id", "task", "files", "budget"})
 """What a line may hold; anything else is a typo worth reporting, not ignoring."""
-TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-"""An `id` safe as a folder name under --out (and short enough to read in a table)."""
+LINE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A line's `id` (a task's, a case's): safe as a folder name under --out, short enough to read
+in a table."""
 FIRST_CALL_TOKENS = 4_000
 """A run's first call (the plan) sends at least this much: a run that cannot afford it with
 MIN_OUTPUT_TOKENS of output is not started."""
@@ -84,15 +85,96 @@ def read_lines(
         row = TaskRow(seq=len(rows), line=number, task="")
         try:
             _fill(row, text, base, settings, seen)
-        except _BadLine as bad:
+        except BadLine as bad:
             row.status = TaskStatus.INVALID
             row.error = str(bad)
         rows.append(row)
     return rows
 
 
-class _BadLine(ValueError):
-    """Why a line cannot be a task."""
+class BadLine(ValueError):
+    """Why a line of tasks (a batch's, or a suite's case) cannot be run."""
+
+
+@dataclass(frozen=True)
+class LineFields:
+    """What every line of tasks may hold, checked: a batch's task and a suite's case alike."""
+
+    task: str
+    line_id: str | None
+    """Its `id`, when it gave one."""
+    budget_usd: float | None
+    files: list[str]
+    """Its attachments as absolute paths, each vetted as a run vets its attachments (so a
+    resume finds them from anywhere)."""
+
+
+def line_fields(
+    data: Any,
+    *,
+    allowed: frozenset[str],
+    noun: str,
+    line: int,
+    seen: dict[str, int],
+    base: Path,
+    settings: config.Settings,
+) -> LineFields:
+    """A parsed line's task, id, budget and files, or BadLine saying what is wrong with them
+    (`noun`: "line" or "case", for the messages; `seen`: the ids so far, by line, gains this
+    one). Only the fields in `allowed` may stand in it."""
+    if not isinstance(data, dict):
+        raise BadLine('not a JSON object; expected {"task": "..."}')
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        fields = ", ".join(sorted(allowed))
+        raise BadLine(f"unknown field {unknown[0]!r} (a {noun} may have {fields})")
+    task = data.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise BadLine(f"no task: a {noun} needs a non-empty string under 'task'")
+    line_id = None
+    raw_id = data.get("id")
+    if raw_id is not None:
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+            raise BadLine("'id' must be a string or a number")
+        line_id = str(raw_id)
+        if not LINE_ID.fullmatch(line_id):
+            raise BadLine(
+                f"id {line_id!r}: letters, digits, '.', '_' and '-' only, at most 64, "
+                "starting with a letter or digit"
+            )
+        if line_id in seen:
+            raise BadLine(f"id {line_id!r} is already line {seen[line_id]}'s")
+        seen[line_id] = line
+    budget = data.get("budget")
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0
+    ):
+        raise BadLine("'budget' must be a positive number of dollars")
+    files = data.get("files", [])
+    if not isinstance(files, list) or not all(isinstance(f, str) and f.strip() for f in files):
+        raise BadLine("'files' must be a list of paths")
+    return LineFields(
+        task.strip(),
+        line_id,
+        float(budget) if budget is not None else None,
+        vetted(task, files, base, settings),
+    )
+
+
+def vetted(task: str, files: list[str], base: Path, settings: config.Settings) -> list[str]:
+    """The files as absolute paths, each vetted as a run vets its attachments (a secret, a
+    device, a missing file: BadLine); the run gathers them again itself, as the command does."""
+    try:
+        attachments.gather(
+            task,
+            files,
+            cwd=base,
+            max_bytes=settings.attach_max_bytes,
+            max_files=settings.attach_max_files,
+        )
+    except attachments.AttachmentError as error:
+        raise BadLine(f"attachment refused: {error} ({error.advice})") from None
+    return [str((base / Path(path).expanduser()).resolve()) for path in files]
 
 
 def _fill(
@@ -101,50 +183,19 @@ def _fill(
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise _BadLine(f"not JSON ({error.msg} at column {error.colno})") from None
-    if not isinstance(data, dict):
-        raise _BadLine('not a JSON object; expected {"task": "..."}')
-    unknown = sorted(set(data) - LINE_FIELDS)
-    if unknown:
-        raise _BadLine(f"unknown field {unknown[0]!r} (a line may have id, task, files, budget)")
-    task = data.get("task")
-    if not isinstance(task, str) or not task.strip():
-        raise _BadLine("no task: a line needs a non-empty string under 'task'")
-    row.task = task.strip()
-    raw_id = data.get("id")
-    if raw_id is not None:
-        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-            raise _BadLine("'id' must be a string or a number")
-        task_id = str(raw_id)
-        if not TASK_ID.fullmatch(task_id):
-            raise _BadLine(
-                f"id {task_id!r}: letters, digits, '.', '_' and '-' only, at most 64, "
-                "starting with a letter or digit"
-            )
-        if task_id in seen:
-            raise _BadLine(f"id {task_id!r} is already line {seen[task_id]}'s")
-        seen[task_id] = row.line
-        row.task_id = task_id
-    budget = data.get("budget")
-    if budget is not None:
-        if isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0:
-            raise _BadLine("'budget' must be a positive number of dollars")
-        row.budget_usd = float(budget)
-    files = data.get("files", [])
-    if not isinstance(files, list) or not all(isinstance(f, str) and f.strip() for f in files):
-        raise _BadLine("'files' must be a list of paths")
-    try:
-        attached = attachments.gather(
-            row.task,
-            files,
-            cwd=base,
-            max_bytes=settings.attach_max_bytes,
-            max_files=settings.attach_max_files,
-        )
-    except attachments.AttachmentError as error:
-        raise _BadLine(f"attachment refused: {error} ({error.advice})") from None
-    del attached  # vetted; the run gathers them again itself, as the command does
-    row.files = [str((base / Path(path).expanduser()).resolve()) for path in files]
+        raise BadLine(f"not JSON ({error.msg} at column {error.colno})") from None
+    fields = line_fields(
+        data,
+        allowed=LINE_FIELDS,
+        noun="line",
+        line=row.line,
+        seen=seen,
+        base=base,
+        settings=settings,
+    )
+    row.task, row.budget_usd, row.files = fields.task, fields.budget_usd, fields.files
+    if fields.line_id is not None:
+        row.task_id = fields.line_id
 
 
 def source_base(source: str) -> Path:

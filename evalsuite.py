@@ -19,18 +19,16 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from agentgod import attachments, config, evalrecord, scoring
+from agentgod import batch, config, evalrecord, scoring
 from agentgod.evalrecord import CaseRow
 
 CASE_FIELDS = frozenset({"id", "task", "files", "expect", "budget"})
-CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 BUILT_IN = ("adversarial", "humaneval")
 MAX_BAD_LINES = 20
 """How many bad lines an error names before it says how many more there are."""
@@ -86,58 +84,31 @@ def read(lines: Iterable[str], *, base: Path, name: str, settings: config.Settin
 def _case(
     data: Any, seq: int, line: int, base: Path, settings: config.Settings, seen: dict[str, int]
 ) -> CaseRow:
-    if not isinstance(data, dict):
-        raise SuiteError('not a JSON object; expected {"id": "...", "task": "...", "expect": {}}')
-    unknown = sorted(set(data) - CASE_FIELDS)
-    if unknown:
-        raise SuiteError(f"unknown field {unknown[0]!r} (a case has {', '.join(CASE_FIELDS)})")
-    task = data.get("task")
-    if not isinstance(task, str) or not task.strip():
-        raise SuiteError("no task: a case needs a non-empty string under 'task'")
-    raw_id = data.get("id", f"case-{line}")
-    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-        raise SuiteError("'id' must be a string or a number")
-    case_id = str(raw_id)
-    if not CASE_ID.fullmatch(case_id):
-        raise SuiteError(f"id {case_id!r}: letters, digits, '.', '_' and '-' only, at most 64")
-    if case_id in seen:
-        raise SuiteError(f"id {case_id!r} is already line {seen[case_id]}'s")
-    seen[case_id] = line
-    budget = data.get("budget")
-    if budget is not None and (
-        isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0
-    ):
-        raise SuiteError("'budget' must be a positive number of dollars")
-    expect = scoring.check_expect(
-        data.get("expect"), budget=float(budget) if budget is not None else None
-    )
-    files = data.get("files", [])
-    if not isinstance(files, list) or not all(isinstance(f, str) and f.strip() for f in files):
-        raise SuiteError("'files' must be a list of paths")
+    """A case read as a batch's line is (batch.line_fields), with its `expect` (named
+    `case-N` after its line when it has no id)."""
+    if isinstance(data, dict) and "id" not in data:
+        data = {**data, "id": f"case-{line}"}
+    try:
+        fields = batch.line_fields(
+            data,
+            allowed=CASE_FIELDS,
+            noun="case",
+            line=line,
+            seen=seen,
+            base=base,
+            settings=settings,
+        )
+    except batch.BadLine as bad:
+        raise SuiteError(str(bad)) from None
     return CaseRow(
         seq=seq,
-        case_id=case_id,
-        task=task.strip(),
-        files=vetted(task, files, base, settings),
-        expect=expect,
-        budget_usd=float(budget) if budget is not None else None,
+        case_id=fields.line_id or f"case-{line}",
+        task=fields.task,
+        files=fields.files,
+        expect=scoring.check_expect(data.get("expect"), budget=fields.budget_usd),
+        budget_usd=fields.budget_usd,
         line=line,
     )
-
-
-def vetted(task: str, files: list[str], base: Path, settings: config.Settings) -> list[str]:
-    """The files as absolute paths, each vetted as a run vets its attachments."""
-    try:
-        attachments.gather(
-            task,
-            files,
-            cwd=base,
-            max_bytes=settings.attach_max_bytes,
-            max_files=settings.attach_max_files,
-        )
-    except attachments.AttachmentError as error:
-        raise SuiteError(f"attachment refused: {error} ({error.advice})") from None
-    return [str((base / Path(path).expanduser()).resolve()) for path in files]
 
 
 def load(suite: str, *, folder: Path, settings: config.Settings, limit: int | None = None) -> Suite:
@@ -181,8 +152,8 @@ def from_history(count: int, settings: config.Settings) -> Suite:
             notes.append(f"run {found.run_id} left out: its file {missing[0]} is gone")
             continue
         try:
-            files = vetted(found.task, found.files, Path.cwd(), settings)
-        except SuiteError as error:
+            files = batch.vetted(found.task, found.files, Path.cwd(), settings)
+        except batch.BadLine as error:
             notes.append(f"run {found.run_id} left out: {error}")
             continue
         cases.append(CaseRow(len(cases), f"run-{found.run_id}", found.task, files, {}, None, 0))
