@@ -20,7 +20,6 @@ from typing import Any
 
 from agentgod import history, historydb
 from agentgod.kinds import BatchStatus, TaskStatus
-from agentgod.runrecord import new_run_id
 
 
 @dataclass
@@ -116,31 +115,17 @@ class BatchRow:
 
 def new_batch_id() -> str:
     """A fresh batch id, the same shape as a run id (8 hex), unused in this home."""
-    for _ in range(64):
-        fresh = new_run_id()
-        if load(fresh) is None:
-            return fresh
-    raise RuntimeError("no free batch id after 64 draws")
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _open() -> sqlite3.Connection:
-    path = historydb.database()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return historydb.open_for_writing(path)
+    return historydb.unused_id(load, "batch")
 
 
 def _write(sql: str, rows: Sequence[dict[str, Any]]) -> None:
-    with contextlib.closing(_open()) as db, db:
+    with contextlib.closing(historydb.open_home()) as db, db:
         db.executemany(sql, rows)
 
 
 def create(batch: BatchRow) -> None:
     """Record a new batch and all of its tasks (one transaction)."""
-    with contextlib.closing(_open()) as db, db:
+    with contextlib.closing(historydb.open_home()) as db, db:
         db.execute(
             "INSERT INTO batches (batch_id, kind, parent, started_at, status, source, options)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -148,7 +133,7 @@ def create(batch: BatchRow) -> None:
                 batch.batch_id,
                 batch.kind,
                 batch.parent,
-                _stamp(batch.started_at),
+                historydb.stamp(batch.started_at),
                 batch.status.value,
                 batch.source,
                 json.dumps(batch.options),
@@ -204,7 +189,7 @@ def update_batch(batch: BatchRow) -> None:
                 "status": batch.status.value,
                 "usd": batch.usd,
                 "seconds": batch.seconds,
-                "finished_at": _stamp(batch.finished_at) if batch.finished_at else None,
+                "finished_at": historydb.stamp(batch.finished_at) if batch.finished_at else None,
                 "batch_id": batch.batch_id,
             }
         ],

@@ -21,7 +21,6 @@ from typing import Any
 
 from agentgod import history, historydb
 from agentgod.kinds import BatchStatus, TaskStatus
-from agentgod.runrecord import new_run_id
 
 
 @dataclass
@@ -131,33 +130,19 @@ class EvalRow:
 
 def new_eval_id() -> str:
     """A fresh eval id (8 hex), unused in this home."""
-    for _ in range(64):
-        fresh = new_run_id()
-        if load(fresh) is None:
-            return fresh
-    raise RuntimeError("no free eval id after 64 draws")
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _open() -> sqlite3.Connection:
-    path = historydb.database()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return historydb.open_for_writing(path)
+    return historydb.unused_id(load, "eval")
 
 
 def create(record: EvalRow) -> None:
     """Record a new eval with its cases and a pending result per case and arm (one
     transaction)."""
-    with contextlib.closing(_open()) as db, db:
+    with contextlib.closing(historydb.open_home()) as db, db:
         db.execute(
             "INSERT INTO evals (eval_id, started_at, status, suite, arms, options, batch_id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 record.eval_id,
-                _stamp(record.started_at),
+                historydb.stamp(record.started_at),
                 record.status.value,
                 record.suite,
                 json.dumps(record.arms),
@@ -195,7 +180,7 @@ def update_result(eval_id: str, result: ResultRow) -> None:
     values["status"] = result.status.value
     values["usd"], values["seconds"] = result.usd, result.seconds
     values["judge_usd"] = result.judge_usd
-    with contextlib.closing(_open()) as db, db:
+    with contextlib.closing(historydb.open_home()) as db, db:
         db.execute(
             "UPDATE eval_results SET status = :status, score = :score, detail = :detail,"
             " answer = :answer, error_kind = :error_kind, error = :error, run_id = :run_id,"
@@ -208,7 +193,7 @@ def update_result(eval_id: str, result: ResultRow) -> None:
 
 def update_eval(record: EvalRow) -> None:
     """Record how the eval stands now (its status, options, cost, time, end)."""
-    with contextlib.closing(_open()) as db, db:
+    with contextlib.closing(historydb.open_home()) as db, db:
         db.execute(
             "UPDATE evals SET status = ?, options = ?, usd = ?, seconds = ?, finished_at = ?,"
             " batch_id = ? WHERE eval_id = ?",
@@ -217,7 +202,7 @@ def update_eval(record: EvalRow) -> None:
                 json.dumps(record.options),
                 record.usd,
                 record.seconds,
-                _stamp(record.finished_at) if record.finished_at else None,
+                historydb.stamp(record.finished_at) if record.finished_at else None,
                 record.batch_id,
                 record.eval_id,
             ),

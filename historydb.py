@@ -322,7 +322,30 @@ def database() -> Path:
     return config.runs_dir() / DB_NAME
 
 
+def stamp(moment: datetime) -> str:
+    """A moment as the history stores one: UTC, ISO 8601 to the microsecond (text that sorts
+    as the time it names)."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def unused_id(taken: Callable[[str], object], what: str) -> str:
+    """A fresh id the shape of a run id (8 hex) that `taken` finds nothing under (a batch's, an
+    eval's): ids stay apart across the home's records."""
+    for _ in range(64):
+        fresh = new_run_id()
+        if taken(fresh) is None:
+            return fresh
+    raise RuntimeError(f"no free {what} id after 64 draws")
+
+
 # ---- opening it --------------------------------------------------------------------------------
+
+
+def open_home() -> sqlite3.Connection:
+    """The home's history for writing (`database()`), its runs/ folder made when missing."""
+    path = database()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open_for_writing(path)
 
 
 def open_for_writing(path: Path, busy_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
