@@ -10,6 +10,11 @@ node does not qualify). There the worker runs the same child command as the loca
 gateway as its base URL — never the real key — then hands back the run's reply, its records
 and artifacts (runexport), which are written into the submitting home's history here.
 
+A worker (or node) that dies takes the run with it: `ray.get` raises one of Ray's own errors,
+which `worker_died` tells from any other failure, and the run is reported as `RunLost` (the
+batch records it as crashed from the gateway's bill). The home it left on that machine names
+its owner and is swept by the next `work` there.
+
 Ray's own ports must never be reachable from an untrusted network: anyone who can reach them
 runs code on the cluster (README, security model).
 """
