@@ -186,7 +186,7 @@ class RayEngine:
         except Exception as error:
             if worker_died(error):
                 raise RunLost(
-                    "the Ray worker running it died before it answered "
+                    "the Ray worker running it died, or its machine, before its answer came back "
                     f"({type(error).__name__}: {_first_line(error)})"
                 ) from error
             raise
@@ -235,8 +235,10 @@ def _reports_to_stderr() -> None:
     printer (a private function, looked up by name each time a report comes) is wrapped to
     print as an error; a Ray without it is left as it is.
     """
-    from ray._private import worker
-
+    try:
+        from ray._private import worker
+    except ImportError:
+        return
     printer = getattr(worker, "print_to_stdstream", None)
     if printer is None or getattr(printer, "agentgod_stderr", False):
         return

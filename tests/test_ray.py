@@ -138,7 +138,8 @@ def test_a_run_whose_ray_worker_is_killed_is_crashed_recorded_and_run_again(
         record = batchrecord.load()
         assert record is not None
         run_id = record.tasks[0].runs[-1]
-        [run] = [pid for pid in _processes() if b"\0" + run_id.encode() in _read(pid, "cmdline")]
+        flag = b"\0--run-id\0" + run_id.encode() + b"\0"
+        [run] = [pid for pid in _processes() if flag in _read(pid, "cmdline")]
         leftover = Path(_environ(run)["AGENTGOD_HOME"]).parent
         worker = _parent(run)
         assert b"ray::" in _read(worker, "cmdline"), _read(worker, "cmdline")
