@@ -29,13 +29,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentgod import attachments, batchrecord, config, gateway, history, llm, models, redact
+from agentgod import attachments, batchrecord, config, gateway, history, llm, models, redact, runlog
 from agentgod.batchrecord import BatchRow, TaskRow
-from agentgod.childrun import ForkServer, ForkServerError, Job, JobResult, Spawner, child_env
+from agentgod.childrun import (
+    ForkServer,
+    ForkServerError,
+    Job,
+    JobResult,
+    RunLost,
+    Spawner,
+    child_env,
+)
 from agentgod.kinds import BatchStatus, EngineName, RunStatus, TaskStatus
 from agentgod.ledger import MIN_OUTPUT_TOKENS, Usage
-from agentgod.replies import BatchProgress, BatchSummaryLine, BatchTaskLine, ErrorDetail
-from agentgod.runrecord import new_run_id
+from agentgod.replies import (
+    BatchProgress,
+    BatchSummaryLine,
+    BatchTaskLine,
+    CostSummary,
+    ErrorDetail,
+)
+from agentgod.runrecord import RunRecord, new_run_id
 
 LINE_FIELDS = frozenset({"id", "task", "files", "budget"})
 """What a line may hold; anything else is a typo worth reporting, not ignoring."""
@@ -49,6 +63,11 @@ CAPABILITY_TTL_SECONDS = 24 * 3600.0
 """How long a run's capability lives: a run is over long before; a leaked one dies soon."""
 EXIT_INTERRUPTED = (129, 130, 143)
 """Exit codes of a run a stop signal ended (cli.EXITS_BY_SIGNAL)."""
+LOST_RUN_WARNING = (
+    "its record was lost with the worker that ran it (killed, out of memory, or its machine "
+    "gone): its spend is what the batch's gateway billed for it; its plan and agents are not "
+    "known, so it is run afresh, not retried"
+)
 
 
 def default_parallel() -> int:
@@ -590,14 +609,24 @@ class Batch:
 
         signals.shield_from_signals()
         freed = False
+        started, moment = time.monotonic(), datetime.now(UTC)
         try:
+            lost = ""
             try:
                 result = self.engine.run(job)
+            except RunLost as error:
+                lost = redact.redact(str(error))
+                result = JobResult(1, None, lost, time.monotonic() - started)
             except Exception as error:
-                result = JobResult(1, None, redact.redact(f"{type(error).__name__}: {error}"), 0.0)
-            task.usd += the_gateway.forget(self.batch.batch_id, job.run_id)
+                text = redact.redact(f"{type(error).__name__}: {error}")
+                result = JobResult(1, None, text, time.monotonic() - started)
+            billed = the_gateway.forget(self.batch.batch_id, job.run_id)
+            task.usd += billed["usd"]
             task.seconds += result.seconds
-            self._settle(task, result)
+            if lost:
+                task.status, task.error = TaskStatus.CRASHED, lost
+            else:
+                self._settle(task, result)
             with self._lock:
                 self._running -= 1
                 if task.status is TaskStatus.OK:
@@ -606,12 +635,57 @@ class Batch:
                     self._failed += 1
             freed = True
             slots.release()
+            if lost:
+                unwritten = self._record_lost(task, job, billed, lost, moment, result.seconds)
+                if unwritten:
+                    result.stderr += "\n" + unwritten
             self._update(task)
             self.events.task_finished(self._line(task, result))
             self._report()
         finally:
             if not freed:
                 slots.release()
+
+    def _record_lost(
+        self,
+        task: TaskRow,
+        job: Job,
+        billed: CostSummary,
+        error: str,
+        started_at: datetime,
+        seconds: float,
+    ) -> str:
+        """A run lost with the worker that ran it, recorded in this home as crashed (its record
+        went with the worker): what the gateway billed for it is its spend, and a warning says
+        why nothing else is known (no plan, so resume starts it afresh). What could not be
+        written, or ""."""
+        if history.known(job.run_id):
+            return ""  # it had recorded itself here after all
+        retried = _retried(job.args)
+        record = RunRecord(
+            task=task.task,
+            ok=False,
+            answer="",
+            error=error,
+            complexity=None,
+            waves=[],
+            agents=[],
+            failures=[],
+            revisions=0,
+            council_improved=False,
+            cost=billed,
+            duration_seconds=seconds,
+            started_at=started_at,
+            warnings=[LOST_RUN_WARNING],
+            run_id=job.run_id,
+            status=RunStatus.CRASHED,
+            retry_of=retried,
+            model=_flag(job.args, "--model") or self.settings.model,
+            budget_usd=task.budget_usd,
+        )
+        said: list[str] = []
+        runlog.archive(record, said.append, self.settings)
+        return "\n".join(said)
 
     def _args(self, task: TaskRow, run_id: str, flags: Sequence[str] = ()) -> list[str]:
         """The command line of the task's run: a fresh run, or a retry of its stopped one that
@@ -743,6 +817,20 @@ def _fresh_run_id() -> str:
         if not taken and not history.known(run_id):
             return run_id
     raise RuntimeError("no free run id after 64 draws")
+
+
+def _flag(args: Sequence[str], name: str) -> str | None:
+    """The value of a run's flag `name` (its last, which wins), or None."""
+    found = None
+    for at, arg in enumerate(args[:-1]):
+        if arg == name:
+            found = args[at + 1]
+    return found
+
+
+def _retried(args: Sequence[str]) -> str | None:
+    """The run a run's command line retries (`... retry RUN`, as _args makes it), or None."""
+    return args[-1] if len(args) >= 2 and args[-2] == "retry" else None
 
 
 RETRYABLE = (RunStatus.INTERRUPTED, RunStatus.BUDGET, RunStatus.CRASHED)

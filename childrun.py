@@ -17,6 +17,7 @@ and environment (`ForkServer`). Where fork is not available the command is start
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -61,6 +62,12 @@ class JobResult:
     """What an engine brings back besides (a Ray worker: the run's records and artifacts)."""
 
 
+class RunLost(RuntimeError):
+    """The process or machine running a run died, and took the run's record with it (a Ray
+    worker that crashed, its node gone): the run crashed, and all that is known of it is what
+    the gateway billed for it. The message says what the engine saw, for a person."""
+
+
 def command() -> list[str]:
     """How the product is started: this interpreter, this package."""
     return [sys.executable, "-m", "agentgod"]
@@ -99,15 +106,27 @@ def exit_code(status: int) -> int:
 
 
 class Spawner:
-    """Starts each run as `python -m agentgod ARGS`; `interrupt` sends SIGINT to those running."""
+    """Starts each run as `python -m agentgod ARGS`; `interrupt` sends SIGINT to those running.
 
-    def __init__(self, base_env: Mapping[str, str]) -> None:
+    With `die_with_parent` each run is killed by the kernel when the thread that started it
+    dies (a Ray worker killed outright): a run must not go on spending without anyone to hand
+    its answer to, nor keep using a home that will be swept as its owner's leftovers.
+    """
+
+    def __init__(self, base_env: Mapping[str, str], *, die_with_parent: bool = False) -> None:
         self._base = dict(base_env)
         self._running: dict[int, subprocess.Popen[str]] = {}
         self._lock = threading.Lock()
+        self._die_with_parent = die_with_parent
 
     def run(self, job: Job) -> JobResult:
+        from agentgod import signals
+
         started = time.monotonic()
+        guard = None
+        if self._die_with_parent:
+            signals.prctl()  # looked up here: the child must not load a library before exec
+            guard = functools.partial(signals.die_with_parent, os.getpid())
         process = subprocess.Popen(
             [*command(), *job.args],
             cwd=job.cwd,
@@ -116,6 +135,7 @@ class Spawner:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=guard,
         )
         with self._lock:
             self._running[process.pid] = process

@@ -10,8 +10,6 @@ OS-level layers on top, agentvenv.py the interpreter (and packages) they run on.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import json
 import os
 import selectors
@@ -31,6 +29,7 @@ from agentgod.agentvenv import agent_python
 from agentgod.broker import Channel
 from agentgod.kinds import AGENT_NAME, AgentKind
 from agentgod.scratch import RunSpace
+from agentgod.signals import die_with_parent, prctl
 
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 """Stdout beyond this is a runaway agent: it is killed and fails with kind "output_limit"."""
@@ -120,36 +119,6 @@ def _limits(timeout: float, *, dropped_uid: bool) -> list[tuple[int, int]]:
     return limits
 
 
-_PR_SET_PDEATHSIG = 1
-ORPHANED_EXIT = 126
-"""The child's status when its parent was gone before it could start (no one reads it)."""
-
-
-@functools.cache
-def _prctl() -> Callable[..., int] | None:
-    """libc's prctl, looked up in the parent: the child between fork and exec must not load it."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        function: Callable[..., int] = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    return function
-
-
-def _die_with_parent(parent: int) -> None:
-    """In the child: the kernel kills it when the thread that started it dies, however it died.
-
-    A parent killed with SIGKILL runs no cleanup, and without bubblewrap nothing else would stop
-    an agent still calling the model. If the parent died between fork and prctl, the child was
-    already handed to another process and must not start at all.
-    """
-    prctl = _prctl()
-    if prctl is not None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(ORPHANED_EXIT)
-
-
 def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None, parent: int) -> None:
     """Runs in the child between fork and exec: die with the parent, the sandbox's hook, then
     lower the limits.
@@ -160,7 +129,7 @@ def _preexec(limits: list[tuple[int, int]], then: Callable[[], None] | None, par
     import resource
     import signal as signals
 
-    _die_with_parent(parent)
+    die_with_parent(parent)
     # Our worker threads block Ctrl-C so the main thread gets it; the agent must not inherit that.
     signals.pthread_sigmask(signals.SIG_SETMASK, set())
     # The sandbox's hook opens a file (its cgroup's), so it runs before RLIMIT_NOFILE comes down:
@@ -566,7 +535,7 @@ def start_agent(
             return AgentResult(name, False, error="the run is over", kind=AgentKind.UNSTARTABLE)
         scratch = made
     parent = os.getpid()
-    _prctl()  # looked up here: the child must not load a library between fork and exec
+    prctl()  # looked up here: the child must not load a library between fork and exec
     try:
         launch = sandbox.prepare(
             path or folder,

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from agentgod import redact
 from agentgod.broker import MAX_PAGE_TOKENS, MIN_PAGE_TOKENS, WEB_USE_TOKENS
 from agentgod.ledger import BudgetExhaustedError, Hold, Usage, tokens_in_bytes
+from agentgod.replies import CostSummary
 
 PREFIX = "agc1"
 """Every capability starts with this, so one is recognisable (and redactable) as such."""
@@ -393,12 +394,13 @@ class Gateway:
             found = self._shares.get((batch, run))
         return found.cost_usd() if found is not None else 0.0
 
-    def forget(self, batch: str, run: str) -> float:
-        """The run is over: what it cost, and its share is dropped (a batch of any size keeps
-        one share per run in flight, not one per run it ever had)."""
+    def forget(self, batch: str, run: str) -> CostSummary:
+        """The run is over: what was billed for it (its calls, tokens and dollars; the record
+        of a run lost with its worker has nothing else), and its share is dropped (a batch of
+        any size keeps one share per run in flight, not one per run it ever had)."""
         with self._lock:
             found = self._shares.pop((batch, run), None)
-        return found.cost_usd() if found is not None else 0.0
+        return (found or Usage(keep_calls=False)).cost_summary()
 
     def _refused(self, kind: str) -> None:
         with self._lock:

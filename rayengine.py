@@ -10,6 +10,11 @@ node does not qualify). There the worker runs the same child command as the loca
 gateway as its base URL — never the real key — then hands back the run's reply, its records
 and artifacts (runexport), which are written into the submitting home's history here.
 
+A worker (or node) that dies takes the run with it: `ray.get` raises one of Ray's own errors,
+which `worker_died` tells from any other failure, and the run is reported as `RunLost` (the
+batch records it as crashed from the gateway's bill). The home it left on that machine names
+its owner and is swept by the next `work` there.
+
 Ray's own ports must never be reachable from an untrusted network: anyone who can reach them
 runs code on the cluster (README, security model).
 """
@@ -27,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgod import config, runexport
-from agentgod.childrun import KEY_VARIABLES, Job, JobResult, Spawner, child_env
+from agentgod.childrun import KEY_VARIABLES, Job, JobResult, RunLost, Spawner, child_env
+from agentgod.journal import Owner
 
 RESOURCE = "agentgod"
 """The custom resource a node advertises when it can run AgentGOD's runs."""
@@ -35,6 +41,10 @@ RUNS_PER_CORE = 2
 """What a node advertises per core: runs mostly wait on the model."""
 LOCAL_OBJECT_STORE_BYTES = 128 * 1024 * 1024
 """A local instance's object store: results are small JSON, not the 30 % of memory Ray takes."""
+FOLDER_PREFIX = "agentgod-ray-"
+"""The temporary folder each run on a worker gets (its home inside, `home/`)."""
+OWNER_FILE = "owner.json"
+"""In that folder: the worker process that made it (journal.Owner), so leftovers can be told."""
 
 
 class NodeUnfit(RuntimeError):
@@ -64,16 +74,22 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
     """On the worker: run one job in a home of its own and hand back what it left.
 
     The environment is the worker's own without any key, plus the job's (the capability and
-    the gateway's URL); `--out` is the submitting side's business.
+    the gateway's URL); `--out` is the submitting side's business. The home sits in a folder
+    that names this process as its owner, and the run dies with this process: a worker killed
+    outright leaves the folder behind, which the next `work` on this machine sweeps.
     """
-    home = Path(tempfile.mkdtemp(prefix="agentgod-ray-"))
+    sweep_leftovers()
+    folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
     try:
+        (folder / OWNER_FILE).write_text(Owner.this_process().to_json(), encoding="utf-8")
+        home = folder / "home"
+        home.mkdir(mode=0o700)
         env = {**child_env(), "AGENTGOD_HOME": str(home)}
         args = list(job["args"])
         if "--out" in args:
             at = args.index("--out")
             del args[at : at + 2]
-        spawner = Spawner(env)
+        spawner = Spawner(env, die_with_parent=True)
         cwd = job["cwd"] if os.path.isdir(job["cwd"]) else str(home)
         try:
             result = spawner.run(Job(job["run_id"], tuple(args), job["env"], cwd))
@@ -88,7 +104,37 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
             "record": runexport.export(home, job["run_id"]),
         }
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def sweep_leftovers(root: Path | None = None) -> list[Path]:
+    """Remove the folders `work` left in `root` (the temporary folder) when the worker that
+    owned each was killed outright; the ones removed.
+
+    A folder is removed only when it is ours (this user's, not a link) and names its owner, and
+    that owner is gone (journal.Owner: this host's process with the same start time; one on
+    another host, or one whose owner cannot be read — just made, or left by an older version —
+    is never touched). Its run died with its owner (Spawner's die_with_parent), so nothing
+    still writes in it.
+    """
+    root = root or Path(tempfile.gettempdir())
+    swept: list[Path] = []
+    try:
+        found = list(root.glob(FOLDER_PREFIX + "*"))
+    except OSError:
+        return swept
+    for folder in found:
+        try:
+            if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid():
+                continue
+            owner = Owner.parse((folder / OWNER_FILE).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            continue
+        if owner is None or owner.alive():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        swept.append(folder)
+    return swept
 
 
 class RayEngine:
@@ -102,6 +148,7 @@ class RayEngine:
     def __init__(self, parallel: int, settings: config.Settings | None = None) -> None:
         import ray
 
+        _reports_to_stderr()
         self._ray = ray
         self._refs: dict[str, Any] = {}
         self._started = False
@@ -136,6 +183,13 @@ class RayEngine:
         self._refs[job.run_id] = ref
         try:
             done: dict[str, Any] = self._ray.get(ref)
+        except Exception as error:
+            if worker_died(error):
+                raise RunLost(
+                    "the Ray worker running it died, or its machine, before its answer came back "
+                    f"({type(error).__name__}: {_first_line(error)})"
+                ) from error
+            raise
         finally:
             self._refs.pop(job.run_id, None)
         extra: dict[str, Any] = {}
@@ -171,6 +225,60 @@ class RayEngine:
         if self._started:
             self._ray.shutdown()
             self._started = False
+
+
+def _reports_to_stderr() -> None:
+    """What the cluster reports to this driver (a worker that died, a node gone) goes to stderr.
+
+    Ray's driver prints those reports to stdout, where a batch's answers go, one JSON object a
+    line: a worker's death would break every reader of them. Ray has no setting for it, so its
+    printer (a private function, looked up by name each time a report comes) is wrapped to
+    print as an error; a Ray without it is left as it is.
+    """
+    try:
+        from ray._private import worker
+    except ImportError:
+        return
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "agentgod_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        return printer({**data, "is_err": True}, *args, **kwargs)
+
+    to_stderr.agentgod_stderr = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
+
+
+def worker_died(error: Exception) -> bool:
+    """Whether Ray says the process or machine running the task died (or the machine that held
+    its result): the run crashed, and its record went with it. Ray's own classes tell: a
+    worker that crashed or was killed for memory, a node or its raylet gone, a result lost with
+    its node (no retries: nothing can rebuild it). Anything `work` itself raised (a
+    RayTaskError, whatever it wraps) and Ray's other errors are not a crash."""
+    from ray import exceptions
+
+    if isinstance(error, exceptions.RayTaskError):
+        return False
+    died = (
+        exceptions.WorkerCrashedError,
+        exceptions.NodeDiedError,
+        exceptions.LocalRayletDiedError,
+        exceptions.OutOfMemoryError,
+        exceptions.ObjectLostError,
+    )
+    not_a_death = (
+        exceptions.ObjectFreedError,
+        exceptions.ReferenceCountingAssertionError,
+        exceptions.OwnerDiedError,  # the owner is this process, which is alive
+    )
+    return isinstance(error, died) and not isinstance(error, not_a_death)
+
+
+def _first_line(error: Exception) -> str:
+    """What Ray said, in one line (its messages run to paragraphs of advice)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return (lines[0] if lines else "no detail")[:300]
 
 
 @contextlib.contextmanager

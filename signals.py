@@ -6,17 +6,27 @@ that stop a run, so Ctrl-C (and a polite kill, and a closed terminal) always rea
 that can act on them. There, each of them becomes a `Stopped`, a KeyboardInterrupt: SIGTERM and
 SIGHUP end a run exactly the way Ctrl-C does (agents killed, the run archived as interrupted,
 scratch removed), and only the exit code tells them apart.
+
+A process we start that must not outlive the thread that started it (an agent, a Ray worker's
+run) asks the kernel for a signal when that thread dies (`die_with_parent`): a parent killed
+outright runs no cleanup of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
+import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 """The signals that end a run; background threads must never swallow them."""
+ORPHANED_EXIT = 126
+"""A child's status when its parent was gone before it could start (no one reads it)."""
+_PR_SET_PDEATHSIG = 1
 
 
 class Stopped(KeyboardInterrupt):
@@ -83,3 +93,30 @@ def stop_on_signals() -> Iterator[None]:
         for each, handler in previous.items():
             signal.signal(each, handler)  # type: ignore[arg-type]
         resume()
+
+
+@functools.cache
+def prctl() -> Callable[..., int] | None:
+    """libc's prctl, or None where there is none. Look it up in the parent before starting a
+    child that calls `die_with_parent`: the child between fork and exec must not load it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function: Callable[..., int] = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    return function
+
+
+def die_with_parent(parent: int, signum: int = signal.SIGKILL) -> None:
+    """In a child, between fork and exec: the kernel sends it `signum` when the thread that
+    started it dies, however it died.
+
+    A parent killed with SIGKILL runs no cleanup, and nothing else would stop its child still
+    calling the model. If the parent (pid `parent`) died between fork and prctl, the child was
+    already handed to another process and must not start at all.
+    """
+    call = prctl()
+    if call is not None:
+        call(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(ORPHANED_EXIT)

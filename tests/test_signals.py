@@ -25,7 +25,7 @@ from fakeapi import FakeMessagesAPI, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
-from agentgod import cli, executor
+from agentgod import cli, executor, signals
 
 SLEEPER = (
     "def run(task, previous_outputs):\n"
@@ -212,10 +212,10 @@ def test_an_agent_dies_with_the_thread_that_started_it(monkeypatch: pytest.Monke
 def test_a_child_whose_parent_is_not_the_expected_one_does_not_start() -> None:
     """The parent may die between fork and prctl; the orphan must then never run the agent."""
     process = subprocess.Popen(
-        ["/bin/sleep", "60"], preexec_fn=lambda: executor._die_with_parent(parent=1)
+        ["/bin/sleep", "60"], preexec_fn=lambda: signals.die_with_parent(parent=1)
     )
     try:
-        assert process.wait(timeout=30) == executor.ORPHANED_EXIT
+        assert process.wait(timeout=30) == signals.ORPHANED_EXIT
     finally:
         process.kill()
         process.wait()
