@@ -68,6 +68,11 @@ LOST_RUN_WARNING = (
     "gone): its spend is what the batch's gateway billed for it; its plan and agents are not "
     "known, so it is run afresh, not retried"
 )
+STOPPED_LOST_WARNING = (
+    "it was stopped, and its record did not come back from the worker that ran it in time: its "
+    "spend is what the batch's gateway billed for it; its plan and agents are not known, so it "
+    "is run afresh, not retried"
+)
 
 
 def default_parallel() -> int:
@@ -454,7 +459,10 @@ class Batch:
             relay, self.ledger, host=self._listen[0], port=self._listen[1]
         )
         slots = threading.Semaphore(max(1, self.options.parallel))
-        workers: list[threading.Thread] = []
+        workers: list[threading.Event] = []
+        """One event a run in flight, set when its task is settled: waited on rather than its
+        thread joined, since a Ctrl-C inside Thread.join can leave a live thread looking ended
+        (Python before 3.13), and the batch would end with its runs still out."""
         stopped: BaseException | None = None
         ready: tuple[TaskRow, Job] | None = None
         with the_gateway:
@@ -478,32 +486,34 @@ class Batch:
                         if not self._stopping.is_set():
                             self._budget_stop = True
                         break
+                    settled = threading.Event()
                     worker = threading.Thread(
                         target=self._run_task,
-                        args=(task, job, the_gateway, slots),
+                        args=(task, job, the_gateway, slots, settled),
                         name=f"agentgod-batch-{task.seq}",
                         daemon=True,
                     )
                     with self._lock:
                         self._running += 1
-                    workers.append(worker)
+                    workers.append(settled)
                     worker.start()
                     ready = None
-                    workers = [w for w in workers if w.is_alive()]
+                    workers = [event for event in workers if not event.is_set()]
                     self._report()
-                for worker in workers:
-                    while worker.is_alive():
-                        worker.join(0.2)
+                for settled in workers:
+                    while not settled.wait(0.2):
+                        pass
             except KeyboardInterrupt as stop:
                 stopped = stop
                 self._stopping.set()
+                the_gateway.stop_runs()  # runs elsewhere (on Ray) hear it from the gateway
                 self.engine.interrupt()
                 if ready is not None:  # made ready, never started
                     self._unprepare(*ready, the_gateway)
-                for worker in workers:
+                for settled in workers:
                     with contextlib.suppress(KeyboardInterrupt):
-                        while worker.is_alive():
-                            worker.join(0.2)
+                        while not settled.wait(0.2):
+                            pass
             finally:
                 self.engine.close()
         self._finish(stopped)
@@ -601,21 +611,27 @@ class Batch:
         self._update(task)
 
     def _run_task(
-        self, task: TaskRow, job: Job, the_gateway: gateway.Gateway, slots: threading.Semaphore
+        self,
+        task: TaskRow,
+        job: Job,
+        the_gateway: gateway.Gateway,
+        slots: threading.Semaphore,
+        settled: threading.Event,
     ) -> None:
-        """One task's run, start to record. Its slot is freed the moment the run has ended, so
-        the next task's run starts while this one's result is still being written down."""
+        """One task's run, start to record; `settled` is set once it is written down, however
+        it ended. Its slot is freed the moment the run has ended, so the next task's run starts
+        while this one's result is still being written down."""
         from agentgod import signals
 
         signals.shield_from_signals()
         freed = False
         started, moment = time.monotonic(), datetime.now(UTC)
         try:
-            lost = ""
+            lost, stopped = "", False
             try:
                 result = self.engine.run(job)
             except RunLost as error:
-                lost = redact.redact(str(error))
+                lost, stopped = redact.redact(str(error)), error.interrupted
                 result = JobResult(1, None, lost, time.monotonic() - started)
             except Exception as error:
                 text = redact.redact(f"{type(error).__name__}: {error}")
@@ -624,7 +640,8 @@ class Batch:
             task.usd += billed["usd"]
             task.seconds += result.seconds
             if lost:
-                task.status, task.error = TaskStatus.CRASHED, lost
+                task.status = TaskStatus.INTERRUPTED if stopped else TaskStatus.CRASHED
+                task.error = lost
             else:
                 self._settle(task, result)
             with self._lock:
@@ -636,7 +653,9 @@ class Batch:
             freed = True
             slots.release()
             if lost:
-                unwritten = self._record_lost(task, job, billed, lost, moment, result.seconds)
+                unwritten = self._record_lost(
+                    task, job, billed, lost, moment, result.seconds, stopped=stopped
+                )
                 if unwritten:
                     result.stderr += "\n" + unwritten
             self._update(task)
@@ -645,6 +664,7 @@ class Batch:
         finally:
             if not freed:
                 slots.release()
+            settled.set()
 
     def _record_lost(
         self,
@@ -654,14 +674,17 @@ class Batch:
         error: str,
         started_at: datetime,
         seconds: float,
+        *,
+        stopped: bool = False,
     ) -> str:
         """A run lost with the worker that ran it, recorded in this home as crashed (its record
-        went with the worker): what the gateway billed for it is its spend, and a warning says
-        why nothing else is known (no plan, so resume starts it afresh). What could not be
-        written, or ""."""
+        went with the worker; `stopped`: as interrupted, for a stopped run that did not come
+        back in time): what the gateway billed for it is its spend, and a warning says why
+        nothing else is known (no plan, so resume starts it afresh). What could not be written,
+        or ""."""
         if history.known(job.run_id):
             return ""  # it had recorded itself here after all
-        retried = _retried(job.args)
+        retried = job.retries
         record = RunRecord(
             task=task.task,
             ok=False,
@@ -676,9 +699,9 @@ class Batch:
             cost=billed,
             duration_seconds=seconds,
             started_at=started_at,
-            warnings=[LOST_RUN_WARNING],
+            warnings=[STOPPED_LOST_WARNING if stopped else LOST_RUN_WARNING],
             run_id=job.run_id,
-            status=RunStatus.CRASHED,
+            status=RunStatus.INTERRUPTED if stopped else RunStatus.CRASHED,
             retry_of=retried,
             model=_flag(job.args, "--model") or self.settings.model,
             budget_usd=task.budget_usd,
@@ -826,11 +849,6 @@ def _flag(args: Sequence[str], name: str) -> str | None:
         if arg == name:
             found = args[at + 1]
     return found
-
-
-def _retried(args: Sequence[str]) -> str | None:
-    """The run a run's command line retries (`... retry RUN`, as _args makes it), or None."""
-    return args[-1] if len(args) >= 2 and args[-2] == "retry" else None
 
 
 RETRYABLE = (RunStatus.INTERRUPTED, RunStatus.BUDGET, RunStatus.CRASHED)

@@ -49,6 +49,12 @@ class Job:
     env: Mapping[str, str]
     cwd: str
 
+    @property
+    def retries(self) -> str | None:
+        """The run this job retries (its command line ends `retry RUN`), or None."""
+        args = self.args
+        return args[-1] if len(args) >= 2 and args[-2] == "retry" else None
+
 
 @dataclass
 class JobResult:
@@ -65,7 +71,13 @@ class JobResult:
 class RunLost(RuntimeError):
     """The process or machine running a run died, and took the run's record with it (a Ray
     worker that crashed, its node gone): the run crashed, and all that is known of it is what
-    the gateway billed for it. The message says what the engine saw, for a person."""
+    the gateway billed for it. The message says what the engine saw, for a person.
+    `interrupted`: it was stopped (Ctrl-C) and did not hand its record back in time, so it
+    ended as an interrupted run rather than a crashed one."""
+
+    def __init__(self, message: str, *, interrupted: bool = False) -> None:
+        super().__init__(message)
+        self.interrupted = interrupted
 
 
 def command() -> list[str]:

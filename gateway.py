@@ -53,6 +53,12 @@ BUDGET_ERROR = "budget_exhausted"
 """The error type of a refusal for money (llm.GATEWAY_BUDGET_ERROR reads it in the run)."""
 ADMIN_PATH = "/agentgod/v1/"
 """Where a standalone gateway mints capabilities and reports its ledger (admin token only)."""
+STOP_PATH = "/agentgod/v1/stop"
+"""Where a run's worker asks, with the run's capability, whether to stop it: the answer comes
+when the batch is stopped (Ctrl-C), or `{"stop": false}` after STOP_WAIT_SECONDS, to ask
+again. So a run on another machine (a Ray worker's) is stopped as a run here is: it archives
+itself as interrupted and comes back with what it paid for."""
+STOP_WAIT_SECONDS = 20.0
 
 
 class RelayedReply(Protocol):
@@ -329,6 +335,7 @@ class Gateway:
         self._thread: threading.Thread | None = None
         self.refusals: dict[str, int] = {}
         """How many requests were refused, by error type (for the batch's record and tests)."""
+        self._stopping = threading.Event()
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -355,8 +362,13 @@ class Gateway:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # a worker still asking is answered, not left hanging
         self._server.shutdown()
         self._server.server_close()
+
+    def stop_runs(self) -> None:
+        """Tell every run's worker that asks (STOP_PATH) to stop its run."""
+        self._stopping.set()
 
     def __enter__(self) -> Gateway:
         return self.start()
@@ -455,6 +467,14 @@ class Gateway:
                 if self.path == ADMIN_PATH + "ledger" and self._is_admin():
                     ledger = gateway.ledger
                     self._json(200, {**ledger.cost_summary(), "budget_usd": ledger.budget_usd})
+                elif self.path.rstrip("/").endswith(STOP_PATH):
+                    try:
+                        gateway.minter.verify(_token_of(self.headers))
+                    except CapabilityError as refusal:
+                        gateway._refused(refusal.kind)
+                        self._error(refusal.status, refusal.kind, str(refusal), refusal)
+                        return
+                    self._json(200, {"stop": gateway._stopping.wait(STOP_WAIT_SECONDS)})
                 else:
                     self._error(404, "not_found_error", f"Not found: {self.path}")
 

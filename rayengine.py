@@ -27,6 +27,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ RESOURCE = "agentgod"
 """The custom resource a node advertises when it can run AgentGOD's runs."""
 RUNS_PER_CORE = 2
 """What a node advertises per core: runs mostly wait on the model."""
+STOP_GRACE_SECONDS = 30.0
+"""How long a stopped batch waits for a run on Ray to come back with its record before it
+cancels the run's task by force."""
 LOCAL_OBJECT_STORE_BYTES = 128 * 1024 * 1024
 """A local instance's object store: results are small JSON, not the 30 % of memory Ray takes."""
 FOLDER_PREFIX = "agentgod-ray-"
@@ -89,13 +93,24 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
         if "--out" in args:
             at = args.index("--out")
             del args[at : at + 2]
+        if job.get("carried"):  # the run a retry carries on: here, as it is at home
+            runexport.take_in(job["carried"], home)
         spawner = Spawner(env, die_with_parent=True)
         cwd = job["cwd"] if os.path.isdir(job["cwd"]) else str(home)
+        ended = threading.Event()
+        threading.Thread(
+            target=_stop_when_told,
+            args=(dict(job["env"]), spawner, ended),
+            name="agentgod-stop-watch",
+            daemon=True,
+        ).start()
         try:
             result = spawner.run(Job(job["run_id"], tuple(args), job["env"], cwd))
         except KeyboardInterrupt:  # ray.cancel: the run archives itself as interrupted first
             spawner.interrupt()
             raise
+        finally:
+            ended.set()
         return {
             "exit_code": result.exit_code,
             "reply": result.reply,
@@ -105,6 +120,30 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
         }
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop_when_told(env: dict[str, str], spawner: Spawner, ended: threading.Event) -> None:
+    """Ask the batch's gateway, as the run does (its URL and capability), whether the batch was
+    stopped, until the run ends; when it was, stop the run as Ctrl-C stops one at home (SIGINT:
+    it archives itself as interrupted, and `work` hands that record back). A gateway that does
+    not answer is asked again a moment later: the run's own calls will say if it is gone."""
+    import urllib.error
+    import urllib.request
+
+    from agentgod.gateway import STOP_PATH, STOP_WAIT_SECONDS
+
+    url = env.get("ANTHROPIC_BASE_URL", "").rstrip("/") + STOP_PATH
+    asking = urllib.request.Request(url, headers={"x-api-key": env.get("ANTHROPIC_API_KEY", "")})
+    while not ended.is_set():
+        try:
+            with urllib.request.urlopen(asking, timeout=STOP_WAIT_SECONDS + 10) as answer:
+                told = json.loads(answer.read() or b"{}").get("stop") is True
+        except (OSError, ValueError, urllib.error.URLError):
+            ended.wait(1.0)
+            continue
+        if told and not ended.is_set():
+            spawner.interrupt()
+            return
 
 
 def sweep_leftovers(root: Path | None = None) -> list[Path]:
@@ -178,12 +217,19 @@ class RayEngine:
             "args": list(job.args),
             "env": dict(job.env),
             "cwd": job.cwd,
+            "carried": runexport.export(config.home(), job.retries) if job.retries else None,
         }
         ref = self._remote.remote(payload)
         self._refs[job.run_id] = ref
         try:
             done: dict[str, Any] = self._ray.get(ref)
         except Exception as error:
+            if isinstance(error, self._ray.exceptions.TaskCancelledError):
+                raise RunLost(
+                    f"stopped, and its Ray worker did not hand its record back within "
+                    f"{STOP_GRACE_SECONDS:g} s",
+                    interrupted=True,
+                ) from error
             if worker_died(error):
                 raise RunLost(
                     "the Ray worker running it died, or its machine, before its answer came back "
@@ -215,9 +261,17 @@ class RayEngine:
         )
 
     def interrupt(self) -> None:
+        """The batch was stopped: each run is told by the gateway it asks (`work`) and comes
+        back with its record. A run still out STOP_GRACE_SECONDS later (a worker that cannot
+        reach the gateway) is cancelled by force: it ends as interrupted, its record lost."""
+        timer = threading.Timer(STOP_GRACE_SECONDS, self._cancel_all)
+        timer.daemon = True
+        timer.start()
+
+    def _cancel_all(self) -> None:
         for ref in list(self._refs.values()):
             with contextlib.suppress(Exception):
-                self._ray.cancel(ref)
+                self._ray.cancel(ref, force=True)
 
     def close(self) -> None:
         """Leave the cluster; a local instance this engine started is shut down (the command

@@ -77,14 +77,15 @@ def _private_write(path: Path, data: bytes) -> None:
         sink.write(data)
 
 
-def take_in(exported: dict[str, Any]) -> list[artifacts.Artifact]:
-    """Write an exported run into this home; its artifacts, as now kept here. A run this home
-    already has is left as it is."""
+def take_in(exported: dict[str, Any], home: Path | None = None) -> list[artifacts.Artifact]:
+    """Write an exported run into `home` (None: this process's home); its artifacts, as now
+    kept there. A run the home already has is left as it is. (A Ray worker takes in the run a
+    retry carries on, from the submitting home, before the retry starts.)"""
     run = dict(exported["run"])
     run_id = str(run["run_id"])
-    runs_dir = config.runs_dir()
+    runs_dir = config.runs_dir() if home is None else home / "runs"
     folder = runs_dir / run_id
-    if history.known(run_id):
+    if history.known(run_id) if home is None else export(home, run_id) is not None:
         return []
     for relative, data in exported.get("files", {}).items():
         target = (folder / relative).resolve()

@@ -79,9 +79,12 @@ def stop_on_signals() -> Iterator[None]:
     """While inside, every stop signal raises `Stopped` in the main thread (call it there).
 
     A signal the caller was told to ignore stays ignored (`nohup agentgod ...` survives the
-    terminal closing). The handlers in place before are put back on the way out.
+    terminal closing). One blocked is unblocked: a process inherits its starter's blocked
+    signals, and a run started from a shielded thread (a Ray worker's, a batch's) would never
+    see its Ctrl-C. The handlers in place before are put back on the way out.
     """
     resume()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     previous: dict[signal.Signals, object] = {}
     for each in sorted(STOP_SIGNALS):
         if signal.getsignal(each) is signal.SIG_IGN:

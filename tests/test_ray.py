@@ -17,11 +17,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import TEST_KEY, agentgod, agentgod_command, scripted_env
+from conftest import IMPORT_ROOT, TEST_KEY, agentgod, agentgod_command, scripted_env
 from fakeapi import FakeMessagesAPI, Request
 from scripted import Factory, agent_spec, plan
 
 from agentgod import batchrecord, history, ledger, rayengine
+from agentgod.childrun import Job, RunLost
 from agentgod.journal import Owner
 
 ray = pytest.importorskip("ray")
@@ -191,6 +192,117 @@ def test_a_run_whose_ray_worker_is_killed_is_crashed_recorded_and_run_again(
     fresh = history.load(again[0]["run_id"])
     assert fresh is not None and fresh.retry_of is None and fresh.status.value == "ok"
     assert not leftover.exists(), "the next run on the node swept the dead worker's home"
+
+
+def test_ctrl_c_stops_a_run_on_ray_as_at_home_and_resume_retries_it_on_what_it_paid_for(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    """Ctrl-C while a run's agent waits on the model, on a Ray worker: the run is told to stop
+    (through the gateway, which its worker asks), archives itself as interrupted, and comes
+    back into the submitting home with its plan and code; the task is interrupted, and resume
+    retries the run on what it paid for (no second plan)."""
+    factory = Factory(fake_api)
+    factory.plans = [plan(agent_spec("solver"), complexity="simple")]
+    reached, go_on = threading.Event(), threading.Event()
+
+    def agent_reply(name: str, request: Request) -> str:
+        if not go_on.is_set():  # the first run's agent waits until the batch is stopped
+            reached.set()
+            go_on.wait(120)
+        return f"result from {name}"
+
+    factory.agent_reply = agent_reply
+    task = "summarise the history of the lighthouse keepers of the southern coast in a page"
+    env = scripted_env(isolated_home, fake_api, COUNCIL="off", RAY_ADDRESS="")
+    process = subprocess.Popen(
+        [*agentgod_command(), "batch", "-", "--engine", "ray"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdin is not None
+        process.stdin.write(json.dumps({"id": "stop1", "task": task}) + "\n")
+        process.stdin.close()
+        process.stdin = None
+        assert reached.wait(180), "the run's agent never reached the model"
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=300)
+    finally:
+        go_on.set()
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr[-3000:]
+    rows = [json.loads(text) for text in stdout.splitlines()]
+    assert len(rows) == 2, (stdout, stderr[-3000:])
+    [row], summary = rows[:-1], rows[-1]
+    assert row["status"] == "interrupted", row
+    assert summary["status"] == "interrupted" and summary["unfinished"] == 1
+    stopped = history.load(row["run_id"])
+    assert stopped is not None, "the run came back into the submitting home"
+    assert stopped.status.value == "interrupted" and stopped.plan, "with its plan"
+
+    plans = len(factory.of("plan"))
+    resumed = agentgod(
+        isolated_home, fake_api, "batch", "resume", summary["batch_id"], COUNCIL="off",
+        RAY_ADDRESS="",
+    )  # fmt: skip
+    again = [json.loads(text) for text in resumed.stdout.splitlines()]
+    assert resumed.returncode == 0, (json.dumps(again[0])[:3000], resumed.stderr[-3000:])
+    assert again[0]["ok"] and again[-1]["done"] == 1
+    assert len(factory.of("plan")) == plans, "retried on its plan, not planned again"
+    retried = history.load(again[0]["run_id"])
+    assert retried is not None and retried.retry_of == row["run_id"]
+
+
+def test_a_stopped_run_whose_worker_never_hears_is_cancelled_after_the_grace_as_interrupted(
+    fake_api: FakeMessagesAPI, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that cannot ask a gateway (this one's URL is the fake API's, which knows no
+    stop) never stops its run: once the grace has passed, the batch cancels the task by force,
+    and the run is lost as an interrupted one, not a failed one."""
+    arrived, held = threading.Event(), threading.Event()
+
+    def hold(request: Request) -> str:
+        arrived.set()
+        held.wait(120)
+        return "never"
+
+    fake_api.handler = hold
+    monkeypatch.setattr(rayengine, "STOP_GRACE_SECONDS", 0.5)
+    monkeypatch.setenv("PYTHONPATH", str(IMPORT_ROOT))  # the workers import this checkout
+    engine = rayengine.RayEngine(parallel=1)
+    try:
+        env = scripted_env(isolated_home, fake_api)
+        job = Job(
+            "0a1b2c3d",
+            ("--json", "--no-input", "--run-id", "0a1b2c3d", "--task", "a task that waits"),
+            {name: env[name] for name in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "SANDBOX")},
+            str(isolated_home),
+        )
+        outcome: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                engine.run(job)
+            except BaseException as error:
+                outcome.append(error)
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        assert arrived.wait(120), f"the run never called the model: {outcome}"
+        engine.interrupt()
+        runner.join(120)
+        assert not runner.is_alive(), "the task was not cancelled after the grace"
+    finally:
+        held.set()
+        engine.close()
+    [error] = outcome
+    assert isinstance(error, RunLost) and error.interrupted, error
+    assert "did not hand its record back" in str(error)
 
 
 def test_a_run_started_to_die_with_its_parent_does_not_outlive_it(
