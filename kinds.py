@@ -71,6 +71,16 @@ class RunStatus(StrEnum):
     later command found it so, and kept what it had recorded."""
 
 
+class BudgetOwner(StrEnum):
+    """Whose budget stopped a run: told apart so a batch resumes only what its own budget cut."""
+
+    RUN = "run"
+    """The run's own cap: --budget or BUDGET_USD in the run, or its share of a batch's budget
+    (its line's `budget`) at the batch's gateway."""
+    BATCH = "batch"
+    """The budget of the batch (or eval) the run belongs to, which only its gateway holds."""
+
+
 class Switch(StrEnum):
     """A setting that is simply on or off (WEB)."""
 
