@@ -281,6 +281,8 @@ def single_call(job: Job, overrides: Mapping[str, str], cancel: llm.Cancel) -> J
             "advice": error.advice,
             "detail": error.technical,
         }
+        if error.budget_of:  # whose budget: the case's own, or the eval's
+            reply["error"]["budget_of"] = error.budget_of
     return JobResult(exit_code, reply, "", seconds)
 
 

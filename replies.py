@@ -250,6 +250,9 @@ class ErrorDetail(TypedDict):
     headline: str
     advice: str
     detail: str
+    budget_of: NotRequired[str]
+    """With type `budget`: whose budget stopped the run (kinds.BudgetOwner): `run`, its own
+    cap (--budget, BUDGET_USD, its batch line's `budget`), or `batch`, its batch's."""
 
 
 class ErrorReply(TypedDict):

@@ -297,6 +297,7 @@ def test_three_concurrent_runs_under_one_batch_budget_never_pass_it(
     for reply in replies:
         if not reply["ok"]:
             assert reply["error"]["type"] == "budget", reply["error"]
+            assert reply["error"]["budget_of"] == "batch", "no run has a cap of its own here"
     keys = {request.api_key for request in fake_api.messages()}
     assert keys == {TEST_KEY}
 
