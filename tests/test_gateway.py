@@ -425,7 +425,11 @@ def test_a_client_that_drops_its_connection_is_nothing_to_report(
     client.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\n")  # headers never finished
     handler = None
     for _ in range(200):  # the server's thread for it, waiting for the rest of the headers
-        new = [t for t in threading.enumerate() if t not in before and "process_request" in t.name]
+        new = [
+            t
+            for t in threading.enumerate()
+            if t not in before and "process_request" in t.name and t.is_alive()  # started
+        ]
         if new:
             handler = new[0]
             break
