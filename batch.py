@@ -40,7 +40,7 @@ from agentgod.childrun import (
     Spawner,
     child_env,
 )
-from agentgod.kinds import BatchStatus, EngineName, RunStatus, TaskStatus
+from agentgod.kinds import BatchStatus, BudgetOwner, EngineName, RunStatus, TaskStatus
 from agentgod.ledger import MIN_OUTPUT_TOKENS, Usage
 from agentgod.replies import (
     BatchProgress,
@@ -50,6 +50,7 @@ from agentgod.replies import (
     ErrorDetail,
 )
 from agentgod.runrecord import RunRecord, new_run_id
+from agentgod.text import dollars
 
 LINE_FIELDS = frozenset({"id", "task", "files", "budget"})
 """What a line may hold; anything else is a typo worth reporting, not ignoring."""
@@ -433,6 +434,7 @@ class Batch:
         self._lock = threading.Lock()
         self._running = 0
         self._done = 0
+        self._capped = 0
         self._failed = 0
         self._total = 0
         self._started = 0.0
@@ -648,6 +650,8 @@ class Batch:
                 self._running -= 1
                 if task.status is TaskStatus.OK:
                     self._done += 1
+                elif task.status is TaskStatus.CAPPED:
+                    self._capped += 1
                 else:
                     self._failed += 1
             freed = True
@@ -727,7 +731,13 @@ class Batch:
         return [*args, "--task", task.task]
 
     def _settle(self, task: TaskRow, result: JobResult) -> None:
-        """The task's status from how its run ended."""
+        """The task's status from how its run ended.
+
+        A budget stop is told apart by whose budget it was, as the run's reply names it
+        (error.budget_of): its own cap (in the run, or its share at the gateway) finishes the
+        task as `capped`; the batch's leaves it `budget`, for resume. A reply that names
+        neither is taken as the batch's: resume runs it, as it always did.
+        """
         reply = result.reply
         if reply is not None and reply.get("ok") is True:
             task.status = TaskStatus.OK
@@ -736,9 +746,12 @@ class Batch:
         error = reply.get("error") if isinstance(reply, dict) else None
         kind = error.get("type") if isinstance(error, dict) else None
         headline = error.get("headline") if isinstance(error, dict) else None
+        owner = error.get("budget_of") if isinstance(error, dict) else None
         killed = reply is None and result.exit_code > 128
         if result.exit_code in EXIT_INTERRUPTED or kind == "interrupted":
             task.status = TaskStatus.INTERRUPTED
+        elif kind == "budget" and owner == BudgetOwner.RUN.value:
+            task.status = TaskStatus.CAPPED
         elif kind == "budget":
             task.status = TaskStatus.BUDGET
         elif killed:
@@ -787,13 +800,21 @@ class Batch:
                 advice="The detail is the end of the run's error output.",
                 detail=redact.redact(result.stderr[-1000:]),
             )
+        elif task.status is TaskStatus.CAPPED:
+            line["error"] = ErrorDetail(
+                type=TaskStatus.CAPPED.value,
+                headline=f"Line {task.line}'s own budget stopped its run. {task.error}",
+                advice=capped_advice(task),
+                detail="",
+            )
         return line
 
     def progress(self) -> BatchProgress:
         with self._lock:
-            done, failed, running, total = self._done, self._failed, self._running, self._total
+            done, capped, failed = self._done, self._capped, self._failed
+            running, total = self._running, self._total
         elapsed = time.monotonic() - self._started
-        finished = done + failed
+        finished = done + capped + failed
         eta = None
         if finished:
             eta = max(0.0, elapsed / finished * (total - finished))
@@ -801,6 +822,7 @@ class Batch:
             batch_id=self.batch.batch_id,
             total=total,
             done=done,
+            capped=capped,
             failed=failed,
             running=running,
             usd=round(self.ledger.cost_usd(), 6),
@@ -820,11 +842,30 @@ def summary(batch: BatchRow) -> BatchSummaryLine:
         status=batch.status.value,
         tasks=len(batch.tasks),
         done=batch.count(TaskStatus.OK),
+        capped=batch.count(TaskStatus.CAPPED),
         failed=batch.count(TaskStatus.FAILED),
         invalid=batch.count(TaskStatus.INVALID),
         unfinished=len(batch.unfinished()),
         usd=round(batch.usd, 6),
         seconds=round(batch.seconds, 3),
+    )
+
+
+def capped_advice(task: TaskRow) -> str:
+    """How to go on with a task its own cap stopped: a retry given more money, on purpose (its
+    plan and the agents that delivered are kept), or the task again when it had no plan."""
+    more = f"{task.budget_usd!r}" if task.budget_usd is not None else "USD"
+    stored = history.load(task.run_id) if task.run_id else None
+    if stored is not None and stored.plan:
+        amount = dollars(task.budget_usd) if task.budget_usd is not None else "that much"
+        return (
+            f"`agentgod retry {task.run_id} --budget {more}` finishes it with {amount} more to "
+            "spend, reusing what it paid for; `batch resume` leaves it, since its own cap is spent."
+        )
+    return (
+        "It stopped before it had a plan: run the task again with a larger budget (a line "
+        'with a larger "budget", or `agentgod --budget USD "..."`); `batch resume` '
+        "leaves it, since its own cap is spent."
     )
 
 

@@ -115,6 +115,7 @@ def _sit(session: Session, invocation: cli.Invocation, record: batchrecord.Batch
     if code == cli.EXIT_OK and (
         finished.status is not BatchStatus.DONE
         or line["failed"]
+        or line["capped"]
         or line["invalid"]
         or line["unfinished"]
     ):

@@ -67,6 +67,7 @@ from typing import Any, Protocol, TypeVar
 
 from agentgod import agent_runtime, brokerrequest, redact
 from agentgod.brokerrequest import Grant, KnownUrls, Refusal, checked, listed, shown
+from agentgod.kinds import BudgetOwner
 from agentgod.ledger import search_usd, tokens_in_bytes, usage_count, usage_searches
 from agentgod.models import Profile
 from agentgod.replies import TokenUsage
@@ -521,9 +522,16 @@ class Broker:
         self._channels: list[Channel] = []
         self.budget_needed = 0.0
         """The largest worst case of an agent call the run's budget refused, in dollars."""
+        self._budget_owners: set[BudgetOwner] = set()
         self._lock = threading.Lock()
         self._known = KnownUrls(known_urls)
         self._closed = False
+
+    def budget_owners(self) -> frozenset[BudgetOwner]:
+        """Whose budgets refused the agents' calls so far: the run's own (its ledger, an agent's
+        share of it, or its share at a batch's gateway), or a batch's (ledger.stopped_by)."""
+        with self._lock:
+            return frozenset(self._budget_owners)
 
     def open_channel(
         self,
@@ -751,6 +759,8 @@ class Broker:
             used = channel.usage.tokens
             left = grant.share_tokens - used - fixed - (0 if choosing else wanted)
             if left < min(MIN_CALL_TOKENS, max_tokens):
+                with self._lock:
+                    self._budget_owners.add(BudgetOwner.RUN)
                 raise Refusal(
                     "budget",
                     f"this agent's share of the budget is spent ({used} of "
@@ -772,6 +782,7 @@ class Broker:
         except self._budget_error as error:
             with self._lock:
                 self.budget_needed = max(self.budget_needed, getattr(error, "needed_usd", 0.0))
+                self._budget_owners.add(BudgetOwner.RUN)
             raise Refusal("budget", f"the run's budget is spent: {error}") from None
         try:
             began = time.monotonic()
@@ -781,9 +792,12 @@ class Broker:
             try:
                 sent = self._send({**request, "max_tokens": hold.tokens})
             except self._budget_error as error:  # a gateway above holds a budget of its own
+                owner = getattr(error, "owner", BudgetOwner.BATCH)
                 with self._lock:
                     self.budget_needed = max(self.budget_needed, getattr(error, "needed_usd", 0.0))
-                raise Refusal("budget", f"the batch's budget is spent: {error}") from None
+                    self._budget_owners.add(owner)
+                whose = "the run's" if owner is BudgetOwner.RUN else "the batch's"
+                raise Refusal("budget", f"{whose} budget is spent: {error}") from None
             except Exception as error:
                 return channel._fail(*_failure(error)), hold.tokens, request, pages or 0
             reply = _plain(sent)  # junk from the road is the broker's bug: an internal failure

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +43,7 @@ from agentgod.artifacts import ArtifactStore
 from agentgod.attachments import Attached
 from agentgod.broker import AgentUsage, Broker, Channel
 from agentgod.events import TaskEvents
-from agentgod.kinds import AgentKind, Phase, Spend
+from agentgod.kinds import AgentKind, BudgetOwner, Phase, Spend
 from agentgod.runrecord import AgentRecord, Failure
 from agentgod.scratch import RunSpace
 
@@ -103,8 +103,9 @@ class RunState(Protocol):
     def warn(self, text: str) -> None:
         """Something the run survives: shown now, and kept in the run's record."""
 
-    def note_budget(self, needed_usd: float = 0.0) -> None:
-        """The budget refused a call (needing up to `needed_usd`): launch nothing more."""
+    def note_budget(self, needed_usd: float, owners: Collection[BudgetOwner]) -> None:
+        """The budget refused a call (needing up to `needed_usd`; `owners`: whose budgets, the
+        run's own or its batch's): launch nothing more."""
 
     def recorded(self, agent: AgentRecord) -> None:
         """An agent's record is final for its round (kept as the run goes, in its journal)."""
@@ -497,7 +498,7 @@ class Crew:
                     self.unreadable[spec.name] = error.cause
                 return _Built(None, reasons=error.reasons)
             except ledger.BudgetExhaustedError as error:
-                run.note_budget(error.needed_usd)
+                run.note_budget(error.needed_usd, {error.owner})
                 return _Built(
                     None,
                     reasons=["the budget ran out before it was written"],
@@ -547,7 +548,7 @@ class Crew:
                 spent.merge(billed)
                 if not result.ok and billed.refusals.get("budget"):
                     result.kind = AgentKind.BUDGET
-                    run.note_budget(self._broker.budget_needed)
+                    run.note_budget(self._broker.budget_needed, self._broker.budget_owners())
                 transient = not result.ok and bool(TRANSIENT_FAILURES & set(billed.failures))
             if transient and reruns < TRANSIENT_RERUNS and result.kind == AgentKind.CRASH:
                 # A rewrite cannot fix the network: run the same code again, after a pause.
@@ -574,7 +575,7 @@ class Crew:
             except generator.GenerationError:
                 break
             except ledger.BudgetExhaustedError as error:
-                run.note_budget(error.needed_usd)
+                run.note_budget(error.needed_usd, {error.owner})
                 break
             if run.stopped.is_set():
                 break

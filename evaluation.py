@@ -280,6 +280,8 @@ def single_call(job: Job, overrides: Mapping[str, str], cancel: llm.Cancel) -> J
             "advice": error.advice,
             "detail": error.technical,
         }
+        if error.budget_of:  # whose budget: the case's own, or the eval's
+            reply["error"]["budget_of"] = error.budget_of
     return JobResult(exit_code, reply, "", seconds)
 
 
@@ -474,14 +476,9 @@ class Sitting:
         if reply is None and task.run_id:
             reply = _stored_reply(task.run_id)
         reply = reply or {}
-        started = not task.error.startswith("not started")
-        if case.budget_usd is not None and task.status is TaskStatus.BUDGET and started:
-            # A budget stop of a case with a budget of its own is that budget's (even before
-            # its first call): that is its answer (within_budget scores it), and resume must
-            # not pay for it again.
-            task.status = TaskStatus.FAILED
-            if self.batch is not None:
-                batchrecord.update_task(self.batch.batch_id, task)
+        # A run its case's own budget stopped (even before its first call) is `capped` in the
+        # batch: finished, so that is its answer (within_budget scores it) and resume does not
+        # pay for it again; one the eval's budget stopped is `budget`, unfinished, for resume.
         result.status = task.status
         result.run_id = task.run_id
         result.usd = task.usd

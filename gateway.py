@@ -11,7 +11,9 @@ model itself, as the broker does not), passes the reply on — a stream as a str
 the real usage. A web fetch's pages are held at their cap (the fetch tool's max_content_tokens),
 lowered with `max_tokens` when the budget cannot pay for them whole, as the broker does for an
 agent's. So a batch budget binds exactly across every run and worker, and a capability that has
-expired, names another model, or whose share is spent is refused with an error that says so.
+expired, names another model, or whose share is spent is refused with an error that says so; a
+refusal for money also names whose budget it was (the run's share or the batch's), so the batch
+can tell a run its own cap stopped from one its own budget did.
 
 The gateway listens on loopback unless told otherwise; across machines it must be reached over
 TLS or a tunnel (README, security model). `agentgod gateway` runs one on its own; then
@@ -38,6 +40,7 @@ from typing import Any, Protocol
 
 from agentgod import redact
 from agentgod.broker import MAX_PAGE_TOKENS, MIN_PAGE_TOKENS, WEB_USE_TOKENS
+from agentgod.kinds import BudgetOwner
 from agentgod.ledger import BudgetExhaustedError, Hold, Usage, tokens_in_bytes
 from agentgod.replies import CostSummary
 
@@ -51,6 +54,10 @@ FETCHES_WITHOUT_LIMIT = 10
 """The fetches held for a web_fetch tool that names no max_uses."""
 BUDGET_ERROR = "budget_exhausted"
 """The error type of a refusal for money (llm.GATEWAY_BUDGET_ERROR reads it in the run)."""
+BUDGET_OF = "budget_of"
+"""The field of a refusal for money that names whose budget it was (kinds.BudgetOwner: the
+run's share, or the batch's budget), so the run can tell its batch which stopped it
+(llm.GATEWAY_BUDGET_OF reads it)."""
 ADMIN_PATH = "/agentgod/v1/"
 """Where a standalone gateway mints capabilities and reports its ledger (admin token only)."""
 STOP_PATH = "/agentgod/v1/stop"
@@ -442,8 +449,8 @@ class Gateway:
         except BudgetExhaustedError as error:
             if share_hold is not None:
                 share.release(share_hold)
-            whose = "the run's share of the budget" if share_hold is None else "the batch budget"
-            raise _BudgetRefusal(whose, error) from None
+            owner = BudgetOwner.RUN if share_hold is None else BudgetOwner.BATCH
+            raise _BudgetRefusal(owner, error) from None
         return share_hold, batch_hold
 
     def _bill(self, share: Usage, model: str, usage: dict[str, Any]) -> None:
@@ -641,7 +648,7 @@ class Gateway:
                 kind: str,
                 message: str,
                 refusal: CapabilityError | None = None,
-                extra: dict[str, float] | None = None,
+                extra: dict[str, float | str] | None = None,
             ) -> None:
                 """A real-shaped error body; refusals are final (x-should-retry: false)."""
                 error = {"type": kind, "message": redact.redact(message), **(extra or {})}
@@ -665,13 +672,17 @@ class _Server(ThreadingHTTPServer):
 class _BudgetRefusal(Exception):
     """A hold the run's share or the batch budget could not make."""
 
-    def __init__(self, whose: str, error: BudgetExhaustedError) -> None:
+    def __init__(self, owner: BudgetOwner, error: BudgetExhaustedError) -> None:
+        whose = "the run's share of the budget" if owner is BudgetOwner.RUN else "the batch budget"
         super().__init__(f"{whose} is spent: {error}")
+        self.owner = owner
         self.error = error
 
-    def numbers(self) -> dict[str, float]:
+    def numbers(self) -> dict[str, float | str]:
+        """The figures, and whose budget it was (BUDGET_OF), for the refusal's body."""
         return {
             "spent_usd": round(self.error.spent_usd, 6),
             "budget_usd": self.error.budget_usd,
             "needed_usd": round(self.error.needed_usd, 6),
+            BUDGET_OF: self.owner.value,
         }

@@ -71,6 +71,16 @@ class RunStatus(StrEnum):
     later command found it so, and kept what it had recorded."""
 
 
+class BudgetOwner(StrEnum):
+    """Whose budget stopped a run: told apart so a batch resumes only what its own budget cut."""
+
+    RUN = "run"
+    """The run's own cap: --budget or BUDGET_USD in the run, or its share of a batch's budget
+    (its line's `budget`) at the batch's gateway."""
+    BATCH = "batch"
+    """The budget of the batch (or eval) the run belongs to, which only its gateway holds."""
+
+
 class Switch(StrEnum):
     """A setting that is simply on or off (WEB)."""
 
@@ -140,7 +150,12 @@ class TaskStatus(StrEnum):
     INTERRUPTED = "interrupted"
     """Stopped by Ctrl-C or a signal mid-run: resume runs it again (retrying what it had)."""
     BUDGET = "budget"
-    """The batch's budget stopped it, or it never started for want of money: resume runs it."""
+    """The batch's budget stopped its run (the gateway refused a call for the batch), or it never
+    started for want of money: resume runs it (retrying what it had), under the batch's budget."""
+    CAPPED = "capped"
+    """Its run was stopped by its own cap (its line's `budget`), not by the batch's: finished,
+    its partial answer kept. Resume leaves it, since running it again would spend past the cap
+    its line set; `agentgod retry RUN --budget USD` goes on, on purpose."""
     CRASHED = "crashed"
     """Its run's process was killed outright (kill -9, out of memory) and left no answer: its
     record is finished as a crashed run, and resume runs it again (retrying what it had)."""
@@ -149,8 +164,9 @@ class TaskStatus(StrEnum):
 
     @property
     def finished(self) -> bool:
-        """Whether resume leaves it alone: an answer, a failure paid for, or a bad line."""
-        return self in (TaskStatus.OK, TaskStatus.FAILED, TaskStatus.INVALID)
+        """Whether resume leaves it alone: an answer, a failure paid for, a run its own cap
+        stopped, or a bad line."""
+        return self in (TaskStatus.OK, TaskStatus.FAILED, TaskStatus.CAPPED, TaskStatus.INVALID)
 
 
 class BatchStatus(StrEnum):
@@ -158,7 +174,7 @@ class BatchStatus(StrEnum):
 
     RUNNING = "running"
     DONE = "done"
-    """Every task ran (some may have failed)."""
+    """Every task ran (some may have failed, or been stopped by their own cap)."""
     INTERRUPTED = "interrupted"
     BUDGET = "budget"
     """Its budget stopped it before every task ran."""

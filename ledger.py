@@ -16,11 +16,12 @@ import bisect
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from agentgod.kinds import BudgetOwner
 from agentgod.models import FREE, WEB_SEARCH_USD_PER_1000, Price, table_price
 from agentgod.replies import CostSummary
 from agentgod.text import dollars
@@ -124,15 +125,40 @@ is billed, so a tight budget should still let short calls (a plan, a verdict) th
 class BudgetExhaustedError(RuntimeError):
     """The next model call would cross the budget, so it was not made."""
 
-    def __init__(self, spent_usd: float, budget_usd: float, needed_usd: float = 0.0) -> None:
+    def __init__(
+        self,
+        spent_usd: float,
+        budget_usd: float,
+        needed_usd: float = 0.0,
+        owner: BudgetOwner = BudgetOwner.RUN,
+    ) -> None:
         needs = f"; the next call needed up to {dollars(needed_usd)}" if needed_usd else ""
+        whose = "the batch's " if owner is BudgetOwner.BATCH else "the "
         super().__init__(
-            f"the {dollars(budget_usd)} budget is spent ({dollars(spent_usd)} so far{needs})"
+            f"{whose}{dollars(budget_usd)} budget is spent ({dollars(spent_usd)} so far{needs})"
         )
         self.spent_usd = spent_usd
         self.budget_usd = budget_usd
         self.needed_usd = needed_usd
         """The worst case of the call that was not made: what it would have had to set aside."""
+        self.owner = owner
+        """Whose budget it was: the run's own (a ledger's here, or its share at a gateway), or
+        the batch's, which a gateway refused the call for (llm.gateway_budget_refusal)."""
+
+
+def stopped_by(owners: Collection[BudgetOwner]) -> BudgetOwner | None:
+    """Whose budget stopped a run that `owners` refused calls for (None: no budget did).
+
+    Both may have: the run's own cap then wins. A refusal by its own cap means that cap is
+    (all but) spent, so running the run again could only spend past what its line allowed,
+    whatever the batch's budget has left; going on is the person's choice (`agentgod retry`
+    with a new --budget), not a resume's.
+    """
+    if BudgetOwner.RUN in owners:
+        return BudgetOwner.RUN
+    if BudgetOwner.BATCH in owners:
+        return BudgetOwner.BATCH
+    return None
 
 
 @dataclass(frozen=True, eq=False)

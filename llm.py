@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentgod import config, jsontext, learned, models, wire
-from agentgod.kinds import STRUCTURED_STEPS, Structured
+from agentgod.kinds import STRUCTURED_STEPS, BudgetOwner, Structured
 from agentgod.ledger import BudgetExhaustedError, Usage, estimate_tokens
 from agentgod.signals import shield_from_signals
 
@@ -560,12 +560,19 @@ def _within_deadline(
 
 GATEWAY_BUDGET_ERROR = "budget_exhausted"
 """The error type a batch's gateway answers when a call would pass the batch's budget or the
-run's share of it (gateway.py): for the run it is its own budget running out."""
+run's share of it (gateway.py): for the run it is a budget running out, as its own does."""
+GATEWAY_BUDGET_OF = "budget_of"
+"""The field of that refusal naming whose budget it was (kinds.BudgetOwner; gateway.BUDGET_OF)."""
 
 
 def gateway_budget_refusal(error: BaseException) -> BudgetExhaustedError | None:
     """A gateway's budget refusal as the run's own BudgetExhaustedError, so the run stops the way
-    a spent budget stops it (keeping what was paid for); None for any other error."""
+    a spent budget stops it (keeping what was paid for); None for any other error.
+
+    The error says whose budget it was, as the refusal names it: the run's share (its own cap)
+    or the batch's. A refusal that names neither (a gateway from before it did) is taken as
+    the batch's, the reading under which a batch resumes the run, as it always did.
+    """
     body = getattr(error, "body", None)
     inner = body.get("error") if isinstance(body, dict) else None
     if not isinstance(inner, dict) or inner.get("type") != GATEWAY_BUDGET_ERROR:
@@ -575,7 +582,11 @@ def gateway_budget_refusal(error: BaseException) -> BudgetExhaustedError | None:
         value = inner.get(name)
         return float(value) if isinstance(value, int | float) else 0.0
 
-    return BudgetExhaustedError(number("spent_usd"), number("budget_usd"), number("needed_usd"))
+    named = inner.get(GATEWAY_BUDGET_OF)
+    owner = BudgetOwner.RUN if named == BudgetOwner.RUN.value else BudgetOwner.BATCH
+    return BudgetExhaustedError(
+        number("spent_usd"), number("budget_usd"), number("needed_usd"), owner
+    )
 
 
 def model_setting(model: str, settings: config.Settings) -> str:

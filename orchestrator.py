@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,7 +52,7 @@ from agentgod.attachments import Attached
 from agentgod.conversation import Conversation
 from agentgod.crew import Crew
 from agentgod.events import NullEvents, SerialisedEvents, TaskEvents, answer_stream
-from agentgod.kinds import AgentKind, Phase, RunStatus, Spend
+from agentgod.kinds import AgentKind, BudgetOwner, Phase, RunStatus, Spend
 from agentgod.results import AllAgentsFailedError, PendingAgent, TaskResult
 from agentgod.runrecord import AgentRecord, Failure, RunRecord
 from agentgod.scratch import RunSpace
@@ -170,6 +170,10 @@ class _Conductor:
         self.budget_hit = threading.Event()
         self.budget_needed = 0.0
         """The largest worst case of a call the budget refused: what the next step needed."""
+        self.budget_owners: set[BudgetOwner] = set()
+        """Whose budgets refused the run's calls (the run's own, a batch's): ledger.stopped_by
+        says which stopped it, for its reply (a batch resumes only what its own budget cut)."""
+        self.budget_lock = threading.Lock()
         self.warnings: list[str] = []
         self.warnings_lock = threading.Lock()
         self.crew = Crew(self, space)
@@ -223,7 +227,7 @@ class _Conductor:
             except AllAgentsFailedError:
                 break  # keep the answer we have rather than lose it to a failed retry
             except ledger.BudgetExhaustedError as error:
-                self.note_budget(error.needed_usd)
+                self.note_budget(error.needed_usd, {error.owner})
                 break
             except Exception as error:  # the first answer is paid for: a failed retry keeps it
                 headline = problems.explain(error).headline
@@ -333,7 +337,10 @@ class _Conductor:
         this_round.outputs, this_round.ran = outputs, True
         if not outputs and self.budget_hit.is_set():
             raise ledger.BudgetExhaustedError(
-                self.usage.cost_usd(), self.usage.budget_usd or 0.0, self.budget_needed
+                self.usage.cost_usd(),
+                self.usage.budget_usd or 0.0,
+                self.budget_needed,
+                self.budget_owner or BudgetOwner.RUN,
             )
         unreadable = self.crew.unreadable
         causes = [unreadable[f.name] for f in this_round.failures if f.name in unreadable]
@@ -375,22 +382,37 @@ class _Conductor:
         mode = self.settings.council
         return council.should_convene(complexity, mode) and not self.budget_hit.is_set()
 
-    def note_budget(self, needed_usd: float = 0.0) -> None:
+    def note_budget(self, needed_usd: float, owners: Collection[BudgetOwner]) -> None:
         """The budget stopped model work: say so once, and launch nothing more.
 
         `needed_usd` is the worst case of the call that could not be made, when one was refused
         here (an agent refused at the broker reports none): it tells the user how much more the
-        next step would have taken.
+        next step would have taken. `owners` are whose budgets refused (the run's own, or its
+        batch's at the gateway; none named: the run's own).
         """
-        self.budget_needed = max(self.budget_needed, needed_usd)
+        with self.budget_lock:
+            self.budget_needed = max(self.budget_needed, needed_usd)
+            self.budget_owners.update(owners or {BudgetOwner.RUN})
         if not self.budget_hit.is_set():
             self.budget_hit.set()
             spent, cap = self.usage.cost_usd(), self.usage.budget_usd or 0.0
             self.events.budget_exhausted(spent, cap)
             needs = f"; the next call needed up to {dollars(needed_usd)}" if needed_usd else ""
-            self.warn(
-                f"the budget stopped the run: {dollars(spent)} of {dollars(cap)} spent{needs}"
-            )
+            if self.budget_owner is BudgetOwner.BATCH:
+                self.warn(
+                    f"the batch's budget stopped the run: its gateway refused the next call "
+                    f"({dollars(spent)} spent by this run{needs})"
+                )
+            else:
+                self.warn(
+                    f"the budget stopped the run: {dollars(spent)} of {dollars(cap)} spent{needs}"
+                )
+
+    @property
+    def budget_owner(self) -> BudgetOwner | None:
+        """Whose budget stopped the run (ledger.stopped_by); None while none has."""
+        with self.budget_lock:
+            return ledger.stopped_by(self.budget_owners)
 
     # ---- after the agents ----------------------------------------------------------------------
 
@@ -420,7 +442,7 @@ class _Conductor:
                 conversation=self.context if this_round.follow_up else "",
             )
         except ledger.BudgetExhaustedError as error:
-            self.note_budget(error.needed_usd)
+            self.note_budget(error.needed_usd, {error.owner})
             merged = merger.Merged(merger.fallback_answer(ordered))  # the agents' work, unmerged
             self.unmerged = True
         finally:
@@ -444,7 +466,7 @@ class _Conductor:
                 settings=self.settings,
             )
         except ledger.BudgetExhaustedError as error:
-            self.note_budget(error.needed_usd)
+            self.note_budget(error.needed_usd, {error.owner})
             verdict = council.CouncilVerdict(answer, improved=False)
         except Exception as error:  # the answer is paid for; a failed review must not lose it
             headline = problems.explain(error).headline
@@ -481,7 +503,7 @@ class _Conductor:
                     settings=self.settings,
                 )
         except ledger.BudgetExhaustedError as error:
-            self.note_budget(error.needed_usd)
+            self.note_budget(error.needed_usd, {error.owner})
             return None
         except Exception as error:
             headline = problems.explain(error).headline
@@ -565,9 +587,15 @@ class _Conductor:
         if self.judged != answer and self.settings.task_revisions:
             cut.append("the answer was not judged")
         spent, cap = self.usage.cost_usd(), self.usage.budget_usd or 0.0
+        what = "; ".join(cut) or "the answer is partial"
+        if self.budget_owner is BudgetOwner.BATCH:
+            return (
+                f"The batch's budget stopped the run before it finished ({dollars(spent)} "
+                f"spent by this run): {what}."
+            )
         return (
             f"The budget stopped the run before it finished ({dollars(spent)} of "
-            f"{dollars(cap)} spent): {'; '.join(cut) or 'the answer is partial'}."
+            f"{dollars(cap)} spent): {what}."
         )
 
     def result(self, answer: str) -> TaskResult:
@@ -578,6 +606,7 @@ class _Conductor:
         new = sorted(self.crew.new_sources.items(), key=lambda item: planned.get(item[0], 0))
         return TaskResult.of(
             self.record(answer),
+            budget_owner=self.budget_owner,
             pending=[  # in the plan's order, as the library keeps them: with the standalone road
                 PendingAgent(name, role, generator.for_library(source))
                 for name, (role, source) in new

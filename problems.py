@@ -15,11 +15,11 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentgod import redact
-from agentgod.kinds import AgentKind
+from agentgod.kinds import AgentKind, BudgetOwner
 from agentgod.models import DEFAULT_FAST_MODEL, DEFAULT_MODEL
 from agentgod.text import dollars
 
@@ -36,6 +36,10 @@ class Problem:
     """The raw error text, for the curious; renderers show it dimmed."""
     kind: str = "error"
     """A stable identifier for scripts (`--json` reports it as error.type)."""
+    budget_of: str = ""
+    """With kind `budget`: whose budget stopped the run (a kinds.BudgetOwner: its own, or its
+    batch's); `--json` reports it as error.budget_of, so a batch resumes only what its own
+    budget cut. "" for any other kind."""
 
 
 def _technical(error: BaseException) -> str:
@@ -268,19 +272,29 @@ def _budget(error: BaseException) -> Problem:
     spent = getattr(error, "spent_usd", None)
     cap = getattr(error, "budget_usd", None)
     needed = getattr(error, "needed_usd", 0.0) or 0.0
+    owner = getattr(error, "owner", None)
+    owner = owner if isinstance(owner, BudgetOwner) else BudgetOwner.RUN
     needs = f"; the next call needed up to {dollars(needed)}" if needed else ""
+    figures = f" (spent {dollars(spent)} of {dollars(cap)})" if spent is not None and cap else ""
+    if owner is BudgetOwner.BATCH:
+        return Problem(
+            f"The batch's budget ran out before this run's answer was ready{figures}{needs}.",
+            "Resume the batch with a larger budget (`agentgod batch resume ID --budget USD`, "
+            "the whole batch's cap): it runs this task again on what it had paid for.",
+            _technical(error),
+            "budget",
+            owner,
+        )
     if spent is not None and cap and spent <= 0:
         headline = f"The budget of {dollars(cap)} cannot pay for the first model call{needs}."
     else:
-        figures = (
-            f" (spent {dollars(spent)} of {dollars(cap)})" if spent is not None and cap else ""
-        )
         headline = f"The budget ran out before any answer was ready{figures}{needs}."
     return Problem(
         headline,
         "Raise --budget or BUDGET_USD, or ask for less at once.",
         _technical(error),
         "budget",
+        owner,
     )
 
 
@@ -524,9 +538,9 @@ def _translator(error: BaseException) -> Translator:
 def explain(error: BaseException) -> Problem:
     """Translate `error` into a Problem with every field redacted."""
     problem = _translator(error)(error)
-    return Problem(
-        redact.redact(problem.headline),
-        redact.redact(problem.advice),
-        redact.redact(problem.technical),
-        problem.kind,
+    return replace(
+        problem,
+        headline=redact.redact(problem.headline),
+        advice=redact.redact(problem.advice),
+        technical=redact.redact(problem.technical),
     )

@@ -250,6 +250,9 @@ class ErrorDetail(TypedDict):
     headline: str
     advice: str
     detail: str
+    budget_of: NotRequired[str]
+    """With type `budget`: whose budget stopped the run (kinds.BudgetOwner): `run`, its own
+    cap (--budget, BUDGET_USD, its batch line's `budget`), or `batch`, its batch's."""
 
 
 class ErrorReply(TypedDict):
@@ -385,6 +388,8 @@ class BatchProgress(TypedDict):
     """Tasks that will run in this sitting (a resumed batch: the unfinished ones)."""
     done: int
     """Finished with an answer."""
+    capped: int
+    """Stopped by their own line's budget: finished, with a partial answer (`capped`)."""
     failed: int
     """Finished without one (failed, stopped, or never started for want of money)."""
     running: int
@@ -412,7 +417,8 @@ class BatchTaskLine(TypedDict):
     result: dict[str, object] | None
     """The run's own `--json` object, exactly as `agentgod --json` prints it."""
     error: NotRequired[ErrorDetail]
-    """Why the line was not run, or the run gave no object."""
+    """Why the line was not run, the run gave no object, or its own budget stopped it (status
+    `capped`: the advice says how to go on)."""
 
 
 class BatchSummaryLine(TypedDict):
@@ -424,6 +430,9 @@ class BatchSummaryLine(TypedDict):
     """kinds.BatchStatus."""
     tasks: int
     done: int
+    capped: int
+    """Tasks their own line's budget stopped (finished: `agentgod retry RUN --budget USD` goes
+    on, each line's error says how)."""
     failed: int
     invalid: int
     unfinished: int

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from agentgod import ledger
 from agentgod.artifacts import Artifact
+from agentgod.kinds import BudgetOwner
 from agentgod.runrecord import Failure, RunRecord
 
 
@@ -39,6 +40,9 @@ class TaskResult(RunRecord):
     """The run's ledger (its `cost` and `phases` are the summary of it)."""
     artifact_files: list[Artifact] = field(default_factory=list)
     """The files the agents handed back, in the order they were saved (for `--out`)."""
+    budget_owner: BudgetOwner | None = None
+    """Whose budget stopped the run (status budget): its own, or its batch's at the gateway;
+    the `--json` reply's error says so (`budget_of`), so a batch resumes only what it cut."""
 
     @classmethod
     def of(
@@ -49,6 +53,7 @@ class TaskResult(RunRecord):
         agent_paths: list[Path],
         usage: ledger.Usage,
         artifact_files: list[Artifact],
+        budget_owner: BudgetOwner | None = None,
     ) -> TaskResult:
         """The record, field for field, with the living run's handles."""
         facts = {item.name: getattr(record, item.name) for item in dataclasses.fields(RunRecord)}
@@ -58,6 +63,7 @@ class TaskResult(RunRecord):
             agent_paths=agent_paths,
             usage=usage,
             artifact_files=artifact_files,
+            budget_owner=budget_owner,
         )
 
 

@@ -768,20 +768,25 @@ class RichUI(PlainUI):
         total = max(1, progress["total"])
         width = 12
         done = round(width * progress["done"] / total)
-        failed = round(width * progress["failed"] / total)
-        running = min(width - done - failed, round(width * progress["running"] / total))
+        capped = min(width - done, round(width * progress["capped"] / total))
+        failed = min(width - done - capped, round(width * progress["failed"] / total))
+        running = min(width - done - capped - failed, round(width * progress["running"] / total))
         bar = Text()
         bar.append("█" * done, style="green")
+        bar.append("█" * capped, style="yellow")
         bar.append("█" * failed, style="red")
         bar.append("▒" * running, style="cyan")
-        bar.append("·" * (width - done - failed - running), style="dim")
+        bar.append("·" * (width - done - capped - failed - running), style="dim")
         eta = progress["eta_seconds"]
         left = "" if eta is None else f" · ~{duration(eta)} left"
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(bar)
-        finished = progress["done"] + progress["failed"]
+        finished = progress["done"] + progress["capped"] + progress["failed"]
+        line.append(f" {finished}/{progress['total']} · {progress['done']} done · ")
+        if progress["capped"]:
+            line.append(f"{progress['capped']} capped", style="yellow")
+            line.append(" · ")
         line.append(
-            f" {finished}/{progress['total']} · {progress['done']} done · "
             f"{progress['running']} running · {progress['failed']} failed · "
             f"{dollars(progress['usd'])}{left}"
         )
@@ -790,7 +795,8 @@ class RichUI(PlainUI):
     def batch_finished(self, summary: BatchSummaryLine) -> None:
         self._stop_live()
         if not self.quiet:
-            style = "green" if summary["status"] == "done" and not summary["failed"] else "yellow"
+            clean = not summary["failed"] and not summary["capped"]
+            style = "green" if summary["status"] == "done" and clean else "yellow"
             self.console.print(Text(batch_summary_text(summary), style=style))
 
     # ---- an eval ---------------------------------------------------------------------------

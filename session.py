@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from agentgod import cli, config, ledger, problems, redact, replinput, signals
 from agentgod.conversation import Conversation, Turn
-from agentgod.kinds import RunStatus, Spend
+from agentgod.kinds import BudgetOwner, RunStatus, Spend
 from agentgod.replies import (
     ArtifactReply,
     ErrorDetail,
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from agentgod.llm import Ahead
     from agentgod.orchestrator import Retry
     from agentgod.planner import Planning
-    from agentgod.results import PendingAgent
+    from agentgod.results import PendingAgent, TaskResult
 
 ATTACH_ADVICE = (
     "Save the text to a file and attach it instead (`@notes.txt` in a short task, or --file): "
@@ -369,7 +369,7 @@ class Session:
         self.conversation.add(self.task, result.answer, run_id=result.run_id)
         self._history_notices()
         made = self.deliver(result.artifact_files)
-        cut = self._budget_cut(result.status, result.error, result.run_id)
+        cut = self._budget_cut(result)
         if self.invocation.json:
             answer = result.reply(self._keep(result.pending))
             answer["task"] = self.task  # as the person wrote it, before clarification
@@ -393,16 +393,30 @@ class Session:
         return cli.EXIT_OK if cut is None else cli.EXIT_FAILED
 
     @staticmethod
-    def _budget_cut(status: RunStatus, error: str, run_id: str) -> problems.Problem | None:
-        """A run the budget stopped answered in part: what is missing, and the way on."""
-        if status is not RunStatus.BUDGET:
+    def _budget_cut(result: TaskResult) -> problems.Problem | None:
+        """A run the budget stopped answered in part: what is missing, whose budget it was, and
+        the way on."""
+        if result.status is not RunStatus.BUDGET:
             return None
+        run_id = result.run_id
+        owner = result.budget_owner or BudgetOwner.RUN
+        if owner is BudgetOwner.BATCH:
+            advice = (
+                "The batch's budget is spent: resuming the batch with a larger one "
+                "(`agentgod batch resume ID --budget USD`) finishes it on what it paid for, "
+                f"as does `agentgod retry {run_id}` on its own."
+            )
+        else:
+            advice = (
+                f"`agentgod retry {run_id}` finishes it, reusing every output already paid for "
+                "(give it more room with --budget or BUDGET_USD)."
+            )
         return problems.Problem(
-            error or "The budget stopped the run before it finished: the answer is partial.",
-            f"`agentgod retry {run_id}` finishes it, reusing every output already paid for "
-            "(give it more room with --budget or BUDGET_USD).",
+            result.error or "The budget stopped the run before it finished: the answer is partial.",
+            advice,
             "",
             "budget",
+            owner,
         )
 
     def deliver(self, made: list[Artifact]) -> list[ArtifactReply]:
@@ -917,9 +931,12 @@ def stdin_is_tty() -> bool:
 
 
 def error_json(problem: problems.Problem) -> ErrorDetail:
-    return ErrorDetail(
+    detail = ErrorDetail(
         type=problem.kind,
         headline=problem.headline,
         advice=problem.advice,
         detail=problem.technical,
     )
+    if problem.budget_of:
+        detail["budget_of"] = problem.budget_of
+    return detail

@@ -612,7 +612,7 @@ class PlainUI(asking.Questions):
 
     def batch_progress(self, progress: BatchProgress) -> None:
         """Where a batch stands; plain, one line each time a task ends."""
-        finished = progress["done"] + progress["failed"]
+        finished = progress["done"] + progress["capped"] + progress["failed"]
         if finished and finished != self._batch_reported:
             self._batch_reported = finished
             self._line("batch", batch_progress_text(progress))
@@ -641,6 +641,12 @@ class PlainUI(asking.Questions):
             self._result(row)
             if task["error"]:
                 self._result(" " * 17 + one_line(task["error"], 100))
+            if task["status"] == "capped" and task["run_id"]:
+                more = task["budget_usd"] if task["budget_usd"] is not None else "USD"
+                self._result(
+                    " " * 17 + f"its own budget stopped it: agentgod retry {task['run_id']} "
+                    f"--budget {more} goes on"
+                )
 
     # ---- an eval ---------------------------------------------------------------------------
 
@@ -795,12 +801,14 @@ def comparison_lines(comparison: EvalComparison) -> list[str]:
 
 
 def batch_progress_text(progress: BatchProgress) -> str:
-    """`7/12 done, 4 running, 1 failed, $0.0342 so far, about 12s left`."""
-    finished = progress["done"] + progress["failed"]
+    """`7/12 finished: 6 done, 1 capped, 4 running, 0 failed, $0.0342 so far, about 12s left`
+    (capped only once a task's own budget has stopped it)."""
+    finished = progress["done"] + progress["capped"] + progress["failed"]
     eta = progress["eta_seconds"]
     left = "time left unknown" if eta is None else f"about {duration(eta)} left"
+    capped = f"{progress['capped']} capped, " if progress["capped"] else ""
     return (
-        f"{finished}/{progress['total']} finished: {progress['done']} done, "
+        f"{finished}/{progress['total']} finished: {progress['done']} done, {capped}"
         f"{progress['running']} running, {progress['failed']} failed, "
         f"{dollars(progress['usd'])} so far, {left}"
     )
@@ -809,6 +817,12 @@ def batch_progress_text(progress: BatchProgress) -> str:
 def batch_summary_text(summary: BatchSummaryLine) -> str:
     """`batch 3f9a2b1c done: 11 done, 1 failed, $0.1234, 12.3s`."""
     parts = [f"{summary['done']} done", f"{summary['failed']} failed"]
+    if summary["capped"]:
+        parts.insert(
+            1,
+            f"{summary['capped']} capped by their own budget (its line says how to go on: "
+            "agentgod retry RUN --budget USD)",
+        )
     if summary["invalid"]:
         parts.append(f"{summary['invalid']} bad lines")
     if summary["unfinished"]:

@@ -69,6 +69,8 @@ class Runs:
         self.reached: dict[tuple[str, str], threading.Event] = {}
         self.together = threading.Barrier(together) if together else None
         self.plans = 0
+        self.plans_for: dict[str, dict[str, Any]] = {}
+        """A task's own plan, by its tag (the others get the factory's)."""
         api.handler = self.handle
 
     def handle(self, request: Request) -> Reply | str:
@@ -89,6 +91,9 @@ class Runs:
         if kind == "plan" and "CRASH" in tag:
             self.factory.calls.setdefault("plan", []).append(request)
             return Reply.json(plan(agent_spec("crasher"), complexity="simple"))
+        if kind == "plan" and tag in self.plans_for:
+            self.factory.calls.setdefault("plan", []).append(request)
+            return Reply.json(self.plans_for[tag])
         if (tag, kind) in self.hold:
             self.reached.setdefault((tag, kind), threading.Event()).set()
             self.hold[tag, kind].wait(60)
@@ -468,6 +473,148 @@ def test_a_batch_budget_stops_the_batch_with_no_call_past_it(
     assert record is not None
     assert any(task.status is TaskStatus.BUDGET for task in record.tasks)
     assert runs.most <= 2
+
+
+SPENDER = (
+    "def run(task, previous_outputs):\n"
+    "    return call_llm(f'agent={AGENT_NAME}', max_tokens=16000)\n"
+)
+"""An agent whose model is asked for all it may say: the fake then bills every token allowed."""
+
+
+def spends_all(runs: Runs, tag: str) -> None:
+    """Task `tag` plans two agents in two waves; the first (`spender`) uses every output token
+    the budget binding its run lets it have, so the second (`finisher`) has none left."""
+    runs.plans_for[tag] = plan(
+        agent_spec("spender"), agent_spec("finisher", ["spender"]), complexity="simple"
+    )
+    runs.factory.bodies["spender"] = [SPENDER]
+
+    def reply(name: str, request: Request) -> Reply | str:
+        if name != "spender":
+            return f"result from {name}"
+        usage = {"input_tokens": 5, "output_tokens": request.body["max_tokens"]}
+        return Reply(f"result from {name}", usage=usage)
+
+    runs.factory.agent_reply = reply
+
+
+def test_a_line_its_own_budget_stopped_is_capped_and_resume_pays_nothing_for_it(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    """A line's `budget` is that run's cap: a run it stops is finished (`capped`), its partial
+    answer and the way on in its line, and `batch resume` sends not one request for it (it used
+    to run it again with a fresh cap, spending up to twice what the line allowed)."""
+    runs = Runs(fake_api)
+    spends_all(runs, "cap")
+    tasks = line("cap", budget=0.15) + "\n" + line("free") + "\n"
+    done = run_batch(isolated_home, fake_api, "batch", "-", "--parallel", "1", stdin=tasks)
+    assert done.returncode == 1, done.stderr
+    rows, summary = output(done.stdout)
+    by_id = {row["id"]: row for row in rows}
+    capped = by_id["cap"]
+    assert (capped["status"], capped["ok"]) == ("capped", False), capped
+    result = capped["result"]
+    assert (result["status"], result["partial"]) == ("budget", True)
+    assert "result from spender" in result["answer"], "what the cap paid for is in its line"
+    assert result["error"]["type"] == "budget" and result["error"]["budget_of"] == "run"
+    assert "1 of 2 agents had no budget left to run" in result["error"]["headline"]
+    assert capped["error"]["type"] == "capped"
+    assert f"`agentgod retry {capped['run_id']} --budget 0.15`" in capped["error"]["advice"]
+    assert capped["usd"] <= 0.15 + 1e-9
+    assert by_id["free"]["ok"]
+    assert summary["status"] == "done"
+    assert (summary["done"], summary["capped"], summary["failed"]) == (1, 1, 0)
+    assert summary["unfinished"] == 0
+    record = batchrecord.load(summary["batch_id"])
+    assert record is not None
+    [task] = [task for task in record.tasks if task.task_id == "cap"]
+    assert task.status is TaskStatus.CAPPED and task.status.finished
+    assert record.to_json()["counts"]["capped"] == 1
+    shown = agentgod(isolated_home, None, "batch", "show", summary["batch_id"])
+    assert "1 capped" in shown.stdout and "capped" in shown.stdout
+    assert f"agentgod retry {capped['run_id']} --budget 0.15" in shown.stdout
+
+    calls = len(fake_api.messages())
+    resumed = run_batch(isolated_home, fake_api, "batch", "resume", summary["batch_id"])
+    assert len(fake_api.messages()) == calls, "resume sent nothing for the capped line"
+    assert resumed.returncode == 0, resumed.stderr
+    last = json.loads(resumed.stdout.splitlines()[-1])
+    assert (last["capped"], last["unfinished"]) == (1, 0)
+    again = batchrecord.load(summary["batch_id"])
+    assert again is not None
+    assert [len(t.runs) for t in again.tasks if t.task_id == "cap"] == [1], "never run again"
+
+
+def test_a_run_the_batch_budget_stopped_stays_budget_and_resume_finishes_it(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    """The batch's budget stops a run partway (its gateway refuses the run's next call): that
+    is the batch's stop, not the line's, so the task stays `budget` and resume, given more,
+    runs it again on what it paid for."""
+    runs = Runs(fake_api)
+    fake_api.honour_max_tokens = True
+    spends_all(runs, "big")
+    done = run_batch(
+        isolated_home, fake_api, "batch", "-", "--budget", "0.15", stdin=line("big") + "\n"
+    )
+    assert done.returncode == 1, done.stderr
+    [row], summary = output(done.stdout)
+    assert (row["status"], row["ok"]) == ("budget", False), row
+    assert row["result"]["error"]["type"] == "budget"
+    assert row["result"]["error"]["budget_of"] == "batch"
+    assert "batch's budget" in row["result"]["error"]["headline"]
+    assert "result from spender" in row["result"]["answer"]
+    assert (summary["status"], summary["unfinished"], summary["capped"]) == ("budget", 1, 0)
+    assert billed(fake_api) <= 0.15 + 1e-9
+
+    calls = len(fake_api.messages())
+    resumed = run_batch(
+        isolated_home, fake_api, "batch", "resume", summary["batch_id"], "--budget", "5"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    [again], last = output(resumed.stdout)
+    assert (again["id"], again["status"], again["ok"]) == ("big", "ok", True)
+    assert len(fake_api.messages()) > calls, "resume ran it"
+    assert (last["done"], last["unfinished"]) == (1, 0)
+    assert runs.count("big", "plan") == 1, "its plan was kept"
+    spender = [r for r in runs.factory.of("agent") if "agent=spender" in r.prompt]
+    assert len(spender) == 1, "the agent that delivered was not run again"
+    assert again["result"]["retry_of"] == row["run_id"], "retried on what it had paid for"
+
+
+def test_a_batch_recorded_before_capped_existed_still_loads_as_it_was(isolated_home: Path) -> None:
+    """The statuses an older agentgod wrote into the history's batch tables read back as they
+    were, resume would run the same tasks, and the counts gain a `capped` of 0."""
+    import sqlite3
+
+    from agentgod import historydb
+
+    old = ["pending", "ok", "failed", "interrupted", "budget", "crashed", "invalid"]
+    rows = batch.read_lines([line(f"o{n}") for n in range(len(old))], base=isolated_home)
+    made = batch.start(rows, "-", {"parallel": 1})
+    with sqlite3.connect(isolated_home / "runs" / historydb.DB_NAME) as db:
+        for seq, status in enumerate(old):
+            db.execute(
+                "UPDATE batch_tasks SET status = ? WHERE batch_id = ? AND seq = ?",
+                (status, made.batch_id, seq),
+            )
+        db.execute("UPDATE batches SET status = 'budget' WHERE batch_id = ?", (made.batch_id,))
+    loaded = batchrecord.load(made.batch_id)
+    assert loaded is not None
+    assert [task.status.value for task in loaded.tasks] == old
+    assert [t.status.value for t in loaded.unfinished()] == [
+        "pending",
+        "interrupted",
+        "budget",
+        "crashed",
+    ]
+    counts = loaded.to_json()["counts"]
+    assert counts["capped"] == 0 and counts["budget"] == 1
+    summed = batch.summary(loaded)
+    assert (summed["status"], summed["capped"], summed["unfinished"]) == ("budget", 0, 4)
+    shown = agentgod(isolated_home, None, "batch", "show", made.batch_id)
+    assert shown.returncode == 0 and "budget" in shown.stdout
 
 
 def test_resume_of_a_finished_batch_runs_nothing(

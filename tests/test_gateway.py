@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from scripted import Factory, agent_spec, plan
 
 from agentgod import broker, config, gateway, ledger, llm, models, problems, wire
+from agentgod.kinds import BudgetOwner
 
 MODEL = "claude-sonnet-5-5"
 
@@ -118,6 +119,81 @@ def test_an_exhausted_capability_stops_its_run_as_a_budget_does(
     assert refused.value.budget_usd == 0.0001
     assert "budget" in problems.explain(refused.value).headline
     assert fake_api.messages() == []
+    # The run's share is the run's own cap: the refusal says so, and so does the run's error.
+    assert _refusal_body(refused.value)["budget_of"] == "run"
+    assert refused.value.owner is BudgetOwner.RUN
+    assert problems.explain(refused.value).budget_of == BudgetOwner.RUN
+
+
+def test_a_call_past_the_batch_budget_is_refused_as_the_batchs_not_the_runs(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """The share pays, the batch cannot: the refusal names the batch's budget, and the run's
+    error says it was the batch's (a batch resumes such a run; it does not resume one its own
+    cap stopped)."""
+    with gateway.Gateway(
+        llm.relay_for(config.settings()), ledger.Usage(budget_usd=0.0001)
+    ) as server:
+        settings = client_of(server, server.mint("run1", "b1", usd=5.0))
+        with pytest.raises(ledger.BudgetExhaustedError) as refused:
+            llm.complete(
+                "hello " * 500, model=MODEL, effort=None, max_tokens=4096, settings=settings
+            )
+    assert fake_api.messages() == []
+    body = _refusal_body(refused.value)
+    assert (body["type"], body["budget_of"], body["budget_usd"]) == (
+        "budget_exhausted",
+        "batch",
+        0.0001,
+    )
+    assert refused.value.owner is BudgetOwner.BATCH and refused.value.budget_usd == 0.0001
+    problem = problems.explain(refused.value)
+    assert (problem.kind, problem.budget_of) == ("budget", BudgetOwner.BATCH)
+    assert "batch's budget" in problem.headline and "batch resume" in problem.advice
+
+
+def test_a_budget_refusal_that_names_no_owner_is_taken_as_the_batchs(
+    fake_api: FakeMessagesAPI,
+) -> None:
+    """A gateway from before refusals named whose budget it was: the run takes it as the
+    batch's, the reading under which its batch resumes it, as it always did."""
+    error = {"type": "budget_exhausted", "message": "the batch budget is spent",
+             "spent_usd": 0.5, "budget_usd": 0.5, "needed_usd": 0.01}  # fmt: skip
+    fake_api.queue(
+        Reply(
+            status=402,
+            body=json.dumps({"type": "error", "error": error}),
+            headers={"x-should-retry": "false"},
+        )
+    )
+    with pytest.raises(ledger.BudgetExhaustedError) as refused:
+        llm.complete("hello", model=MODEL, effort=None, max_tokens=64, settings=config.settings())
+    assert refused.value.owner is BudgetOwner.BATCH
+    assert (refused.value.spent_usd, refused.value.budget_usd) == (0.5, 0.5)
+    assert len(fake_api.messages()) == 1, "a refusal for money is not retried"
+
+
+@given(st.sets(st.sampled_from(list(BudgetOwner))))
+def test_a_run_its_own_cap_refused_was_stopped_by_its_own_cap(owners: set[BudgetOwner]) -> None:
+    """Whose budget stopped a run: its own whenever its own refused (even if the batch's did
+    too), the batch's when only that one did, none when none did."""
+    stopped = ledger.stopped_by(owners)
+    if BudgetOwner.RUN in owners:
+        assert stopped is BudgetOwner.RUN
+    elif owners:
+        assert stopped is BudgetOwner.BATCH
+    else:
+        assert stopped is None
+
+
+def _refusal_body(error: BaseException) -> dict[str, Any]:
+    """The gateway's error object as the run's road received it (the refusal's own error)."""
+    cause = error.__cause__
+    assert isinstance(cause, wire.APIStatusError), cause
+    body = cause.body
+    assert isinstance(body, dict) and isinstance(body.get("error"), dict), body
+    inner: dict[str, Any] = body["error"]
+    return inner
 
 
 def test_the_gateway_lowers_max_tokens_to_what_the_share_can_pay(
@@ -221,6 +297,7 @@ def test_three_concurrent_runs_under_one_batch_budget_never_pass_it(
     for reply in replies:
         if not reply["ok"]:
             assert reply["error"]["type"] == "budget", reply["error"]
+            assert reply["error"]["budget_of"] == "batch", "no run has a cap of its own here"
     keys = {request.api_key for request in fake_api.messages()}
     assert keys == {TEST_KEY}
 
@@ -348,7 +425,11 @@ def test_a_client_that_drops_its_connection_is_nothing_to_report(
     client.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\n")  # headers never finished
     handler = None
     for _ in range(200):  # the server's thread for it, waiting for the rest of the headers
-        new = [t for t in threading.enumerate() if t not in before and "process_request" in t.name]
+        new = [
+            t
+            for t in threading.enumerate()
+            if t not in before and "process_request" in t.name and t.is_alive()  # started
+        ]
         if new:
             handler = new[0]
             break

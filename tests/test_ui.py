@@ -26,6 +26,8 @@ from rich.console import Console
 from agentgod import asking, events, main, text, ui
 from agentgod.kinds import AgentKind, Phase
 from agentgod.replies import (
+    BatchProgress,
+    BatchSummaryLine,
     CostSummary,
     FailureReply,
     KeepChoice,
@@ -1340,3 +1342,82 @@ def test_plain_show_keeps_each_field_on_one_line() -> None:
     ui.PlainUI(out=out).stored_run(stored())
     assert f"  role    {STORED_ROLE}\n" in out.getvalue()
     assert "task      sum the sales per region\n" in out.getvalue()
+
+
+# ---- a batch: the capped tasks counted apart -----------------------------------------------------
+
+BATCH_PROGRESS: BatchProgress = {
+    "batch_id": "3f9a2b1c",
+    "total": 4,
+    "done": 1,
+    "capped": 1,
+    "failed": 1,
+    "running": 1,
+    "usd": 0.05,
+    "elapsed_seconds": 10.0,
+    "eta_seconds": 5.0,
+}
+BATCH_SUMMARY: BatchSummaryLine = {
+    "type": "summary",
+    "batch_id": "3f9a2b1c",
+    "status": "done",
+    "tasks": 3,
+    "done": 1,
+    "capped": 1,
+    "failed": 1,
+    "invalid": 0,
+    "unfinished": 0,
+    "usd": 0.05,
+    "seconds": 12.0,
+}
+
+
+def test_a_task_its_own_budget_stopped_is_counted_as_capped_in_the_plain_progress() -> None:
+    view, out, err = plain()
+    view.batch_progress(BATCH_PROGRESS)
+    view.batch_finished(BATCH_SUMMARY)
+    told = out.getvalue() + err.getvalue()
+    assert "3/4 finished: 1 done, 1 capped, 1 running, 1 failed" in told
+    assert "1 done, 1 capped by their own budget" in told
+    assert "agentgod retry RUN --budget USD" in told
+    view, out, err = plain()
+    view.batch_progress({**BATCH_PROGRESS, "capped": 0, "done": 2})
+    assert "capped" not in out.getvalue() + err.getvalue(), "said only once one is"
+
+
+def test_a_task_its_own_budget_stopped_is_counted_as_capped_in_the_rich_progress() -> None:
+    console = recording()
+    view = RichUI(console=console)
+    view.batch_progress(BATCH_PROGRESS)
+    view.batch_finished(BATCH_SUMMARY)
+    drawn = console.export_text()
+    assert "3/4 · 1 done · 1 capped · 1 running · 1 failed" in drawn
+    assert "1 capped by their own budget" in drawn
+    bar = drawn[: drawn.index(" 3/4")].split("\n")[-1]
+    assert bar.count("█") == 9 and bar.count("▒") == 3, "done, capped and failed; running"
+
+
+def test_batch_show_counts_a_capped_task_and_says_how_to_go_on() -> None:
+    stored: dict[str, Any] = {
+        "batch_id": "3f9a2b1c",
+        "status": "done",
+        "source": "tasks.jsonl",
+        "started_at": "2026-01-01T00:00:00+00:00",
+        "counts": {"ok": 1, "capped": 1, "failed": 0},
+        "usd": 0.2,
+        "seconds": 30.0,
+        "options": {"parallel": 2, "budget_usd": None, "engine": "local"},
+        "tasks": [
+            {"id": "a", "line": 1, "status": "ok", "run_id": "0a1b2c3d", "usd": 0.05,
+             "seconds": 10.0, "task": "one", "error": "", "budget_usd": None},
+            {"id": "b", "line": 2, "status": "capped", "run_id": "4e5f6a7b", "usd": 0.15,
+             "seconds": 20.0, "task": "two", "budget_usd": 0.15,
+             "error": "The budget stopped the run before it finished"},
+        ],
+    }  # fmt: skip
+    for view, out, _ in (plain(), (RichUI(out=(text := io.StringIO())), text, None)):
+        view.stored_batch(stored)
+        shown = out.getvalue()
+        assert "1 ok, 1 capped" in shown
+        assert re.search(r"b +capped +4e5f6a7b", shown)
+        assert "agentgod retry 4e5f6a7b --budget 0.15" in shown

@@ -234,6 +234,7 @@ def test_a_run_the_budget_stopped_partway_is_not_ok_and_names_retry(
     assert (reply["ok"], reply["status"], reply["partial"]) == (False, "budget", True)
     assert "result from first_wave" in reply["answer"], "what was paid for is still given"
     assert reply["error"]["type"] == "budget"
+    assert reply["error"]["budget_of"] == "run", "its own --budget stopped it, no batch's"
     assert reply["error"]["headline"].startswith("The budget stopped the run before it finished")
     assert "1 of 2 agents had no budget left to run" in reply["error"]["headline"]
     assert f"`agentgod retry {run_id}`" in reply["error"]["advice"]
@@ -268,6 +269,7 @@ def test_a_budget_stop_at_any_point_ends_as_a_budget_stop_naming_the_run(
             continue
         assert done.returncode == cli.EXIT_FAILED, done.stderr
         assert reply["ok"] is False and reply["error"]["type"] == "budget", reply
+        assert reply["error"]["budget_of"] == "run", reply["error"]
         run_id = reply["run_id"]
         assert run_id in reply["error"]["advice"], "a budget stop names the run"
         if "answer" in reply and reply.get("status") == "budget":
