@@ -37,7 +37,8 @@ KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 """What a child's environment must never carry from the batch's: the real credentials."""
 BATCH_ONLY = ("BUDGET_USD",)
 """The batch's own settings, not each run's: its budget binds the batch (at the gateway); a
-run's own cap is the --budget of its line."""
+run's own cap is the --budget of its line. Each is set empty in a run's environment, which
+reads as unset and wins over the home's `.env`, where the batch may have found it."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,9 @@ def command() -> list[str]:
 def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every child starts from: the batch's own, without the real key."""
     env = dict(os.environ if base is None else base)
-    for name in (*KEY_VARIABLES, *BATCH_ONLY):
+    for name in KEY_VARIABLES:
         env.pop(name, None)
+    env.update(dict.fromkeys(BATCH_ONLY, ""))
     return env
 
 

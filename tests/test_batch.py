@@ -475,6 +475,22 @@ def test_a_batch_budget_stops_the_batch_with_no_call_past_it(
     assert runs.most <= 2
 
 
+def test_the_home_s_budget_binds_the_batch_and_is_no_run_s_own_cap(
+    fake_api: FakeMessagesAPI, isolated_home: Path
+) -> None:
+    """BUDGET_USD in the home's .env is the batch's budget (a flag overrides it), never each
+    run's own cap: a run reads the home's .env too, and must not take it for its line's."""
+    Runs(fake_api)
+    (isolated_home / ".env").write_text("BUDGET_USD=0.0001\n")
+    done = run_batch(
+        isolated_home, fake_api, "batch", "-", "--budget", "5", stdin=line("home") + "\n"
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    [row], summary = output(done.stdout)
+    assert row["status"] == "ok" and row["result"]["budget_usd"] is None, row["result"]
+    assert summary["done"] == 1
+
+
 SPENDER = (
     "def run(task, previous_outputs):\n"
     "    return call_llm(f'agent={AGENT_NAME}', max_tokens=16000)\n"
