@@ -689,17 +689,11 @@ class Batch:
         if history.known(job.run_id):
             return ""  # it had recorded itself here after all
         retried = job.retries
-        record = RunRecord(
+        record = RunRecord.without_team(
             task=task.task,
             ok=False,
             answer="",
             error=error,
-            complexity=None,
-            waves=[],
-            agents=[],
-            failures=[],
-            revisions=0,
-            council_improved=False,
             cost=billed,
             duration_seconds=seconds,
             started_at=started_at,

@@ -244,17 +244,11 @@ def single_call(job: Job, overrides: Mapping[str, str], cancel: llm.Cancel) -> J
     cost = usage.cost_summary()
     if settings is not None:
         runlog.archive(
-            RunRecord(
+            RunRecord.without_team(
                 task=task,
                 ok=error is None,
                 answer=answer,
                 error=error.headline if error else "",
-                complexity=None,
-                waves=[],
-                agents=[],
-                failures=[],
-                revisions=0,
-                council_improved=False,
                 cost=cost,
                 duration_seconds=seconds,
                 started_at=moment,

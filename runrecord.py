@@ -230,6 +230,38 @@ class RunRecord:
         if not self.ok and self.status is RunStatus.OK:
             self.status = RunStatus.BUDGET if self.budget_exhausted else RunStatus.FAILED
 
+    @classmethod
+    def without_team(
+        cls,
+        *,
+        task: str,
+        ok: bool,
+        answer: str,
+        error: str,
+        cost: CostSummary,
+        duration_seconds: float,
+        started_at: datetime,
+        **rest: Any,
+    ) -> RunRecord:
+        """A run that had no team: an eval's single call, or a run lost before its record came
+        back (nothing planned, built or judged)."""
+        return cls(
+            task=task,
+            ok=ok,
+            answer=answer,
+            error=error,
+            complexity=None,
+            waves=[],
+            agents=[],
+            failures=[],
+            revisions=0,
+            council_improved=False,
+            cost=cost,
+            duration_seconds=duration_seconds,
+            started_at=started_at,
+            **rest,
+        )
+
     def agent(self, name: str) -> AgentRecord | None:
         """The last record of agent `name` (a later round's, when it ran again), or None."""
         return next((agent for agent in reversed(self.agents) if agent.name == name), None)

@@ -99,6 +99,37 @@ def test_a_batch_on_ray_lands_in_the_submitting_home(
     assert len(history.history(10)) == 3
 
 
+class HeldBatch:
+    """`agentgod batch - --engine ray` with one task, whose first run's agent call is held at
+    the fake until `go_on` (`reached` once it is): a run on a Ray worker caught mid-work, its
+    plan and code answered and billed."""
+
+    def __init__(self, api: FakeMessagesAPI, home: Path, task_id: str) -> None:
+        self.factory = Factory(api)
+        self.factory.plans = [plan(agent_spec("solver"), complexity="simple")]
+        self.factory.agent_reply = self._agent_reply
+        self.reached, self.go_on = threading.Event(), threading.Event()
+        task = f"summarise the history of the lighthouse keepers of coast {task_id} in a page"
+        self.process = subprocess.Popen(
+            [*agentgod_command(), "batch", "-", "--engine", "ray"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=scripted_env(home, api, COUNCIL="off", RAY_ADDRESS=""),
+        )
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"id": task_id, "task": task}) + "\n")
+        self.process.stdin.close()
+        self.process.stdin = None
+
+    def _agent_reply(self, name: str, request: Request) -> str:
+        if not self.go_on.is_set():  # the first run's agent waits
+            self.reached.set()
+            self.go_on.wait(120)
+        return f"result from {name}"
+
+
 def test_a_run_whose_ray_worker_is_killed_is_crashed_recorded_and_run_again(
     fake_api: FakeMessagesAPI, isolated_home: Path
 ) -> None:
@@ -106,33 +137,10 @@ def test_a_run_whose_ray_worker_is_killed_is_crashed_recorded_and_run_again(
     run dies with it, the task is crashed (not failed), the submitting home records a crashed
     run with what the gateway billed, `retry` says there is no plan to reuse, and resume runs the
     task afresh, sweeping the dead worker's leftover home first."""
-    factory = Factory(fake_api)
-    factory.plans = [plan(agent_spec("solver"), complexity="simple")]
-    reached, go_on = threading.Event(), threading.Event()
-
-    def agent_reply(name: str, request: Request) -> str:
-        if not go_on.is_set():  # the first run's agent waits until its worker is dead
-            reached.set()
-            go_on.wait(120)
-        return f"result from {name}"
-
-    factory.agent_reply = agent_reply
-    task = "summarise the history of the lighthouse keepers of the northern coast in a page"
-    env = scripted_env(isolated_home, fake_api, COUNCIL="off", RAY_ADDRESS="")
-    process = subprocess.Popen(
-        [*agentgod_command(), "batch", "-", "--engine", "ray"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    held = HeldBatch(fake_api, isolated_home, "lost1")
+    factory, process = held.factory, held.process
     try:
-        assert process.stdin is not None
-        process.stdin.write(json.dumps({"id": "lost1", "task": task}) + "\n")
-        process.stdin.close()
-        process.stdin = None
-        assert reached.wait(180), "the run's agent never reached the model"
+        assert held.reached.wait(180), "the run's agent never reached the model"
         spent = _billed(fake_api)  # the plan and the agent's code: answered, so billed
         answered = len([each for each in fake_api.messages() if each.status == 200])
         assert spent > 0 and answered >= 2
@@ -151,7 +159,7 @@ def test_a_run_whose_ray_worker_is_killed_is_crashed_recorded_and_run_again(
         if process.poll() is None:
             process.kill()
             process.communicate()
-        go_on.set()
+        held.go_on.set()
     assert process.returncode == 1, stderr[-3000:]
     rows = [json.loads(text) for text in stdout.splitlines()]
     [row], summary = rows[:-1], rows[-1]
@@ -201,37 +209,14 @@ def test_ctrl_c_stops_a_run_on_ray_as_at_home_and_resume_retries_it_on_what_it_p
     (through the gateway, which its worker asks), archives itself as interrupted, and comes
     back into the submitting home with its plan and code; the task is interrupted, and resume
     retries the run on what it paid for (no second plan)."""
-    factory = Factory(fake_api)
-    factory.plans = [plan(agent_spec("solver"), complexity="simple")]
-    reached, go_on = threading.Event(), threading.Event()
-
-    def agent_reply(name: str, request: Request) -> str:
-        if not go_on.is_set():  # the first run's agent waits until the batch is stopped
-            reached.set()
-            go_on.wait(120)
-        return f"result from {name}"
-
-    factory.agent_reply = agent_reply
-    task = "summarise the history of the lighthouse keepers of the southern coast in a page"
-    env = scripted_env(isolated_home, fake_api, COUNCIL="off", RAY_ADDRESS="")
-    process = subprocess.Popen(
-        [*agentgod_command(), "batch", "-", "--engine", "ray"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    held = HeldBatch(fake_api, isolated_home, "stop1")
+    factory, process = held.factory, held.process
     try:
-        assert process.stdin is not None
-        process.stdin.write(json.dumps({"id": "stop1", "task": task}) + "\n")
-        process.stdin.close()
-        process.stdin = None
-        assert reached.wait(180), "the run's agent never reached the model"
+        assert held.reached.wait(180), "the run's agent never reached the model"
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=300)
     finally:
-        go_on.set()
+        held.go_on.set()
         if process.poll() is None:
             process.kill()
             process.communicate()
