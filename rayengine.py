@@ -13,7 +13,9 @@ and artifacts (runexport), which are written into the submitting home's history 
 A worker (or node) that dies takes the run with it: `ray.get` raises one of Ray's own errors,
 which `worker_died` tells from any other failure, and the run is reported as `RunLost` (the
 batch records it as crashed from the gateway's bill). The home it left on that machine names
-its owner and is swept by the next `work` there.
+its owner and is swept by the next `work` there. A stopped batch (Ctrl-C) is heard by each
+worker from the gateway it asks (`_stop_when_told`), so its run stops as a run at home does and
+comes back with its record; resume's retry of it is handed the run it carries on.
 
 Ray's own ports must never be reachable from an untrusted network: anyone who can reach them
 runs code on the cluster (README, security model).
