@@ -40,7 +40,14 @@ from agentgod.childrun import (
     Spawner,
     child_env,
 )
-from agentgod.kinds import BatchStatus, BudgetOwner, EngineName, RunStatus, TaskStatus
+from agentgod.kinds import (
+    TASK_MAX_CHARS,
+    BatchStatus,
+    BudgetOwner,
+    EngineName,
+    RunStatus,
+    TaskStatus,
+)
 from agentgod.ledger import MIN_OUTPUT_TOKENS, Usage
 from agentgod.replies import (
     BatchProgress,
@@ -156,6 +163,11 @@ def line_fields(
     task = data.get("task")
     if not isinstance(task, str) or not task.strip():
         raise BadLine(f"no task: a {noun} needs a non-empty string under 'task'")
+    if len(task.strip()) > TASK_MAX_CHARS:
+        raise BadLine(
+            f"its task is {len(task.strip()):,} characters, over the {TASK_MAX_CHARS:,} sent whole "
+            "into every model call of a run: put the text in a file and name it under 'files'"
+        )
     line_id = None
     raw_id = data.get("id")
     if raw_id is not None:

@@ -13,6 +13,11 @@ from enum import StrEnum
 
 BUDGET_USD_RANGE = (0.000001, 1_000_000.0)
 """What a budget may be, in dollars: BUDGET_USD and --budget alike."""
+TASK_MAX_CHARS = 50_000
+"""The largest task sent without a question: a task goes whole into every model call of its run
+(the plan, each agent, the merge, the judge), so a long text belongs in a file, attached (`@file`:
+the planner sees a sample of it, and the agents' own code reads it whole). A batch's line or a
+suite's case above it is refused when it is read, as a pipe's task is."""
 AGENT_NAME = re.compile(r"[a-z][a-z0-9_]{2,39}")
 """An agent's name, file name and previous_outputs key at once: use with `fullmatch`."""
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from agentgod import cli, config, ledger, problems, redact, replinput, signals
 from agentgod.conversation import Conversation, Turn
-from agentgod.kinds import BudgetOwner, RunStatus, Spend
+from agentgod.kinds import TASK_MAX_CHARS, BudgetOwner, RunStatus, Spend
 from agentgod.replies import (
     ArtifactReply,
     ErrorDetail,
@@ -68,10 +68,6 @@ WAITING = "reading the task"
 """What the spinner says between Enter and the run's own display."""
 CHAT_MAX_WORDS = 12
 """Only input this short is worth a small-talk check; anything longer is a task."""
-TASK_MAX_CHARS = 50_000
-"""The largest task sent without a question: a task goes whole into every model call of its run
-(the plan, each agent, the merge, the judge), so a long text belongs in a file, attached (`@file`:
-the planner sees a sample of it, and the agents' own code reads it whole)."""
 CHARS_PER_TOKEN = 3.5
 """A cautious guess at the characters in a token, for the estimate before a large task."""
 SENT_WAIT_SECONDS = 5.0

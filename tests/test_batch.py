@@ -22,7 +22,7 @@ from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 
 from agentgod import batch, batchrecord, history, ledger
-from agentgod.kinds import TaskStatus
+from agentgod.kinds import TASK_MAX_CHARS, TaskStatus
 
 TASK = re.compile(r"TASK-(\w+)")
 """Every test task names itself, so the fake can tell the runs apart."""
@@ -692,10 +692,12 @@ def test_reading_lines_keeps_bad_ones_with_their_reason(tmp_path: Path) -> None:
             '["task"]',
             '{"id": "../up", "task": "six"}',
             '{"task": "seven", "budget": -1}',
+            json.dumps({"task": "x" * (TASK_MAX_CHARS + 1)}),
+            json.dumps({"task": "y" * TASK_MAX_CHARS}),
         ],
         base=tmp_path,
     )
-    assert [row.line for row in rows] == [1, 3, 4, 5, 6, 7, 8, 9]
+    assert [row.line for row in rows] == [1, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     assert rows[0].status is TaskStatus.PENDING and rows[0].task_id is None
     assert rows[1].files == [str(tmp_path / "a.csv")] and rows[1].budget_usd == 0.5
     reasons = {row.line: row.error for row in rows if row.status is TaskStatus.INVALID}
@@ -705,6 +707,8 @@ def test_reading_lines_keeps_bad_ones_with_their_reason(tmp_path: Path) -> None:
     assert "not a JSON object" in reasons[7]
     assert "letters, digits" in reasons[8]
     assert "positive number" in reasons[9]
+    assert "over the 50,000 sent whole into every model call" in reasons[10]
+    assert 11 not in reasons, "a task of the limit itself is a task"
     assert os.sep not in (rows[1].task_id or "")
 
 
