@@ -38,7 +38,6 @@ def run(session: Session, invocation: cli.Invocation) -> int:
     if action == "show":
         return show(session, invocation)
     config.check_home()
-    session.ensure_key()
     if action == "resume":
         return resume(session, invocation)
     return run_new(session, invocation)
@@ -140,6 +139,7 @@ def run_new(session: Session, invocation: cli.Invocation) -> int:
     rows = batch.read_lines(lines, base=batch.source_base(source), settings=settings)
     if not rows:
         raise cli.UsageError(f"{source} holds no tasks", 'one JSON object a line: {"task": "..."}')
+    session.ensure_key()  # once the tasks are read: a file that cannot be read needs no key
     options = batch.Options(
         parallel=invocation.parallel or batch.default_parallel(),
         budget_usd=invocation.budget if invocation.budget is not None else settings.budget_usd,
@@ -164,7 +164,9 @@ def resume(session: Session, invocation: cli.Invocation) -> int:
     --engine may change how."""
     record = _load(invocation.verb_arg)
     if record is None:
-        session.ui.problem(f"There is no batch {invocation.verb_arg}.", "", "")
+        session.ui.problem(
+            f"There is no batch {invocation.verb_arg}.", "See agentgod batch show.", ""
+        )
         return cli.EXIT_FAILED
     options = batch.Options.from_json(record.options)
     if invocation.parallel:
@@ -178,6 +180,7 @@ def resume(session: Session, invocation: cli.Invocation) -> int:
         session.ui.info(f"batch {record.batch_id}: every task has finished; nothing to resume")
         session.ui.output_line(json.dumps(batch.summary(record)))
         return cli.EXIT_OK
+    session.ensure_key()
     return _sit(session, invocation, record)
 
 

@@ -9,6 +9,7 @@ changed between two; `eval list` lists them. main dispatches here; errors reach 
 
 from __future__ import annotations
 
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from agentgod import cli, config, evalrecord, evalreport
@@ -36,7 +37,6 @@ def run(session: Session, invocation: cli.Invocation) -> int:
     if action == "compare":
         return compare(session, invocation)
     config.check_home()
-    session.ensure_key()
     if action == "resume":
         return resume(session, invocation)
     return run_new(session, invocation)
@@ -99,6 +99,11 @@ def run_new(session: Session, invocation: cli.Invocation) -> int:
         return _refused(session, invocation, str(error), lines)
     for note in suite.notes:
         session.warn(note)
+    try:
+        session.ensure_key()  # once the suite is known to hold cases: a bad one needs no key
+    except BaseException:
+        shutil.rmtree(evaluation.folder(eval_id), ignore_errors=True)  # no eval was started
+        raise
     parallel = invocation.parallel or batch.default_parallel()
     budget = invocation.budget if invocation.budget is not None else settings.budget_usd
     options: dict[str, Any] = {
@@ -136,8 +141,11 @@ def resume(session: Session, invocation: cli.Invocation) -> int:
     and --budget (a new cap for the whole eval, earlier sittings included) may change."""
     record = _load(invocation.verb_arg)
     if record is None:
-        session.ui.problem(f"There is no eval {invocation.verb_arg}.", "", "")
+        session.ui.problem(
+            f"There is no eval {invocation.verb_arg}.", "See agentgod eval list.", ""
+        )
         return cli.EXIT_FAILED
+    session.ensure_key()
     parallel = invocation.parallel or int(record.options.get("parallel") or 1)
     budget = (
         invocation.budget if invocation.budget is not None else record.options.get("budget_usd")

@@ -679,6 +679,23 @@ def test_batch_show_and_its_errors(isolated_home: Path) -> None:
     assert flags.returncode == 2 and "belong to 'agentgod batch'" in flags.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("batch", "resume", "ffff0000"), "There is no batch ffff0000"),
+        (("eval", "resume", "ffff0000"), "There is no eval ffff0000"),
+        (("batch", "nosuch.jsonl"), "cannot read the tasks from nosuch.jsonl"),
+        (("eval", "nosuch.jsonl"), "there is no suite file nosuch.jsonl"),
+    ],
+)
+def test_a_wrong_id_or_file_is_said_before_any_key_is_asked_for(
+    isolated_home: Path, args: tuple[str, ...], said: str
+) -> None:
+    done = agentgod(isolated_home, None, *args)
+    assert done.returncode in (1, 2)
+    assert said in done.stderr and "API key" not in done.stderr, done.stderr
+
+
 def test_reading_lines_keeps_bad_ones_with_their_reason(tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_text("x,y\n1,2\n")
     rows = batch.read_lines(
