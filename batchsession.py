@@ -164,10 +164,8 @@ def resume(session: Session, invocation: cli.Invocation) -> int:
     --engine may change how."""
     record = _load(invocation.verb_arg)
     if record is None:
-        session.ui.problem(
-            f"There is no batch {invocation.verb_arg}.", "See agentgod batch show.", ""
-        )
-        return cli.EXIT_FAILED
+        missing = f"There is no batch {invocation.verb_arg}."
+        return session.missing(missing, "See agentgod batch show.")
     options = batch.Options.from_json(record.options)
     if invocation.parallel:
         options.parallel = invocation.parallel
@@ -189,11 +187,7 @@ def show(session: Session, invocation: cli.Invocation) -> int:
     record = _load(invocation.verb_arg)
     if record is None:
         what = f"batch {invocation.verb_arg}" if invocation.verb_arg else "batch yet"
-        if invocation.json:
-            cli.print_json({"ok": False, "error": f"there is no {what}"})
-        else:
-            session.ui.problem(f"There is no {what}.", "Start one with agentgod batch FILE.", "")
-        return cli.EXIT_FAILED
+        return session.missing(f"There is no {what}.", "Start one with agentgod batch FILE.")
     if invocation.json:
         cli.print_json(record.to_json())
     else:

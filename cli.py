@@ -818,6 +818,12 @@ _TERMINAL_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 controls. Escaped as \\uXXXX, the same JSON to a program."""
 
 
+def not_found(headline: str, advice: str) -> dict[str, object]:
+    """The `--json` reply for a run, a batch or an eval that is not there."""
+    error = {"type": "not_found", "headline": headline, "advice": advice, "detail": ""}
+    return {"ok": False, "error": error}
+
+
 def print_json(data: object) -> None:
     """The JSON contract: stdout carries exactly one object and a newline."""
     text = json.dumps(data, ensure_ascii=False, default=str)

@@ -141,10 +141,8 @@ def resume(session: Session, invocation: cli.Invocation) -> int:
     and --budget (a new cap for the whole eval, earlier sittings included) may change."""
     record = _load(invocation.verb_arg)
     if record is None:
-        session.ui.problem(
-            f"There is no eval {invocation.verb_arg}.", "See agentgod eval list.", ""
-        )
-        return cli.EXIT_FAILED
+        missing = f"There is no eval {invocation.verb_arg}."
+        return session.missing(missing, "See agentgod eval list.")
     session.ensure_key()
     parallel = invocation.parallel or int(record.options.get("parallel") or 1)
     budget = (
@@ -202,11 +200,7 @@ def show(session: Session, invocation: cli.Invocation) -> int:
     record = _load(invocation.verb_arg)
     if record is None:
         what = f"eval {invocation.verb_arg}" if invocation.verb_arg else "eval yet"
-        if invocation.json:
-            cli.print_json({"ok": False, "error": f"there is no {what}"})
-        else:
-            session.ui.problem(f"There is no {what}.", "Start one with agentgod eval SUITE.", "")
-        return cli.EXIT_FAILED
+        return session.missing(f"There is no {what}.", "Start one with agentgod eval SUITE.")
     report = evalreport.report(record)
     if invocation.json:
         cli.print_json({"ok": record.status is BatchStatus.DONE, **report})
@@ -221,8 +215,7 @@ def compare(session: Session, invocation: cli.Invocation) -> int:
     before, after = _load(invocation.verb_arg), _load(invocation.verb_arg2)
     for ref, found in ((invocation.verb_arg, before), (invocation.verb_arg2, after)):
         if found is None:
-            session.ui.problem(f"There is no eval {ref}.", "See agentgod eval list.", "")
-            return cli.EXIT_FAILED
+            return session.missing(f"There is no eval {ref}.", "See agentgod eval list.")
     assert before is not None and after is not None
     comparison = evalreport.compare(before, after)
     if invocation.json:

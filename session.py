@@ -117,6 +117,13 @@ class Session:
         self.warnings.append(text)
         self.ui.warn(text)
 
+    def missing(self, headline: str, advice: str) -> int:
+        """A batch or an eval that is not there: said (and as `--json`'s one object)."""
+        if self.invocation.json:
+            cli.print_json(cli.not_found(headline, advice))
+        self.ui.problem(headline, advice, "")
+        return cli.EXIT_FAILED
+
     def fail(self, error: BaseException, code: int) -> int:
         problem = problems.explain(error)
         if self.run_id is not None and problem.kind in RETRIABLE:

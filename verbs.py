@@ -308,8 +308,7 @@ class Reader:
 
     def missing(self, headline: str, advice: str) -> int:
         if self.json_mode:
-            error = {"type": "not_found", "headline": headline, "advice": advice, "detail": ""}
-            cli.print_json({"ok": False, "error": error})
+            cli.print_json(cli.not_found(headline, advice))
         self.ui.problem(headline, advice, "")
         return cli.EXIT_FAILED
 

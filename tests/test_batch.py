@@ -694,6 +694,18 @@ def test_a_wrong_id_or_file_is_said_before_any_key_is_asked_for(
     done = agentgod(isolated_home, None, *args)
     assert done.returncode in (1, 2)
     assert said in done.stderr and "API key" not in done.stderr, done.stderr
+    answered = agentgod(isolated_home, None, *args, "--json")
+    reply = json.loads(answered.stdout)  # --json: one object, the error in its usual shape
+    assert reply["ok"] is False and said in reply["error"]["headline"], reply
+
+
+@pytest.mark.parametrize("verb", ["batch", "eval"])
+def test_show_of_nothing_is_the_usual_error_object(isolated_home: Path, verb: str) -> None:
+    for args in ((verb, "show", "--json"), (verb, "show", "ffff0000", "--json")):
+        done = agentgod(isolated_home, None, *args)
+        assert done.returncode == 1
+        error = json.loads(done.stdout)["error"]
+        assert error["type"] == "not_found" and error["headline"].startswith("There is no")
 
 
 def test_reading_lines_keeps_bad_ones_with_their_reason(tmp_path: Path) -> None:
