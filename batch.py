@@ -41,6 +41,7 @@ from agentgod.childrun import (
     child_env,
 )
 from agentgod.kinds import (
+    BUDGET_USD_RANGE,
     TASK_MAX_CHARS,
     BatchStatus,
     BudgetOwner,
@@ -183,10 +184,13 @@ def line_fields(
             raise BadLine(f"id {line_id!r} is already line {seen[line_id]}'s")
         seen[line_id] = line
     budget = data.get("budget")
+    low, high = BUDGET_USD_RANGE
     if budget is not None and (
-        isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0
+        isinstance(budget, bool)
+        or not isinstance(budget, int | float)
+        or not low <= budget <= high  # as --budget takes it (NaN is in no range)
     ):
-        raise BadLine("'budget' must be a positive number of dollars")
+        raise BadLine(f"'budget' must be a positive number of dollars, at most {high:,.0f}")
     files = data.get("files", [])
     if not isinstance(files, list) or not all(isinstance(f, str) and f.strip() for f in files):
         raise BadLine("'files' must be a list of paths")

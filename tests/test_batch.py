@@ -723,10 +723,11 @@ def test_reading_lines_keeps_bad_ones_with_their_reason(tmp_path: Path) -> None:
             '{"task": "seven", "budget": -1}',
             json.dumps({"task": "x" * (TASK_MAX_CHARS + 1)}),
             json.dumps({"task": "y" * TASK_MAX_CHARS}),
+            '{"task": "twelve", "budget": 1e9}',
         ],
         base=tmp_path,
     )
-    assert [row.line for row in rows] == [1, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert [row.line for row in rows] == [1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
     assert rows[0].status is TaskStatus.PENDING and rows[0].task_id is None
     assert rows[1].files == [str(tmp_path / "a.csv")] and rows[1].budget_usd == 0.5
     reasons = {row.line: row.error for row in rows if row.status is TaskStatus.INVALID}
@@ -738,6 +739,7 @@ def test_reading_lines_keeps_bad_ones_with_their_reason(tmp_path: Path) -> None:
     assert "positive number" in reasons[9]
     assert "over the 50,000 sent whole into every model call" in reasons[10]
     assert 11 not in reasons, "a task of the limit itself is a task"
+    assert "at most 1,000,000" in reasons[12], "a budget --budget would refuse is a bad line"
     assert os.sep not in (rows[1].task_id or "")
 
 
