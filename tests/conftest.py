@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ sys.path[:0] = [str(IMPORT_ROOT), str(Path(__file__).resolve().parent), str(ROOT
 from fakeapi import FakeMessagesAPI  # noqa: E402
 from terminal import Terminal  # noqa: E402
 
-from agentgod import config  # noqa: E402
+from agentgod import config, runrecord  # noqa: E402
 
 if TYPE_CHECKING:
     from fakeapi import Request
@@ -35,6 +36,42 @@ TEST_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 CONSOLE_SCRIPT = Path(sys.executable).parent / "agentgod"
 """Where `pip install -e .` into this interpreter puts the command: found without PATH, so
 `venv/bin/python -m pytest` needs no activated venv."""
+
+
+_archived_minutes = iter(range(1, 100_000))
+"""Minutes after noon: each archived record starts later than the one before."""
+
+
+def archived_record(task: str, **overrides: Any) -> runrecord.RunRecord:
+    """A finished run's record, as the archive takes it: one agent, four calls, each record
+    started a minute after the one before (so history lists them in the order made)."""
+    values: dict[str, Any] = {
+        "task": task,
+        "ok": True,
+        "answer": f"answer to {task}",
+        "error": "",
+        "complexity": "simple",
+        "waves": [["fact_finder"]],
+        "agents": [runrecord.AgentRecord("fact_finder", "finds facts", False, True, 1, 1.5, "ok")],
+        "failures": [],
+        "revisions": 0,
+        "council_improved": False,
+        "cost": {
+            "llm_calls": 4,
+            "input_tokens": 1200,
+            "output_tokens": 300,
+            "cache_write_tokens": 0,
+            "cache_read_tokens": 50,
+            "web_searches": 0,
+            "usd": 0.0042,
+            "estimate": False,
+        },
+        "duration_seconds": 83.0,
+        "started_at": datetime(2026, 5, 1, 12, tzinfo=UTC)
+        + timedelta(minutes=next(_archived_minutes)),
+    }
+    values.update(overrides)
+    return runrecord.RunRecord(**values)
 
 
 def agentgod_command() -> list[str]:

@@ -16,12 +16,11 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import agentgod, agentgod_command
+from conftest import agentgod, agentgod_command, archived_record
 from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
@@ -163,39 +162,10 @@ def test_a_json_failure_keeps_the_task_text(fake_api: FakeMessagesAPI, isolated_
 # ---- the records: private, clean, and a damaged history repaired -------------------------------
 
 
-_archived = iter(range(1, 10_000))
-"""Minutes after noon: each record starts later than the one before."""
-
-
 def _record(task: str, **overrides: Any) -> runrecord.RunRecord:
-    values: dict[str, Any] = {
-        "task": task,
-        "ok": True,
-        "answer": f"answer to {task}",
-        "error": "",
-        "complexity": "simple",
-        "waves": [["fact_finder"]],
-        "agents": [
-            runrecord.AgentRecord("fact_finder", "finds | facts", False, True, 2, 1.5, "ok")
-        ],
-        "failures": [],
-        "revisions": 0,
-        "council_improved": False,
-        "cost": {
-            "llm_calls": 4,
-            "input_tokens": 1200,
-            "output_tokens": 300,
-            "cache_write_tokens": 0,
-            "cache_read_tokens": 50,
-            "web_searches": 0,
-            "usd": 0.0042,
-            "estimate": False,
-        },
-        "duration_seconds": 83.0,
-        "started_at": datetime(2026, 5, 1, 12, tzinfo=UTC) + timedelta(minutes=next(_archived)),
-    }
-    values.update(overrides)
-    return runrecord.RunRecord(**values)
+    """An archived run whose agent's role holds a table's separator and took two attempts."""
+    agent = runrecord.AgentRecord("fact_finder", "finds | facts", False, True, 2, 1.5, "ok")
+    return archived_record(task, **{"agents": [agent], **overrides})
 
 
 def _mode(path: Path) -> int:

@@ -18,18 +18,17 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import scripted
-from conftest import agentgod, agentgod_command, stopped_once_working
+from conftest import agentgod, agentgod_command, archived_record, stopped_once_working
 from conftest import scripted_env as _env
 from fakeapi import FakeMessagesAPI, Reply, Request
 from scripted import Factory, agent_spec, plan
 from terminal import Terminal
 
-from agentgod import cli, crew, eventlog, planner, runlog, runrecord
+from agentgod import cli, crew, eventlog, planner, runlog
 
 
 @pytest.fixture
@@ -44,37 +43,7 @@ def _reply(done: subprocess.CompletedProcess[str]) -> dict:
     return json.loads(done.stdout)
 
 
-_minutes = iter(range(1, 10_000))
-
-
-def _record(task: str, **overrides: object) -> runrecord.RunRecord:
-    """An archived run's record, each one started a minute after the one before."""
-    values: dict = {
-        "task": task,
-        "ok": True,
-        "answer": f"answer to {task}",
-        "error": "",
-        "complexity": "simple",
-        "waves": [["fact_finder"]],
-        "agents": [runrecord.AgentRecord("fact_finder", "finds facts", False, True, 1, 1.5, "ok")],
-        "failures": [],
-        "revisions": 0,
-        "council_improved": False,
-        "cost": {
-            "llm_calls": 4,
-            "input_tokens": 1200,
-            "output_tokens": 300,
-            "cache_write_tokens": 0,
-            "cache_read_tokens": 50,
-            "web_searches": 0,
-            "usd": 0.0042,
-            "estimate": False,
-        },
-        "duration_seconds": 83.0,
-        "started_at": datetime(2026, 5, 1, 12, tzinfo=UTC) + timedelta(minutes=next(_minutes)),
-    }
-    values.update(overrides)
-    return runrecord.RunRecord(**values)
+_record = archived_record
 
 
 def _nothing_spent(api: FakeMessagesAPI, home: Path) -> None:
