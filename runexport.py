@@ -85,7 +85,7 @@ def take_in(exported: dict[str, Any], home: Path | None = None) -> list[artifact
     run_id = str(run["run_id"])
     runs_dir = config.runs_dir() if home is None else home / "runs"
     folder = runs_dir / run_id
-    if history.known(run_id) if home is None else export(home, run_id) is not None:
+    if history.known(run_id) if home is None else _has_run(runs_dir, run_id):
         return []
     for relative, data in exported.get("files", {}).items():
         target = (folder / relative).resolve()
@@ -107,6 +107,15 @@ def take_in(exported: dict[str, Any], home: Path | None = None) -> list[artifact
         artifacts.Artifact(name=path.name, path=path, bytes=path.stat().st_size, agent="")
         for path in kept
     ]
+
+
+def _has_run(runs_dir: Path, run_id: str) -> bool:
+    """Whether the history in `runs_dir` (another home's) already holds run `run_id`."""
+    database = runs_dir / historydb.DB_NAME
+    if not database.is_file():
+        return False
+    with contextlib.closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
 
 
 def _local_artifacts(stored: Any, folder: Path) -> Any:
